@@ -1,0 +1,7 @@
+#!/usr/bin/env node
+// Entry for `npx hearth …`: loads the TypeScript CLI in-process through tsx's loader,
+// so a checkout needs no build step and signals reach the real process.
+import { register } from 'tsx/esm/api';
+
+register();
+await import('../src/cli/main.ts');
