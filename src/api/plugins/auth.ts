@@ -1,0 +1,45 @@
+// Authentication (Bearer everywhere, Basic `api:<key>` on table routes) and per-key rate limiting.
+// Runs before body parsing, so a bad key costs no JSON parse.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { HttpError } from '../errors.js';
+import type { ApiKeys } from '../../services/api-keys.js';
+import { RateLimiter } from '../rate-limit.js';
+import { hashKey } from '../../services/api-keys.js';
+
+function presentedKey(request: FastifyRequest, allowBasic: boolean): string | null {
+  const header = request.headers.authorization;
+  if (!header) return null;
+  const [scheme, value] = header.split(/\s+/, 2);
+  if (!value) return null;
+  if (scheme.toLowerCase() === 'bearer') return value.trim();
+  if (allowBasic && scheme.toLowerCase() === 'basic') {
+    const decoded = Buffer.from(value, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon < 0) return null;
+    // The Weave client sends user "api"; accept any user name, the password is the key.
+    return decoded.slice(colon + 1);
+  }
+  return null;
+}
+
+export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: number): void {
+  const limiter = new RateLimiter(perMinute);
+  app.decorateRequest('auth', null);
+  app.addHook('onRequest', async (request, reply) => {
+    const mode = request.routeOptions.config?.auth;
+    if (!mode || mode === 'none') return;
+    const allowBasic = mode === 'basic-or-bearer';
+    const challenge = allowBasic ? 'Basic realm="hearth", Bearer' : 'Bearer';
+    const key = presentedKey(request, allowBasic);
+    if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
+    const entity = keys.authenticate(key);
+    if (!entity) throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge });
+    const keyId = hashKey(key).slice(0, 12);
+    request.auth = { entity, keyId };
+    const take = limiter.take(keyId);
+    if (!take.allowed) {
+      reply.header('retry-after', String(take.retryAfterSec));
+      throw new HttpError(429, 'Rate limit reached for this API key', { 'retry-after': String(take.retryAfterSec) });
+    }
+  });
+}

@@ -1,0 +1,102 @@
+// One declaration per endpoint: zod schemas for params, query, body and the 200 response drive
+// validation (FastAPI-style 422s), the handler's TypeScript types and the OpenAPI document.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { ValidationError, zodIssuesToDetail, type ErrorStyle, type ValidationIssue } from './errors.js';
+
+export type AuthMode = 'bearer' | 'basic-or-bearer' | 'none';
+
+export interface AuthContext {
+  entity: string;
+  /** The key's hash prefix (never the key), for rate limiting and logs. */
+  keyId: string;
+}
+
+export interface RouteContext<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  auth: AuthContext;
+  request: FastifyRequest;
+  reply: FastifyReply;
+}
+
+type Infer<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+export interface RouteDef<P extends z.ZodType | undefined = any, Q extends z.ZodType | undefined = any, B extends z.ZodType | undefined = any> {
+  method: 'GET' | 'POST' | 'DELETE' | 'PUT';
+  url: string | string[];
+  operationId: string;
+  summary: string;
+  tags: string[];
+  auth: AuthMode;
+  errorStyle?: ErrorStyle;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Schema of the 200 body, for the OpenAPI document. */
+  response?: z.ZodType;
+  /** Other documented statuses → description. */
+  errors?: Record<number, string>;
+  /** Return the body to send (200), or send it yourself through `reply` (streaming) and return undefined. */
+  handler: (ctx: RouteContext<Infer<P>, Infer<Q>, Infer<B>>) => unknown | Promise<unknown>;
+}
+
+/** Identity function that gives a route declaration its inferred types. */
+export function defineRoute<P extends z.ZodType | undefined, Q extends z.ZodType | undefined, B extends z.ZodType | undefined>(
+  def: RouteDef<P, Q, B>,
+): RouteDef<P, Q, B> {
+  return def;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthMode;
+    errorStyle?: ErrorStyle;
+  }
+  interface FastifyRequest {
+    auth: AuthContext | null;
+  }
+}
+
+function parsePart(schema: z.ZodType | undefined, value: unknown, where: 'path' | 'query' | 'body', issues: ValidationIssue[]): unknown {
+  if (!schema) return undefined;
+  const r = schema.safeParse(value, { reportInput: true });
+  if (r.success) return r.data;
+  issues.push(...zodIssuesToDetail(r.error.issues, where));
+  return undefined;
+}
+
+/** Fastify keeps the body `undefined` when none was sent; FastAPI reports a missing body as one `missing` item. */
+function bodyOrMissing(schema: z.ZodType | undefined, request: FastifyRequest, issues: ValidationIssue[]): unknown {
+  if (!schema) return undefined;
+  if (request.body === undefined || request.body === null) {
+    if (schema.safeParse(undefined).success) return schema.parse(undefined);
+    issues.push({ loc: ['body'], msg: 'Field required', type: 'missing' });
+    return undefined;
+  }
+  return parsePart(schema, request.body, 'body', issues);
+}
+
+export function registerRoutes(app: FastifyInstance, defs: RouteDef[]): void {
+  for (const def of defs) {
+    const urls = Array.isArray(def.url) ? def.url : [def.url];
+    for (const url of urls) {
+      app.route({
+        method: def.method,
+        url,
+        config: { auth: def.auth, errorStyle: def.errorStyle ?? 'detail' },
+        handler: async (request, reply) => {
+          const issues: ValidationIssue[] = [];
+          const params = parsePart(def.params, request.params, 'path', issues);
+          const query = parsePart(def.query, request.query, 'query', issues);
+          const body = bodyOrMissing(def.body, request, issues);
+          if (issues.length) throw new ValidationError(issues);
+          const result = await def.handler({ params, query, body, auth: request.auth as AuthContext, request, reply } as RouteContext<any, any, any>);
+          if (reply.sent) return reply;
+          return result;
+        },
+      });
+    }
+  }
+}

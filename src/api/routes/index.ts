@@ -1,0 +1,18 @@
+// Every route group of the service. A new resource = a new file here + one line below.
+import type { RouteDef } from '../route.js';
+import type { AppContext } from '../context.js';
+import { healthRoutes } from './health.js';
+import { modelRoutes } from './models.js';
+import { trainingJobRoutes } from './training-jobs.js';
+import { inferenceRoutes } from './inference.js';
+import { hardwareRoutes } from './hardware.js';
+
+export function allRoutes(ctx: AppContext): RouteDef[] {
+  return [
+    ...healthRoutes(ctx),
+    ...modelRoutes(ctx),
+    ...trainingJobRoutes(ctx),
+    ...inferenceRoutes(ctx),
+    ...hardwareRoutes(ctx),
+  ];
+}

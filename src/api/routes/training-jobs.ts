@@ -1,0 +1,41 @@
+// /v1/preview/training-jobs…: create RL and SFT jobs, follow them through their events, cancel them.
+import { defineRoute, type RouteDef } from '../route.js';
+import type { AppContext } from '../context.js';
+import {
+  CreateSFTTrainingJob, CreateTrainingJob, EventPage, EventQuery, JobIdParams, TrainingJobDetail, TrainingJobResponse,
+} from '../../schemas/training.js';
+
+export function trainingJobRoutes(ctx: AppContext): RouteDef[] {
+  const tags = ['training-jobs'];
+  return [
+    defineRoute({
+      method: 'POST', url: '/v1/preview/training-jobs', operationId: 'create_training_job_v1_preview_training_jobs_post', summary: 'Create RL Training Job',
+      tags, auth: 'bearer', body: CreateTrainingJob, response: TrainingJobResponse,
+      errors: { 400: 'Unsupported configuration', 404: 'Unknown model', 429: 'Queue full', 501: 'No training engine' },
+      handler: ({ auth, body }) => ctx.trainingJobs.createRl(auth.entity, body),
+    }),
+    defineRoute({
+      method: 'POST', url: '/v1/preview/sft-training-jobs', operationId: 'create_sft_training_job_v1_preview_sft_training_jobs_post',
+      summary: 'Create SFT Training Job', tags, auth: 'bearer', body: CreateSFTTrainingJob, response: TrainingJobResponse,
+      errors: { 400: 'Unreadable training data URL', 404: 'Unknown model', 429: 'Queue full', 501: 'No training engine' },
+      handler: ({ auth, body }) => ctx.trainingJobs.createSft(auth.entity, body),
+    }),
+    defineRoute({
+      method: 'GET', url: '/v1/preview/training-jobs/:training_job_id', operationId: 'get_training_job_v1_preview_training_jobs__training_job_id__get',
+      summary: 'Get Training Job', tags, auth: 'bearer', params: JobIdParams, response: TrainingJobDetail, errors: { 404: 'Unknown job' },
+      handler: ({ auth, params }) => ctx.trainingJobs.get(auth.entity, params.training_job_id),
+    }),
+    defineRoute({
+      method: 'GET', url: '/v1/preview/training-jobs/:training_job_id/events',
+      operationId: 'get_training_job_events_v1_preview_training_jobs__training_job_id__events_get', summary: 'Get Training Job Events', tags,
+      auth: 'bearer', params: JobIdParams, query: EventQuery, response: EventPage, errors: { 404: 'Unknown job' },
+      handler: ({ auth, params, query }) => ctx.trainingJobs.events(auth.entity, params.training_job_id, query),
+    }),
+    defineRoute({
+      method: 'POST', url: '/v1/preview/training-jobs/:training_job_id/cancel',
+      operationId: 'cancel_training_job_v1_preview_training_jobs__training_job_id__cancel_post', summary: 'Cancel Training Job', tags,
+      auth: 'bearer', params: JobIdParams, response: TrainingJobDetail, errors: { 404: 'Unknown job', 409: 'Job already finished' },
+      handler: ({ auth, params }) => ctx.trainingJobs.cancel(auth.entity, params.training_job_id),
+    }),
+  ];
+}

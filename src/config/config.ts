@@ -1,0 +1,49 @@
+// Everything configurable, read once from the environment (documented in docs/configuration.md).
+import path from 'node:path';
+
+export interface Config {
+  host: string;
+  port: number;
+  /** State directory: hearth.db, models/, checkpoints/, datasets/. */
+  home: string;
+  /** Largest accepted request body in bytes (RL bodies carry a logprob per token: large). */
+  bodyLimit: number;
+  /** Requests per key per minute; 0 disables the limit. */
+  rateLimitPerMinute: number;
+  /** Redis for the BullMQ queue; null = embedded queue. */
+  redisUrl: string | null;
+  /** A key accepted in addition to the stored ones (automation), for `apiKeyEntity`. */
+  apiKey: string | null;
+  apiKeyEntity: string;
+  /** Seconds without a heartbeat after which a worker is considered gone. */
+  heartbeatTimeoutSec: number;
+  logLevel: string;
+}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got "${raw}"`);
+  return Math.floor(n);
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  return {
+    host: env.HOST || '127.0.0.1',
+    port: int(env, 'PORT', 8080),
+    home: path.resolve(env.HEARTH_HOME || './.hearth'),
+    bodyLimit: int(env, 'HEARTH_BODY_LIMIT', 64 * 1024 * 1024),
+    rateLimitPerMinute: int(env, 'HEARTH_RATE_LIMIT', 6000),
+    redisUrl: env.REDIS_URL || null,
+    apiKey: env.HEARTH_API_KEY || null,
+    apiKeyEntity: env.HEARTH_ENTITY || 'local',
+    heartbeatTimeoutSec: int(env, 'HEARTH_HEARTBEAT_TIMEOUT', 15),
+    logLevel: env.LOG_LEVEL || 'info',
+  };
+}
+
+export const dbPath = (home: string) => path.join(home, 'hearth.db');
+export const checkpointsDir = (home: string) => path.join(home, 'checkpoints');
+export const modelsDir = (home: string) => path.join(home, 'models');
+export const datasetsDir = (home: string) => path.join(home, 'datasets');

@@ -1,0 +1,55 @@
+// API keys: random secrets shown once, stored as SHA-256 hashes, looked up by a non-secret prefix.
+import crypto from 'node:crypto';
+import type { Store } from '../store/sqlite/store.js';
+import { nowIso } from '../store/records.js';
+
+const KEY_PREFIX = 'hearth_';
+const PREFIX_LEN = KEY_PREFIX.length + 8; // stored in clear, to find the row without scanning
+
+export const hashKey = (key: string) => crypto.createHash('sha256').update(key).digest('hex');
+
+export function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && crypto.timingSafeEqual(x, y);
+}
+
+const ENTITY_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+export function assertEntityName(entity: string): void {
+  if (!ENTITY_RE.test(entity)) throw new Error(`invalid entity "${entity}": use 1-64 letters, digits, '_', '.', '-'`);
+}
+
+export class ApiKeys {
+  constructor(
+    private readonly store: Store,
+    private readonly extra: { key: string; entity: string } | null = null,
+  ) {}
+
+  create(entity: string): { key: string; prefix: string } {
+    assertEntityName(entity);
+    const key = KEY_PREFIX + crypto.randomBytes(30).toString('base64url');
+    const prefix = key.slice(0, PREFIX_LEN);
+    this.store.keys.insert({ id: crypto.randomUUID(), prefix, hash: hashKey(key), entity, createdAt: nowIso() });
+    return { key, prefix };
+  }
+
+  /** The entity a presented key belongs to, or null. Compares hashes in constant time. */
+  authenticate(key: string): string | null {
+    const hash = hashKey(key);
+    if (this.extra && sameHash(hash, hashKey(this.extra.key))) return this.extra.entity;
+    if (!key.startsWith(KEY_PREFIX) || key.length < PREFIX_LEN) return null;
+    const found = this.store.keys.findByPrefix(key.slice(0, PREFIX_LEN));
+    if (!found || found.record.revokedAt) return null;
+    return sameHash(hash, found.hash) ? found.record.entity : null;
+  }
+
+  list() {
+    return this.store.keys.list();
+  }
+
+  revoke(prefix: string): number {
+    if (prefix.length < 4) throw new Error('give at least 4 characters of the key prefix');
+    return this.store.keys.revoke(prefix, nowIso());
+  }
+}

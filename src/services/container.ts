@@ -1,0 +1,24 @@
+// Builds the services of one API process from its config and store.
+import type { Config } from '../config/config.js';
+import { checkpointsDir, modelsDir } from '../config/config.js';
+import type { Store } from '../store/sqlite/store.js';
+import type { AppContext } from '../api/context.js';
+import { ApiKeys } from './api-keys.js';
+import { BaseModelCatalog } from './base-models.js';
+import { ModelsService } from './models.js';
+import { TrainingJobsService, type TrainingDispatcher, type TrainingPolicy } from './training-jobs.js';
+import type { WorkerDirectory } from '../queue/port.js';
+
+export interface ContainerOptions {
+  dispatcher?: TrainingDispatcher | null;
+  policy?: TrainingPolicy | null;
+  workers?: WorkerDirectory | null;
+}
+
+export function createContext(config: Config, store: Store, opts: ContainerOptions = {}): AppContext {
+  const keys = new ApiKeys(store, config.apiKey ? { key: config.apiKey, entity: config.apiKeyEntity } : null);
+  const catalog = new BaseModelCatalog(modelsDir(config.home));
+  const models = new ModelsService(store, catalog, checkpointsDir(config.home));
+  const trainingJobs = new TrainingJobsService(store, models, opts.dispatcher ?? null, opts.policy ?? null);
+  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? null };
+}

@@ -1,0 +1,149 @@
+// Training jobs: creation (validated, persisted, handed to the queue), status, and the ordered event log
+// that ART's client polls. The API process is the only writer; workers report through the queue.
+import crypto from 'node:crypto';
+import type { Store } from '../store/sqlite/store.js';
+import { nowIso, TERMINAL_STATUSES, type TrainingEventType, type TrainingJobRecord } from '../store/records.js';
+import { badRequest, conflict, notFound, notImplemented } from '../api/errors.js';
+import { toPage } from './pagination.js';
+import type { ModelsService } from './models.js';
+import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../schemas/training.js';
+
+/** What the service needs from the queue: hand over a persisted job, ask a running one to stop. */
+export interface TrainingDispatcher {
+  enqueueTraining(job: TrainingJobRecord): Promise<void>;
+  cancelTraining(jobId: string): Promise<void>;
+}
+
+/** Checks that belong to the training engine (config keys it implements, data URLs it can read). */
+export interface TrainingPolicy {
+  unsupportedRlKeys(config: Record<string, unknown>): string[];
+  checkSftDataUrl(entity: string, url: string): string | null; // error message or null
+}
+
+const jobDetail = (j: TrainingJobRecord) => ({
+  id: j.id,
+  status: j.status,
+  kind: j.kind,
+  model_id: j.modelId,
+  created_at: j.createdAt,
+  started_at: j.startedAt,
+  finished_at: j.finishedAt,
+  training_start: j.startedAt,
+  training_end: j.finishedAt,
+  error_message: j.errorMessage,
+});
+
+export class TrainingJobsService {
+  constructor(
+    private readonly store: Store,
+    private readonly models: ModelsService,
+    private readonly dispatcher: TrainingDispatcher | null,
+    private readonly policy: TrainingPolicy | null,
+  ) {}
+
+  private requireEngine(): { dispatcher: TrainingDispatcher; policy: TrainingPolicy } {
+    if (!this.dispatcher || !this.policy) {
+      throw notImplemented('Training is not available on this server: no training engine is configured (see docs/architecture.md)');
+    }
+    return { dispatcher: this.dispatcher, policy: this.policy };
+  }
+
+  async createRl(entity: string, body: CreateTrainingJobBody) {
+    const model = this.models.require(entity, body.model_id);
+    const { dispatcher, policy } = this.requireEngine();
+    const unsupported = policy.unsupportedRlKeys(body.experimental_config ?? {});
+    if (unsupported.length) throw badRequest(`experimental_config keys not implemented by this server: ${unsupported.join(', ')}`);
+    return this.enqueue(dispatcher, entity, model.id, 'rl', body, null);
+  }
+
+  async createSft(entity: string, body: CreateSFTTrainingJobBody) {
+    const model = this.models.require(entity, body.model_id);
+    const { dispatcher, policy } = this.requireEngine();
+    const problem = policy.checkSftDataUrl(entity, body.training_data_url);
+    if (problem) throw badRequest(problem);
+    // The hosted service answers a repeated create (same model, same data) with the existing job.
+    const dedupKey = crypto.createHash('sha256').update(JSON.stringify([body.training_data_url, body.config ?? null])).digest('hex');
+    const existing = this.store.jobs.findByDedupKey(model.id, dedupKey);
+    if (existing && existing.status !== 'failed' && existing.status !== 'cancelled') return { id: existing.id };
+    return this.enqueue(dispatcher, entity, model.id, 'sft', body, dedupKey);
+  }
+
+  private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null) {
+    const job: TrainingJobRecord = {
+      id: crypto.randomUUID(), entity, modelId, kind, status: 'queued', payload, dedupKey,
+      errorMessage: null, createdAt: nowIso(), startedAt: null, finishedAt: null,
+    };
+    this.store.jobs.insert(job);
+    try {
+      await dispatcher.enqueueTraining(job);
+    } catch (err) {
+      this.fail(job.id, `could not enqueue the job: ${(err as Error).message}`);
+      throw err;
+    }
+    return { id: job.id };
+  }
+
+  require(entity: string, jobId: string): TrainingJobRecord {
+    const j = this.store.jobs.get(entity, jobId);
+    if (!j) throw notFound(`Training job ${jobId} not found`);
+    return j;
+  }
+
+  get(entity: string, jobId: string) {
+    return jobDetail(this.require(entity, jobId));
+  }
+
+  events(entity: string, jobId: string, q: { after?: string; limit: number }) {
+    const job = this.require(entity, jobId);
+    let afterSeq: number | null = null;
+    if (q.after) {
+      afterSeq = this.store.events.seqOf(job.id, q.after);
+      if (afterSeq === null) return { object: 'list' as const, data: [], first_id: '', last_id: '', has_more: false };
+    }
+    const rows = this.store.events.page(job.id, afterSeq, q.limit + 1);
+    return toPage(rows, q.limit, (e) => ({ id: e.id, type: e.type, data: e.data }));
+  }
+
+  async cancel(entity: string, jobId: string) {
+    const job = this.require(entity, jobId);
+    if (TERMINAL_STATUSES.includes(job.status)) throw conflict(`Training job ${jobId} already ${job.status}`);
+    if (job.status === 'queued') {
+      this.finishWithEvent(job.id, 'cancelled', 'training_failed', { error_message: 'cancelled by the user before it started' });
+    }
+    await this.dispatcher?.cancelTraining(job.id);
+    return jobDetail(this.store.jobs.getById(job.id)!);
+  }
+
+  // ---- reports from workers (through the queue) ----
+
+  markStarted(jobId: string): boolean {
+    return this.store.jobs.markRunning(jobId, nowIso());
+  }
+
+  /**
+   * Store one event from a worker, keeping the order ART relies on: nothing after a terminal event,
+   * and a terminal event also finishes the job (one transaction).
+   */
+  recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>): boolean {
+    return this.store.tx(() => {
+      const job = this.store.jobs.getById(jobId);
+      if (!job || this.store.events.hasTerminal(jobId)) return false;
+      if (job.status === 'queued') this.store.jobs.markRunning(jobId, nowIso());
+      this.store.events.append({ id: crypto.randomUUID(), jobId, type, data, createdAt: nowIso() });
+      if (type === 'training_ended') this.store.jobs.finish(jobId, 'succeeded', nowIso(), null);
+      if (type === 'training_failed') {
+        const cancelled = data.cancelled === true;
+        this.store.jobs.finish(jobId, cancelled ? 'cancelled' : 'failed', nowIso(), String(data.error_message ?? 'training failed'));
+      }
+      return true;
+    });
+  }
+
+  fail(jobId: string, message: string): boolean {
+    return this.recordEvent(jobId, 'training_failed', { error_message: message });
+  }
+
+  private finishWithEvent(jobId: string, _status: 'cancelled', type: TrainingEventType, data: Record<string, unknown>) {
+    this.recordEvent(jobId, type, { ...data, cancelled: true });
+  }
+}

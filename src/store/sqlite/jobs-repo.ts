@@ -1,0 +1,66 @@
+import type { Db } from './database.js';
+import type { JobStatus, TrainingJobRecord } from '../records.js';
+
+interface Row {
+  id: string; entity: string; model_id: string; kind: 'rl' | 'sft'; status: JobStatus; payload: string; dedup_key: string | null;
+  error_message: string | null; created_at: string; started_at: string | null; finished_at: string | null;
+}
+
+const toRecord = (r: Row): TrainingJobRecord => ({
+  id: r.id, entity: r.entity, modelId: r.model_id, kind: r.kind, status: r.status, payload: JSON.parse(r.payload),
+  dedupKey: r.dedup_key, errorMessage: r.error_message, createdAt: r.created_at, startedAt: r.started_at, finishedAt: r.finished_at,
+});
+
+export class JobsRepo {
+  constructor(private readonly db: Db) {}
+
+  insert(j: TrainingJobRecord): void {
+    this.db
+      .prepare(
+        `INSERT INTO training_jobs (id, entity, model_id, kind, status, payload, dedup_key, error_message, created_at, started_at, finished_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(j.id, j.entity, j.modelId, j.kind, j.status, JSON.stringify(j.payload), j.dedupKey, j.errorMessage, j.createdAt, j.startedAt, j.finishedAt);
+  }
+
+  get(entity: string, id: string): TrainingJobRecord | null {
+    const r = this.db.prepare('SELECT * FROM training_jobs WHERE id = ? AND entity = ?').get(id, entity) as Row | undefined;
+    return r ? toRecord(r) : null;
+  }
+
+  getById(id: string): TrainingJobRecord | null {
+    const r = this.db.prepare('SELECT * FROM training_jobs WHERE id = ?').get(id) as Row | undefined;
+    return r ? toRecord(r) : null;
+  }
+
+  findByDedupKey(modelId: string, dedupKey: string): TrainingJobRecord | null {
+    const r = this.db.prepare('SELECT * FROM training_jobs WHERE model_id = ? AND dedup_key = ?').get(modelId, dedupKey) as Row | undefined;
+    return r ? toRecord(r) : null;
+  }
+
+  withStatus(statuses: JobStatus[]): TrainingJobRecord[] {
+    const marks = statuses.map(() => '?').join(',');
+    return (this.db.prepare(`SELECT * FROM training_jobs WHERE status IN (${marks}) ORDER BY created_at`).all(...statuses) as Row[]).map(toRecord);
+  }
+
+  activeForModel(modelId: string): TrainingJobRecord[] {
+    return (this.db.prepare("SELECT * FROM training_jobs WHERE model_id = ? AND status IN ('queued','running')").all(modelId) as Row[]).map(toRecord);
+  }
+
+  markRunning(id: string, at: string): boolean {
+    return this.db.prepare("UPDATE training_jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'").run(at, id).changes > 0;
+  }
+
+  /** Move a job to a terminal status unless it already has one. */
+  finish(id: string, status: 'succeeded' | 'failed' | 'cancelled', at: string, errorMessage: string | null): boolean {
+    return (
+      this.db
+        .prepare("UPDATE training_jobs SET status = ?, finished_at = ?, error_message = ? WHERE id = ? AND status IN ('queued','running')")
+        .run(status, at, errorMessage, id).changes > 0
+    );
+  }
+
+  count(): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM training_jobs').get() as { n: number }).n;
+  }
+}

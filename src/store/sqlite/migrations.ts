@@ -1,0 +1,92 @@
+// Versioned schema migrations. Append only: never edit a migration that has shipped.
+// Each entry runs once, inside a transaction, and bumps PRAGMA user_version.
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const migrations: Migration[] = [
+  {
+    version: 1,
+    name: 'keys, models, checkpoints, training jobs, events, trajectory logs, usage',
+    sql: `
+      CREATE TABLE api_keys (
+        id          TEXT PRIMARY KEY,
+        prefix      TEXT NOT NULL UNIQUE,
+        hash        TEXT NOT NULL,
+        entity      TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        revoked_at  TEXT
+      );
+
+      CREATE TABLE models (
+        id          TEXT PRIMARY KEY,
+        entity      TEXT NOT NULL,
+        project     TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        base_model  TEXT NOT NULL,
+        run_id      TEXT,
+        created_at  TEXT NOT NULL,
+        UNIQUE (entity, project, name)
+      );
+
+      CREATE TABLE checkpoints (
+        id          TEXT PRIMARY KEY,
+        model_id    TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        step        INTEGER NOT NULL,
+        metrics     TEXT NOT NULL DEFAULT '{}',
+        path        TEXT,
+        created_at  TEXT NOT NULL,
+        UNIQUE (model_id, step)
+      );
+
+      CREATE TABLE training_jobs (
+        id            TEXT PRIMARY KEY,
+        entity        TEXT NOT NULL,
+        model_id      TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        kind          TEXT NOT NULL CHECK (kind IN ('rl', 'sft')),
+        status        TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+        payload       TEXT NOT NULL,
+        dedup_key     TEXT,
+        error_message TEXT,
+        created_at    TEXT NOT NULL,
+        started_at    TEXT,
+        finished_at   TEXT
+      );
+      CREATE INDEX training_jobs_model ON training_jobs(model_id);
+      CREATE INDEX training_jobs_status ON training_jobs(status);
+
+      CREATE TABLE training_job_events (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        id          TEXT NOT NULL UNIQUE,
+        job_id      TEXT NOT NULL REFERENCES training_jobs(id) ON DELETE CASCADE,
+        type        TEXT NOT NULL,
+        data        TEXT NOT NULL,
+        created_at  TEXT NOT NULL
+      );
+      CREATE INDEX training_job_events_job ON training_job_events(job_id, seq);
+
+      CREATE TABLE trajectory_logs (
+        id          TEXT PRIMARY KEY,
+        model_id    TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        step        INTEGER NOT NULL,
+        split       TEXT NOT NULL,
+        groups      TEXT NOT NULL,
+        metrics     TEXT NOT NULL,
+        created_at  TEXT NOT NULL
+      );
+
+      CREATE TABLE usage (
+        entity            TEXT NOT NULL,
+        project           TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        requests          INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (entity, project, model)
+      );
+    `,
+  },
+];

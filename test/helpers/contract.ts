@@ -1,0 +1,29 @@
+// Validate response bodies against the component schemas of the official OpenAPI document.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Ajv2020 from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const SPEC_DIR = path.resolve(here, '../../../shared/spec');
+export const hasSpec = fs.existsSync(path.join(SPEC_DIR, 'wandb-serverless-training.openapi.json'));
+
+let ajv: InstanceType<typeof Ajv2020> | null = null;
+
+function load() {
+  if (ajv) return ajv;
+  const doc = JSON.parse(fs.readFileSync(path.join(SPEC_DIR, 'wandb-serverless-training.openapi.json'), 'utf8'));
+  ajv = new Ajv2020({ strict: false, allErrors: true });
+  (addFormats as unknown as (a: unknown) => void)(ajv);
+  ajv.addSchema({ $id: 'spec', components: doc.components }, 'spec');
+  return ajv;
+}
+
+/** Errors of `body` against `#/components/schemas/<name>` of the official document ([] = valid). */
+export function contractErrors(name: string, body: unknown): string[] {
+  const a = load();
+  const validate = a.getSchema(`spec#/components/schemas/${name}`);
+  if (!validate) throw new Error(`no schema ${name} in the spec`);
+  return validate(body) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath} ${e.message}`);
+}

@@ -1,0 +1,20 @@
+import { readGgufModel } from './worker/runtime/gguf-model.js';
+import { buildDecoderGraph } from './worker/runtime/llama-graph.js';
+import { createSession, ModelRunner } from './worker/runtime/runner.js';
+import { Tokenizer } from './worker/runtime/tokenizer.js';
+const m = readGgufModel('/work/shared/models/stories260K/stories260K.gguf');
+console.log(m.config);
+const tok = new Tokenizer({ tokenizerJson: m.tokenizerJson, tokenizerConfig: m.tokenizerConfig });
+const ids = await tok.encode('Once upon a time');
+console.log(ids, ids.map(i => tok.idToToken(i)));
+const bytes = buildDecoderGraph(m.config, m.weights, { attention: 'standard', maxPositions: 512 });
+const { session } = await createSession(bytes);
+const r = new ModelRunner(session, m.config, 'standard', 512, 'cpu');
+const kv = r.newSequence();
+let [logits] = await r.forward([{ tokens: ids, kv }]);
+const out: number[] = [];
+const argmax = (l: Float32Array) => { let b = 0; for (let i = 1; i < l.length; i++) if (l[i] > l[b]) b = i; return b; };
+const t0 = performance.now();
+for (let i = 0; i < 100; i++) { const t = argmax(logits); out.push(t); if (t === 2) break; [logits] = await r.forward([{ tokens: [t], kv }]); }
+console.log((performance.now() - t0) / out.length, 'ms/tok');
+console.log(JSON.stringify(tok.decode(out)));
