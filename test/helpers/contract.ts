@@ -2,13 +2,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import Ajv2020 from 'ajv/dist/2020.js';
+import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const SPEC_DIR = path.resolve(here, '../../../shared/spec');
 export const hasSpec = fs.existsSync(path.join(SPEC_DIR, 'wandb-serverless-training.openapi.json'));
 
+// ajv is CommonJS: under NodeNext its default export is the module object.
+const Ajv2020 = (Ajv2020Module as unknown as { default: typeof Ajv2020Module.default }).default;
 let ajv: InstanceType<typeof Ajv2020> | null = null;
 
 function load() {
@@ -25,5 +27,5 @@ export function contractErrors(name: string, body: unknown): string[] {
   const a = load();
   const validate = a.getSchema(`spec#/components/schemas/${name}`);
   if (!validate) throw new Error(`no schema ${name} in the spec`);
-  return validate(body) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath} ${e.message}`);
+  return validate(body) ? [] : (validate.errors ?? []).map((e: { instancePath: string; message?: string }) => `${e.instancePath} ${e.message}`);
 }
