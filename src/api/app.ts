@@ -10,6 +10,7 @@ import { registerAuth } from './plugins/auth.js';
 import { registerRoutes, type RouteDef } from './route.js';
 import { buildOpenApi } from './openapi.js';
 import { allRoutes } from './routes/index.js';
+import { registerMetrics } from './plugins/metrics.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
@@ -101,6 +102,7 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
     reply.code(404).send({ detail: 'Not Found' });
   });
 
+  registerMetrics(app);
   registerAuth(app, ctx.keys, ctx.config.rateLimitPerMinute);
 
   const defs = [...allRoutes(ctx), ...(opts.extraRoutes ?? [])];

@@ -6,6 +6,7 @@ import type { BaseModelCatalog } from '../services/base-models.js';
 import type { ModelsService } from '../services/models.js';
 import type { TrainingJobsService } from '../services/training-jobs.js';
 import type { WorkerDirectory } from '../queue/port.js';
+import type { QueueService } from '../queue/queue-service.js';
 
 export interface AppContext {
   config: Config;
@@ -15,4 +16,6 @@ export interface AppContext {
   models: ModelsService;
   trainingJobs: TrainingJobsService;
   workers: WorkerDirectory | null;
+  /** Present when workers are attached (always in `hearth serve`; tests may leave it out). */
+  queue: QueueService | null;
 }

@@ -18,6 +18,29 @@ export interface Config {
   /** Seconds without a heartbeat after which a worker is considered gone. */
   heartbeatTimeoutSec: number;
   logLevel: string;
+  /** Embedded mode: workers `hearth serve` starts, as kind:device pairs ("inference:cpu,training:cpu"). */
+  workers: { kind: 'inference' | 'training'; device: string }[];
+  /** Redis key prefix of this installation's queues and streams. */
+  queuePrefix: string;
+  /** In-flight inference requests per model before 429. */
+  maxQueuePerModel: number;
+  /** Queued training jobs per model before 429. */
+  maxTrainingQueuePerModel: number;
+  /** Seconds a request may wait for a worker to pick it up before it fails with 503. */
+  queueTimeoutSec: number;
+}
+
+export function parseWorkers(spec: string): Config['workers'] {
+  if (spec.trim() === '' || spec.trim() === 'none') return [];
+  return spec.split(',').map((part) => {
+    const item = part.trim();
+    const colon = item.indexOf(':');
+    const kind = colon < 0 ? item : item.slice(0, colon);
+    const device = colon < 0 ? 'cpu' : item.slice(colon + 1);
+    if (kind !== 'inference' && kind !== 'training') throw new Error(`HEARTH_WORKERS: unknown worker kind "${kind}" in "${spec}" (use inference:cpu,training:cpu)`);
+    if (!/^(cpu|cuda:\d+)$/.test(device)) throw new Error(`HEARTH_WORKERS: unknown device "${device}" in "${spec}"`);
+    return { kind, device };
+  });
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -40,6 +63,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiKeyEntity: env.HEARTH_ENTITY || 'local',
     heartbeatTimeoutSec: int(env, 'HEARTH_HEARTBEAT_TIMEOUT', 15),
     logLevel: env.LOG_LEVEL || 'info',
+    workers: parseWorkers(env.HEARTH_WORKERS ?? 'inference:cpu,training:cpu'),
+    queuePrefix: env.HEARTH_QUEUE_PREFIX || 'hearth',
+    maxQueuePerModel: int(env, 'HEARTH_MAX_QUEUE_PER_MODEL', 256),
+    maxTrainingQueuePerModel: int(env, 'HEARTH_MAX_TRAINING_QUEUE_PER_MODEL', 16),
+    queueTimeoutSec: int(env, 'HEARTH_QUEUE_TIMEOUT', 120),
   };
 }
 

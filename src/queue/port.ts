@@ -15,6 +15,8 @@ export interface WorkerInfo {
   lastSeenMs: number;
   /** Devices the worker detected (src/hardware), as reported in its heartbeat. */
   devices?: unknown;
+  /** Training job ids and inference request ids in flight there. */
+  tasks: string[];
 }
 
 export interface QueueHealth {
@@ -27,4 +29,27 @@ export interface WorkerDirectory {
   /** Workers that sent a heartbeat within the timeout. */
   liveWorkers(kind?: WorkerKind): WorkerInfo[];
   health(kind: WorkerKind): Promise<QueueHealth>;
+}
+
+import type { InferenceTask, TrainingTask, WorkerMessage } from './messages.js';
+
+/** What the API needs from a transport to workers. Implemented by EmbeddedQueue and BullmqQueue. */
+export interface QueueAdapter {
+  readonly name: 'embedded' | 'bullmq';
+  /** Dispatched work survives an API restart (Redis) or dies with the API's child workers (embedded). */
+  readonly durable: boolean;
+  /**
+   * Start delivering worker messages to `sink`; `onWorkerExit` fires when a worker is known dead at once,
+   * with the tasks it had been handed (embedded mode knows them; Redis mode relies on heartbeats).
+   */
+  start(sink: (msg: WorkerMessage) => void, onWorkerExit: (workerId: string, reason: string, tasks?: string[]) => void): Promise<void>;
+  /** A training task can be handed over now (embedded: an idle training worker exists; Redis: always). */
+  canStartTraining(): boolean;
+  startTraining(task: TrainingTask): Promise<void>;
+  cancelTraining(jobId: string): Promise<void>;
+  startInference(task: InferenceTask): Promise<void>;
+  cancelInference(requestId: string): Promise<void>;
+  /** The transport itself answers (Redis PING; embedded: always). */
+  health(): Promise<QueueHealth>;
+  close(): Promise<void>;
 }

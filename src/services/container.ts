@@ -8,17 +8,20 @@ import { BaseModelCatalog } from './base-models.js';
 import { ModelsService } from './models.js';
 import { TrainingJobsService, type TrainingDispatcher, type TrainingPolicy } from './training-jobs.js';
 import type { WorkerDirectory } from '../queue/port.js';
+import type { QueueService } from '../queue/queue-service.js';
 
 export interface ContainerOptions {
+  catalog?: BaseModelCatalog;
   dispatcher?: TrainingDispatcher | null;
   policy?: TrainingPolicy | null;
   workers?: WorkerDirectory | null;
+  queue?: QueueService | null;
 }
 
 export function createContext(config: Config, store: Store, opts: ContainerOptions = {}): AppContext {
   const keys = new ApiKeys(store, config.apiKey ? { key: config.apiKey, entity: config.apiKeyEntity } : null);
-  const catalog = new BaseModelCatalog(modelsDir(config.home));
+  const catalog = opts.catalog ?? new BaseModelCatalog(modelsDir(config.home));
   const models = new ModelsService(store, catalog, checkpointsDir(config.home));
   const trainingJobs = new TrainingJobsService(store, models, opts.dispatcher ?? null, opts.policy ?? null);
-  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? null };
+  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? opts.queue ?? null, queue: opts.queue ?? null };
 }

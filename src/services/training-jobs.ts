@@ -1,6 +1,8 @@
 // Training jobs: creation (validated, persisted, handed to the queue), status, and the ordered event log
 // that ART's client polls. The API process is the only writer; workers report through the queue.
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
 import { nowIso, TERMINAL_STATUSES, type TrainingEventType, type TrainingJobRecord } from '../store/records.js';
 import { badRequest, conflict, notFound, notImplemented } from '../api/errors.js';
@@ -10,6 +12,8 @@ import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../schemas
 
 /** What the service needs from the queue: hand over a persisted job, ask a running one to stop. */
 export interface TrainingDispatcher {
+  /** Throw (429) when the model's training queue is full. */
+  admitTraining(modelId: string): void;
   enqueueTraining(job: TrainingJobRecord): Promise<void>;
   cancelTraining(jobId: string): Promise<void>;
 }
@@ -53,6 +57,7 @@ export class TrainingJobsService {
     const { dispatcher, policy } = this.requireEngine();
     const unsupported = policy.unsupportedRlKeys(body.experimental_config ?? {});
     if (unsupported.length) throw badRequest(`experimental_config keys not implemented by this server: ${unsupported.join(', ')}`);
+    dispatcher.admitTraining(model.id);
     return this.enqueue(dispatcher, entity, model.id, 'rl', body, null);
   }
 
@@ -65,6 +70,7 @@ export class TrainingJobsService {
     const dedupKey = crypto.createHash('sha256').update(JSON.stringify([body.training_data_url, body.config ?? null])).digest('hex');
     const existing = this.store.jobs.findByDedupKey(model.id, dedupKey);
     if (existing && existing.status !== 'failed' && existing.status !== 'cancelled') return { id: existing.id };
+    dispatcher.admitTraining(model.id);
     return this.enqueue(dispatcher, entity, model.id, 'sft', body, dedupKey);
   }
 
@@ -107,10 +113,11 @@ export class TrainingJobsService {
   async cancel(entity: string, jobId: string) {
     const job = this.require(entity, jobId);
     if (TERMINAL_STATUSES.includes(job.status)) throw conflict(`Training job ${jobId} already ${job.status}`);
-    if (job.status === 'queued') {
-      this.finishWithEvent(job.id, 'cancelled', 'training_failed', { error_message: 'cancelled by the user before it started' });
-    }
     await this.dispatcher?.cancelTraining(job.id);
+    // Not yet picked up by a worker: nobody else will write its terminal event.
+    if (this.store.jobs.getById(job.id)?.status === 'queued') {
+      this.recordEvent(job.id, 'training_failed', { error_message: 'cancelled by the user before it started', cancelled: true });
+    }
     return jobDetail(this.store.jobs.getById(job.id)!);
   }
 
@@ -143,7 +150,24 @@ export class TrainingJobsService {
     return this.recordEvent(jobId, 'training_failed', { error_message: message });
   }
 
-  private finishWithEvent(jobId: string, _status: 'cancelled', type: TrainingEventType, data: Record<string, unknown>) {
-    this.recordEvent(jobId, type, { ...data, cancelled: true });
+  /**
+   * A worker finished writing a checkpoint folder: list it now, before the job's `training_ended` is stored,
+   * because ART reads the new step right after that event.
+   */
+  recordCheckpoint(jobId: string, step: number, dir: string): boolean {
+    const job = this.store.jobs.getById(jobId);
+    if (!job || TERMINAL_STATUSES.includes(job.status)) return false;
+    const root = path.resolve(this.models.modelCheckpointDir(job.modelId));
+    const resolved = path.resolve(dir);
+    if (!resolved.startsWith(root + path.sep) || !fs.existsSync(resolved)) {
+      this.fail(jobId, `worker reported a checkpoint outside the model's folder or missing: ${dir}`);
+      return false;
+    }
+    if (this.store.checkpoints.byStep(job.modelId, step)) {
+      this.fail(jobId, `checkpoint step ${step} already exists for this model`);
+      return false;
+    }
+    this.store.checkpoints.insert({ id: crypto.randomUUID(), modelId: job.modelId, step, metrics: {}, path: resolved, createdAt: nowIso() });
+    return true;
   }
 }

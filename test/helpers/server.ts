@@ -8,6 +8,9 @@ import { Store } from '../../src/store/sqlite/store.js';
 import { createContext, type ContainerOptions } from '../../src/services/container.js';
 import { buildApp } from '../../src/api/app.js';
 import type { AppContext } from '../../src/api/context.js';
+import { BaseModelCatalog } from '../../src/services/base-models.js';
+import { createQueue } from '../../src/queue/create.js';
+import type { QueueService } from '../../src/queue/queue-service.js';
 
 export interface TestServer {
   url: string;
@@ -33,11 +36,23 @@ export function installManifestOnly(home: string, id: string): void {
   fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify({ id, format: 'test-manifest' }));
 }
 
-export async function startServer(opts: { home?: string; env?: Record<string, string>; container?: ContainerOptions } = {}): Promise<TestServer> {
+export interface StartOptions {
+  home?: string;
+  env?: Record<string, string>;
+  container?: ContainerOptions;
+  /** Start the queue (embedded workers, or BullMQ when env.REDIS_URL is set) with these worker env vars. */
+  queue?: { workerEnv?: Record<string, string> };
+}
+
+export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
   const home = opts.home ?? tempHome();
-  const config: Config = { ...loadConfig({ HEARTH_HOME: home, ...opts.env }), port: 0 };
+  const config: Config = { ...loadConfig({ HEARTH_HOME: home, HEARTH_WORKERS: 'none', ...opts.env }), port: 0 };
   const store = Store.open(dbPath(home));
-  const ctx = createContext(config, store, opts.container);
+  const catalog = new BaseModelCatalog(modelsDir(home));
+  let queue: QueueService | null = null;
+  if (opts.queue) queue = await createQueue(config, store, catalog, { workerEnv: opts.queue.workerEnv, log: () => {} });
+  const ctx = createContext(config, store, { catalog, ...(queue ? { queue, dispatcher: queue } : {}), ...opts.container });
+  if (queue) await queue.start(ctx.trainingJobs);
   const app = await buildApp(ctx);
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   const call: TestServer['call'] = async (method, urlPath, o = {}) => {
@@ -68,6 +83,7 @@ export async function startServer(opts: { home?: string; env?: Record<string, st
     call,
     close: async () => {
       await app.close();
+      await queue?.close();
       store.close();
     },
   };

@@ -1,19 +1,29 @@
-// hearth serve: the API process. Opens the store under HEARTH_HOME, starts the queue, listens, and on
-// SIGTERM/SIGINT stops taking requests, finishes the in-flight ones, then closes the store.
-import { dbPath, loadConfig } from '../../config/config.js';
+// hearth serve: the API process. Opens the store under HEARTH_HOME, starts the queue (embedded workers, or
+// BullMQ when REDIS_URL is set), listens, and on SIGTERM/SIGINT stops taking requests, finishes the
+// in-flight ones, stops the workers, then closes the store.
+import { dbPath, loadConfig, modelsDir } from '../../config/config.js';
 import { Store } from '../../store/sqlite/store.js';
 import { createContext } from '../../services/container.js';
+import { BaseModelCatalog } from '../../services/base-models.js';
+import { createQueue } from '../../queue/create.js';
 import { buildApp } from '../../api/app.js';
+import { hearthMetrics, recordHeartbeat } from '../../api/plugins/metrics.js';
+import { trainingPolicy } from '../../services/training-policy.js';
 
 export async function run(_argv: string[]): Promise<number> {
   const config = loadConfig();
   const store = Store.open(dbPath(config.home));
-  const ctx = createContext(config, store);
+  const catalog = new BaseModelCatalog(modelsDir(config.home));
+  const queue = await createQueue(config, store, catalog, {
+    onHeartbeat: (w) => recordHeartbeat(hearthMetrics, w),
+  });
+  const ctx = createContext(config, store, { catalog, queue, dispatcher: queue, policy: await trainingPolicy(config) });
   const swept = ctx.models.sweepOrphanCheckpointDirs();
   const app = await buildApp(ctx, {
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] },
   });
   if (swept) app.log.warn({ swept }, 'removed checkpoint folders left without a store row');
+  await queue.start(ctx.trainingJobs);
 
   let closing = false;
   const shutdown = async (signal: string) => {
@@ -21,6 +31,7 @@ export async function run(_argv: string[]): Promise<number> {
     closing = true;
     app.log.info({ signal }, 'shutting down: finishing in-flight requests');
     await app.close();
+    await queue.close();
     store.close();
     process.exit(0);
   };
@@ -28,6 +39,7 @@ export async function run(_argv: string[]): Promise<number> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
 
   const address = await app.listen({ host: config.host, port: config.port });
-  process.stdout.write(`Hearth listening on ${address}  (home ${config.home}, queue ${config.redisUrl ? `redis ${config.redisUrl}` : 'embedded'})\n`);
-  return new Promise<number>(() => {}); // runs until a signal ends the process
+  const queueDesc = config.redisUrl ? `BullMQ at ${config.redisUrl}` : `embedded (${config.workers.map((w) => `${w.kind}:${w.device}`).join(', ') || 'no workers'})`;
+  process.stdout.write(`Hearth listening on ${address}  (home ${config.home}, queue ${queueDesc})\n`);
+  return new Promise<number>(() => {});
 }

@@ -1,0 +1,67 @@
+// hearth worker --kind inference|training [--device cpu|cuda:N] [--redis <url>] [--ipc]
+// One worker per device and kind. With --redis it pulls jobs from BullMQ (any host); with --ipc it was
+// started by `hearth serve` (embedded queue). The worker code is the same either way.
+import { parseArgs, stringFlag } from '../args.js';
+import { WorkerHost, newWorkerIdentity } from '../../../worker/host.js';
+import { createDefaultHandlers } from '../../../worker/default-handlers.js';
+import type { Handlers } from '../../../worker/handlers.js';
+import { ipcSend, serveOverIpc } from '../../../worker/transport-ipc.js';
+import { detectDevices } from '../../hardware/detect.js';
+import type { WorkerKind } from '../../queue/port.js';
+
+const USAGE = 'usage: hearth worker --kind inference|training [--device cpu|cuda:N] [--redis <url>] [--ipc]';
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, ['ipc']);
+  const kind = stringFlag(args, 'kind') as WorkerKind | undefined;
+  if (kind !== 'inference' && kind !== 'training') {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const device = stringFlag(args, 'device') ?? 'cpu';
+  if (!/^(cpu|cuda:\d+)$/.test(device)) {
+    process.stderr.write(`hearth worker: --device must be cpu or cuda:N, got "${device}"\n`);
+    return 2;
+  }
+  const redisUrl = stringFlag(args, 'redis') ?? (args.flags.ipc ? undefined : process.env.REDIS_URL);
+  const log = (m: string) => process.stderr.write(`[worker ${kind} ${device}] ${m}\n`);
+  const identity = newWorkerIdentity(kind, device);
+
+  // Development and tests may swap the engines for other handlers (a module exporting createHandlers).
+  const handlersModule = stringFlag(args, 'handlers') ?? process.env.HEARTH_WORKER_HANDLERS;
+  const handlers: Handlers = handlersModule
+    ? await (await import(handlersModule)).createHandlers(device, log)
+    : await createDefaultHandlers(kind, device, log);
+
+  let host!: WorkerHost;
+  const heartbeatMs = Number(process.env.HEARTH_HEARTBEAT_INTERVAL_MS || 1000);
+  let stopping = false;
+  const shutdown = async (code = 0) => {
+    if (stopping) return;
+    stopping = true;
+    await handlers.close?.().catch(() => {});
+    process.exit(code);
+  };
+
+  if (args.flags.ipc) {
+    host = new WorkerHost(identity, handlers, ipcSend, log);
+    serveOverIpc(host, heartbeatMs, () => shutdown(0));
+  } else {
+    if (!redisUrl) {
+      process.stderr.write(`hearth worker: give --redis <url> (or REDIS_URL); without Redis, workers are started by "hearth serve" itself\n`);
+      return 2;
+    }
+    const { serveOverBullmq } = await import('../../../worker/transport-bullmq.js');
+    const stop = await serveOverBullmq({ identity, handlers, redisUrl, heartbeatMs, log, hostRef: (h) => (host = h) });
+    const graceful = async (signal: string) => {
+      log(`${signal}: finishing the current job, then exiting`);
+      await stop();
+      await shutdown(0);
+    };
+    process.on('SIGTERM', () => void graceful('SIGTERM'));
+    process.on('SIGINT', () => void graceful('SIGINT'));
+    process.stdout.write(`Hearth worker ${identity.id} (${kind}, ${device}) serving BullMQ at ${redisUrl}\n`);
+  }
+  detectDevices().then((d) => host.setDevices(d), (err) => log(`device detection failed: ${(err as Error).message}`));
+  return new Promise<number>(() => {});
+}

@@ -1,0 +1,124 @@
+// BullMQ adapter: queues `training` and `inference` in Redis, workers anywhere (`hearth worker --redis …`).
+// Workers report through one Redis stream read by a consumer group, so reports are ordered and survive an
+// API restart (unacknowledged entries are read again). Cancellation travels on a pub/sub channel.
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { QueueAdapter, QueueHealth } from './port.js';
+import { WorkerMessage, type InferenceTask, type TrainingTask } from './messages.js';
+import { controlChannel, REPORTS_GROUP, reportsStream } from './redis-keys.js';
+
+export interface BullmqOptions {
+  redisUrl: string;
+  prefix: string;
+  log?: (msg: string) => void;
+}
+
+type StreamReply = [string, [string, string[]][]][] | null;
+
+export class BullmqQueue implements QueueAdapter {
+  readonly name = 'bullmq' as const;
+  readonly durable = true;
+  private readonly training: Queue;
+  private readonly inference: Queue;
+  private readonly redis: Redis;
+  private readonly reader: Redis;
+  private running = false;
+  private loop: Promise<void> | null = null;
+  private readonly log: (msg: string) => void;
+  private readonly consumer = `api-${process.pid}`;
+
+  constructor(private readonly opts: BullmqOptions) {
+    const connection = { url: opts.redisUrl, maxRetriesPerRequest: null };
+    this.training = new Queue('training', { connection, prefix: opts.prefix });
+    this.inference = new Queue('inference', { connection, prefix: opts.prefix });
+    this.redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+    this.reader = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+    this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
+  }
+
+  async start(sink: (msg: WorkerMessage) => void): Promise<void> {
+    const stream = reportsStream(this.opts.prefix);
+    try {
+      await this.redis.xgroup('CREATE', stream, REPORTS_GROUP, '$', 'MKSTREAM');
+    } catch (err) {
+      if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+    }
+    this.running = true;
+    this.loop = this.readLoop(stream, sink);
+  }
+
+  private async readLoop(stream: string, sink: (msg: WorkerMessage) => void): Promise<void> {
+    // First whatever an earlier API process received but never acknowledged, then new entries.
+    let cursor = '0';
+    while (this.running) {
+      let reply: StreamReply;
+      try {
+        reply = (await this.reader.xreadgroup('GROUP', REPORTS_GROUP, this.consumer, 'COUNT', 1000, 'BLOCK', 1000, 'STREAMS', stream, cursor)) as StreamReply;
+      } catch (err) {
+        if (!this.running) return;
+        this.log(`bullmq: reading worker reports failed (${(err as Error).message}); retrying`);
+        await new Promise((r) => setTimeout(r, 500));
+        continue;
+      }
+      const entries = reply?.[0]?.[1] ?? [];
+      if (cursor === '0' && entries.length === 0) {
+        cursor = '>';
+        continue;
+      }
+      const ids: string[] = [];
+      for (const [id, fields] of entries) {
+        ids.push(id);
+        const raw = fields[fields.indexOf('m') + 1];
+        try {
+          const parsed = WorkerMessage.safeParse(JSON.parse(raw));
+          if (parsed.success) sink(parsed.data);
+          else this.log(`bullmq: ignoring a malformed report ${id}`);
+        } catch (err) {
+          this.log(`bullmq: a report failed to apply (${(err as Error).message})`);
+        }
+      }
+      if (ids.length) await this.redis.xack(stream, REPORTS_GROUP, ...ids);
+    }
+  }
+
+  canStartTraining(): boolean {
+    return true;
+  }
+
+  async startTraining(task: TrainingTask): Promise<void> {
+    // jobId = training job id: adding it again after an API restart is a no-op.
+    await this.training.add('train', task, { jobId: task.jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 1 });
+  }
+
+  async cancelTraining(jobId: string): Promise<void> {
+    const removed = await this.training.remove(jobId).catch(() => 0); // still waiting: take it off the queue
+    if (!removed) await this.redis.publish(controlChannel(this.opts.prefix), JSON.stringify({ type: 'training.cancel', jobId }));
+  }
+
+  async startInference(task: InferenceTask): Promise<void> {
+    await this.inference.add('infer', task, { jobId: task.requestId, removeOnComplete: true, removeOnFail: true, attempts: 1 });
+  }
+
+  async cancelInference(requestId: string): Promise<void> {
+    const removed = await this.inference.remove(requestId).catch(() => 0);
+    if (!removed) await this.redis.publish(controlChannel(this.opts.prefix), JSON.stringify({ type: 'inference.cancel', requestId }));
+  }
+
+  async health(): Promise<QueueHealth> {
+    const t0 = performance.now();
+    try {
+      await this.redis.ping();
+      return { ok: true, error: null, durationMs: performance.now() - t0 };
+    } catch (err) {
+      return { ok: false, error: `Redis: ${(err as Error).message}`, durationMs: performance.now() - t0 };
+    }
+  }
+
+  async close(): Promise<void> {
+    this.running = false;
+    this.reader.disconnect(); // interrupts the blocking read
+    await this.loop?.catch(() => {});
+    await Promise.all([this.training.close(), this.inference.close()]);
+    await this.redis.quit().catch(() => {});
+  }
+}

@@ -1,0 +1,33 @@
+// Pick the queue adapter from the config: BullMQ when REDIS_URL is set, else embedded child workers.
+import type { Config } from '../config/config.js';
+import { checkpointsDir } from '../config/config.js';
+import type { Store } from '../store/sqlite/store.js';
+import type { BaseModelCatalog } from '../services/base-models.js';
+import type { WorkerInfo } from './port.js';
+import { EmbeddedQueue } from './embedded.js';
+import { QueueService } from './queue-service.js';
+
+export async function createQueue(
+  config: Config,
+  store: Store,
+  catalog: BaseModelCatalog,
+  hooks: { log?: (m: string) => void; onHeartbeat?: (w: WorkerInfo) => void; workerEnv?: NodeJS.ProcessEnv } = {},
+): Promise<QueueService> {
+  let adapter;
+  if (config.redisUrl) {
+    const { BullmqQueue } = await import('./bullmq.js');
+    adapter = new BullmqQueue({ redisUrl: config.redisUrl, prefix: config.queuePrefix, log: hooks.log });
+  } else {
+    adapter = new EmbeddedQueue({ workers: config.workers, env: { HEARTH_HOME: config.home, ...hooks.workerEnv }, log: hooks.log });
+  }
+  return new QueueService(adapter, store, catalog, {
+    home: config.home,
+    checkpointsRoot: checkpointsDir(config.home),
+    heartbeatTimeoutMs: config.heartbeatTimeoutSec * 1000,
+    maxQueuePerModel: config.maxQueuePerModel,
+    maxTrainingQueuePerModel: config.maxTrainingQueuePerModel,
+    queueTimeoutMs: config.queueTimeoutSec * 1000,
+    log: hooks.log,
+    onHeartbeat: hooks.onHeartbeat,
+  });
+}

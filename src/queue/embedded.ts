@@ -1,0 +1,149 @@
+// Embedded queue: `hearth serve` starts its own worker child processes and feeds them over IPC.
+// Pending training jobs live in the SQLite store (the scheduler reads them), so a restart resumes them.
+// A child that exits is replaced; whatever it held fails at once (no waiting for a heartbeat timeout).
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { QueueAdapter, QueueHealth, WorkerKind } from './port.js';
+import type { ApiToWorker, InferenceTask, TrainingTask, WorkerMessage } from './messages.js';
+import { WorkerMessage as WorkerMessageSchema } from './messages.js';
+
+const HEARTH_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/hearth.js');
+
+interface Child {
+  slot: number;
+  kind: WorkerKind;
+  device: string;
+  proc: ChildProcess;
+  workerId: string | null;
+  /** Task ids sent to this child and not finished. */
+  tasks: Set<string>;
+  load: number;
+}
+
+export interface EmbeddedOptions {
+  workers: { kind: WorkerKind; device: string }[];
+  env?: NodeJS.ProcessEnv;
+  log?: (msg: string) => void;
+}
+
+export class EmbeddedQueue implements QueueAdapter {
+  readonly name = 'embedded' as const;
+  readonly durable = false;
+  private readonly children = new Map<number, Child>();
+  private sink: (msg: WorkerMessage) => void = () => {};
+  private onExit: (workerId: string, reason: string, tasks: string[]) => void = () => {};
+  private closing = false;
+  private readonly backoffMs = new Map<number, number>();
+  private readonly log: (msg: string) => void;
+
+  constructor(private readonly opts: EmbeddedOptions) {
+    this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
+  }
+
+  async start(sink: (msg: WorkerMessage) => void, onWorkerExit: (workerId: string, reason: string, tasks?: string[]) => void): Promise<void> {
+    this.sink = sink;
+    this.onExit = onWorkerExit;
+    this.opts.workers.forEach((w, slot) => this.spawnChild(slot, w.kind, w.device));
+  }
+
+  private spawnChild(slot: number, kind: WorkerKind, device: string): void {
+    const proc = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', kind, '--device', device, '--ipc'], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, ...this.opts.env },
+    });
+    const child: Child = { slot, kind, device, proc, workerId: null, tasks: new Set(), load: 0 };
+    this.children.set(slot, child);
+    proc.on('message', (raw) => {
+      const parsed = WorkerMessageSchema.safeParse(raw);
+      if (!parsed.success) return this.log(`embedded queue: ignoring a malformed message from worker ${slot}`);
+      const msg = parsed.data;
+      if (msg.type === 'heartbeat') {
+        child.workerId = msg.worker.id;
+        child.load = msg.worker.load;
+        this.backoffMs.delete(slot);
+      }
+      if (msg.type === 'training.event' && (msg.event.type === 'training_ended' || msg.event.type === 'training_failed')) child.tasks.delete(msg.jobId);
+      if (msg.type === 'inference.done' || msg.type === 'inference.error') child.tasks.delete(msg.requestId);
+      this.sink(msg);
+    });
+    proc.on('exit', (code, signal) => {
+      if (this.children.get(slot) === child) this.children.delete(slot);
+      const reason = signal ? `killed by ${signal}` : `exited with code ${code}`;
+      if (child.workerId || child.tasks.size) this.onExit(child.workerId ?? `slot-${slot}`, reason, [...child.tasks]);
+      if (this.closing) return;
+      const wait = this.backoffMs.get(slot) ?? 500;
+      this.backoffMs.set(slot, Math.min(wait * 2, 30_000));
+      this.log(`embedded queue: ${kind} worker ${reason}; starting a new one in ${wait} ms`);
+      setTimeout(() => !this.closing && this.spawnChild(slot, kind, device), wait).unref();
+    });
+  }
+
+  private ready(kind: WorkerKind): Child[] {
+    return [...this.children.values()].filter((c) => c.kind === kind && c.workerId && c.proc.connected);
+  }
+
+  private send(child: Child, msg: ApiToWorker): Promise<void> {
+    return new Promise((resolve, reject) => child.proc.send(msg, (err) => (err ? reject(err) : resolve())));
+  }
+
+  canStartTraining(): boolean {
+    return this.ready('training').some((c) => c.tasks.size === 0);
+  }
+
+  async startTraining(task: TrainingTask): Promise<void> {
+    const child = this.ready('training').find((c) => c.tasks.size === 0);
+    if (!child) throw new Error('no idle training worker');
+    child.tasks.add(task.jobId);
+    await this.send(child, { type: 'training.run', task });
+  }
+
+  async cancelTraining(jobId: string): Promise<void> {
+    for (const c of this.children.values()) if (c.tasks.has(jobId)) await this.send(c, { type: 'training.cancel', jobId });
+  }
+
+  async startInference(task: InferenceTask): Promise<void> {
+    const candidates = this.ready('inference');
+    if (candidates.length === 0) throw new Error('no inference worker is running yet');
+    const child = candidates.reduce((a, b) => (a.tasks.size <= b.tasks.size ? a : b));
+    child.tasks.add(task.requestId);
+    await this.send(child, { type: 'inference.run', task });
+  }
+
+  async cancelInference(requestId: string): Promise<void> {
+    for (const c of this.children.values()) {
+      if (c.tasks.has(requestId)) {
+        c.tasks.delete(requestId);
+        await this.send(c, { type: 'inference.cancel', requestId }).catch(() => {});
+      }
+    }
+  }
+
+  async health(): Promise<QueueHealth> {
+    return { ok: true, error: null, durationMs: 0 };
+  }
+
+  /** Ask every child to stop and wait for them (bounded), killing stragglers. */
+  async close(timeoutMs = 5000): Promise<void> {
+    this.closing = true;
+    const exits = [...this.children.values()].map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.proc.exitCode !== null || c.proc.signalCode !== null) return resolve();
+          const t = setTimeout(() => c.proc.kill('SIGKILL'), timeoutMs);
+          c.proc.once('exit', () => {
+            clearTimeout(t);
+            resolve();
+          });
+          if (c.proc.connected) c.proc.send({ type: 'shutdown' } satisfies ApiToWorker, () => {});
+          else c.proc.kill('SIGTERM');
+        }),
+    );
+    await Promise.all(exits);
+  }
+
+  /** Test and fault-injection hook: the pids of the running children. */
+  pids(kind?: WorkerKind): number[] {
+    return [...this.children.values()].filter((c) => !kind || c.kind === kind).map((c) => c.proc.pid!).filter(Boolean);
+  }
+}

@@ -1,0 +1,105 @@
+// Inference requests in flight from this API process: hand them to the queue, route streamed deltas back to
+// the HTTP request that waits for them, and fail them cleanly when their worker goes away.
+import crypto from 'node:crypto';
+import type { QueueAdapter } from './port.js';
+import type { InferenceTask } from './messages.js';
+import { HttpError } from '../api/errors.js';
+
+export interface InferenceCall {
+  op: InferenceTask['op'];
+  body: unknown;
+  model: InferenceTask['model'];
+  stream: boolean;
+  /** Back-pressure bucket, usually the model name. */
+  queueKey: string;
+  onDelta?: (data: unknown) => void;
+  signal?: AbortSignal;
+}
+
+interface Pending {
+  call: InferenceCall;
+  resolve: (result: unknown) => void;
+  reject: (err: Error) => void;
+  workerId: string | null;
+  submittedMs: number;
+}
+
+export class InferenceGateway {
+  private readonly pending = new Map<string, Pending>();
+  private readonly depth = new Map<string, number>();
+
+  constructor(
+    private readonly adapter: QueueAdapter,
+    private readonly maxPerKey: number,
+    private readonly queueTimeoutMs: number,
+  ) {}
+
+  inFlight(): number {
+    return this.pending.size;
+  }
+
+  submit(call: InferenceCall): Promise<unknown> {
+    const d = this.depth.get(call.queueKey) ?? 0;
+    if (d >= this.maxPerKey) {
+      return Promise.reject(new HttpError(429, `Too many requests queued for ${call.queueKey} (${d}); retry later`, { 'retry-after': '1' }));
+    }
+    const requestId = crypto.randomUUID();
+    const done = new Promise<unknown>((resolve, reject) => {
+      this.pending.set(requestId, { call, resolve, reject, workerId: null, submittedMs: Date.now() });
+    });
+    this.depth.set(call.queueKey, d + 1);
+    const onAbort = () => this.cancel(requestId, new HttpError(499, 'client closed the request'));
+    call.signal?.addEventListener('abort', onAbort, { once: true });
+    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream };
+    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, new HttpError(503, `queue unavailable: ${err.message}`)));
+    return done.finally(() => call.signal?.removeEventListener('abort', onAbort));
+  }
+
+  started(requestId: string, workerId: string): void {
+    const p = this.pending.get(requestId);
+    if (p) p.workerId = workerId;
+  }
+
+  delta(requestId: string, data: unknown): void {
+    this.pending.get(requestId)?.call.onDelta?.(data);
+  }
+
+  done(requestId: string, result: unknown): void {
+    this.settle(requestId, null, result);
+  }
+
+  error(requestId: string, status: number, message: string): void {
+    this.settle(requestId, new HttpError(status, message));
+  }
+
+  /** Fail what a dead worker held, and what no worker picked up in time. */
+  reap(isLive: (workerId: string) => boolean, now = Date.now()): void {
+    for (const [id, p] of this.pending) {
+      if (p.workerId && !isLive(p.workerId)) this.settle(id, new HttpError(503, 'the inference worker stopped while serving this request; retry'));
+      else if (!p.workerId && now - p.submittedMs > this.queueTimeoutMs) {
+        this.cancel(id, new HttpError(503, `no inference worker picked up the request within ${Math.round(this.queueTimeoutMs / 1000)} s`));
+      }
+    }
+  }
+
+  workerGone(workerId: string): void {
+    for (const [id, p] of this.pending) if (p.workerId === workerId) this.settle(id, new HttpError(503, 'the inference worker stopped while serving this request; retry'));
+  }
+
+  private cancel(requestId: string, err: Error): void {
+    if (!this.pending.has(requestId)) return;
+    void this.adapter.cancelInference(requestId).catch(() => {});
+    this.settle(requestId, err);
+  }
+
+  private settle(requestId: string, err: Error | null, result?: unknown): void {
+    const p = this.pending.get(requestId);
+    if (!p) return;
+    this.pending.delete(requestId);
+    const d = (this.depth.get(p.call.queueKey) ?? 1) - 1;
+    if (d <= 0) this.depth.delete(p.call.queueKey);
+    else this.depth.set(p.call.queueKey, d);
+    if (err) p.reject(err);
+    else p.resolve(result);
+  }
+}

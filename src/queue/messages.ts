@@ -1,0 +1,72 @@
+// Messages between the API process and workers, defined once for both adapters (IPC and Redis).
+// Workers never touch the store: everything they learn or produce travels as one of these.
+import { z } from 'zod';
+
+export const TrainingTask = z.object({
+  jobId: z.string(),
+  kind: z.enum(['rl', 'sft']),
+  entity: z.string(),
+  modelId: z.string(),
+  /** Base model id (`publisher/name`) and its folder under HEARTH_HOME/models. */
+  baseModel: z.string(),
+  baseModelDir: z.string().nullable(),
+  /** The request body as the client sent it (validated by the API). */
+  payload: z.unknown(),
+  /** Step the finished job's checkpoint gets; its folder; the checkpoint to continue from (null = base). */
+  step: z.number().int(),
+  outputDir: z.string(),
+  initCheckpointDir: z.string().nullable(),
+  home: z.string(),
+});
+export type TrainingTask = z.infer<typeof TrainingTask>;
+
+export const InferenceTask = z.object({
+  requestId: z.string(),
+  /** `ping` answers at once: queue health checks and the queue benchmark use it. */
+  op: z.enum(['ping', 'chat', 'completion']),
+  body: z.unknown(),
+  /** What the API resolved from the request's model name. */
+  model: z
+    .object({ baseModel: z.string(), baseModelDir: z.string().nullable(), adapterDir: z.string().nullable(), name: z.string() })
+    .nullable(),
+  stream: z.boolean(),
+});
+export type InferenceTask = z.infer<typeof InferenceTask>;
+
+export const WorkerInfoMsg = z.object({
+  id: z.string(),
+  kind: z.enum(['inference', 'training']),
+  device: z.string(),
+  host: z.string(),
+  pid: z.number().int(),
+  load: z.number(),
+  lastSeenMs: z.number(),
+  devices: z.unknown().optional(),
+  /** Ids of the training jobs and inference requests in flight on this worker (lost-work detection). */
+  tasks: z.array(z.string()).default([]),
+});
+
+export const TrainingEventMsg = z.object({
+  type: z.enum(['training_started', 'gradient_step', 'training_ended', 'training_failed']),
+  data: z.record(z.string(), z.unknown()),
+});
+
+export const WorkerMessage = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('heartbeat'), worker: WorkerInfoMsg }),
+  z.object({ type: z.literal('training.started'), jobId: z.string(), workerId: z.string() }),
+  z.object({ type: z.literal('training.event'), jobId: z.string(), event: TrainingEventMsg }),
+  z.object({ type: z.literal('training.checkpoint'), jobId: z.string(), step: z.number().int(), path: z.string() }),
+  z.object({ type: z.literal('inference.started'), requestId: z.string(), workerId: z.string() }),
+  z.object({ type: z.literal('inference.delta'), requestId: z.string(), data: z.unknown() }),
+  z.object({ type: z.literal('inference.done'), requestId: z.string(), result: z.unknown() }),
+  z.object({ type: z.literal('inference.error'), requestId: z.string(), status: z.number().int(), message: z.string() }),
+]);
+export type WorkerMessage = z.infer<typeof WorkerMessage>;
+
+/** Only the embedded adapter pushes work; BullMQ workers pull it from Redis. */
+export type ApiToWorker =
+  | { type: 'training.run'; task: TrainingTask }
+  | { type: 'training.cancel'; jobId: string }
+  | { type: 'inference.run'; task: InferenceTask }
+  | { type: 'inference.cancel'; requestId: string }
+  | { type: 'shutdown' };

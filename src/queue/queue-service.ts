@@ -1,0 +1,163 @@
+// The API side of the queue, whichever adapter carries it: applies worker reports to the store in order,
+// keeps the worker registry, schedules training, routes inference, and fails work whose worker vanished.
+import type { Store } from '../store/sqlite/store.js';
+import type { TrainingJobRecord } from '../store/records.js';
+import type { QueueAdapter, QueueHealth, WorkerDirectory, WorkerInfo, WorkerKind } from './port.js';
+import type { WorkerMessage } from './messages.js';
+import { WorkerRegistry } from './worker-directory.js';
+import { TrainingScheduler } from './training-scheduler.js';
+import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
+import type { TrainingDispatcher, TrainingJobsService } from '../services/training-jobs.js';
+import type { BaseModelCatalog } from '../services/base-models.js';
+import { HttpError } from '../api/errors.js';
+
+export interface QueueServiceOptions {
+  home: string;
+  checkpointsRoot: string;
+  heartbeatTimeoutMs: number;
+  maxQueuePerModel: number;
+  maxTrainingQueuePerModel: number;
+  queueTimeoutMs: number;
+  reconcileEveryMs?: number;
+  log?: (msg: string) => void;
+  onHeartbeat?: (w: WorkerInfo) => void;
+}
+
+export class QueueService implements TrainingDispatcher, WorkerDirectory {
+  readonly registry: WorkerRegistry;
+  readonly gateway: InferenceGateway;
+  private scheduler!: TrainingScheduler;
+  private jobs!: TrainingJobsService;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly log: (msg: string) => void;
+
+  constructor(
+    readonly adapter: QueueAdapter,
+    private readonly store: Store,
+    private readonly catalog: BaseModelCatalog,
+    private readonly opts: QueueServiceOptions,
+  ) {
+    this.registry = new WorkerRegistry(opts.heartbeatTimeoutMs);
+    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs);
+    this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
+  }
+
+  /** Connect the service that owns job state (it needs us as its dispatcher, so this comes after). */
+  async start(jobs: TrainingJobsService): Promise<void> {
+    this.jobs = jobs;
+    this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, (id, msg) => {
+      this.jobs.fail(id, msg);
+      this.scheduler.finished(id);
+    });
+    await this.adapter.start(
+      (msg) => this.apply(msg),
+      (workerId, reason, tasks) => this.workerExited(workerId, reason, tasks ?? []),
+    );
+    this.scheduler.resume();
+    this.timer = setInterval(() => this.reconcile(), this.opts.reconcileEveryMs ?? 1000);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.adapter.close();
+  }
+
+  // ---- TrainingDispatcher ----
+
+  admitTraining(modelId: string): void {
+    const queued = this.store.jobs.activeForModel(modelId).length;
+    if (queued >= this.opts.maxTrainingQueuePerModel) {
+      throw new HttpError(429, `Model ${modelId} already has ${queued} training jobs queued or running; retry later`, { 'retry-after': '30' });
+    }
+  }
+
+  async enqueueTraining(_job: TrainingJobRecord): Promise<void> {
+    await this.scheduler.pump();
+  }
+
+  async cancelTraining(jobId: string): Promise<void> {
+    if (this.scheduler.isActive(jobId)) await this.adapter.cancelTraining(jobId);
+  }
+
+  // ---- inference ----
+
+  infer(call: InferenceCall): Promise<unknown> {
+    return this.gateway.submit(call);
+  }
+
+  // ---- WorkerDirectory ----
+
+  liveWorkers(kind?: WorkerKind): WorkerInfo[] {
+    return this.registry.live(kind);
+  }
+
+  async health(_kind: WorkerKind): Promise<QueueHealth> {
+    return this.adapter.health();
+  }
+
+  // ---- reports from workers ----
+
+  apply(msg: WorkerMessage): void {
+    switch (msg.type) {
+      case 'heartbeat':
+        this.registry.update(msg.worker as WorkerInfo);
+        this.opts.onHeartbeat?.(msg.worker as WorkerInfo);
+        if (msg.worker.kind === 'training' && msg.worker.tasks.length === 0) void this.scheduler.pump();
+        break;
+      case 'training.started':
+        this.jobs.markStarted(msg.jobId);
+        break;
+      case 'training.checkpoint':
+        this.jobs.recordCheckpoint(msg.jobId, msg.step, msg.path);
+        break;
+      case 'training.event':
+        this.jobs.recordEvent(msg.jobId, msg.event.type, msg.event.data);
+        if (msg.event.type === 'training_ended' || msg.event.type === 'training_failed') this.scheduler.finished(msg.jobId);
+        break;
+      case 'inference.started':
+        this.gateway.started(msg.requestId, msg.workerId);
+        break;
+      case 'inference.delta':
+        this.gateway.delta(msg.requestId, msg.data);
+        break;
+      case 'inference.done':
+        this.gateway.done(msg.requestId, msg.result);
+        break;
+      case 'inference.error':
+        this.gateway.error(msg.requestId, msg.status, msg.message);
+        break;
+    }
+  }
+
+  private workerExited(workerId: string, reason: string, tasks: string[]): void {
+    this.registry.remove(workerId);
+    for (const id of tasks) {
+      if (this.scheduler.isActive(id)) {
+        this.jobs.fail(id, `the training worker ${reason} while running this job`);
+        this.scheduler.finished(id);
+      }
+    }
+    this.gateway.workerGone(workerId);
+    for (const id of tasks) this.gateway.error(id, 503, `the inference worker ${reason} while serving this request; retry`);
+  }
+
+  /** Periodic: expire silent workers, fail the work they held, fail requests nobody picked up. */
+  reconcile(now = Date.now()): void {
+    for (const w of this.registry.takeExpired(now)) this.log(`worker ${w.id} stopped sending heartbeats`);
+    for (const jobId of this.scheduler.activeJobs()) {
+      const job = this.store.jobs.getById(jobId);
+      if (!job) {
+        this.scheduler.finished(jobId);
+        continue;
+      }
+      if (job.status !== 'running' || this.registry.runnerOf(jobId, now)) continue;
+      const since = Date.parse(job.startedAt ?? job.createdAt);
+      if (now - since > this.opts.heartbeatTimeoutMs) {
+        this.jobs.fail(jobId, 'the worker running this job stopped sending heartbeats');
+        this.scheduler.finished(jobId);
+      }
+    }
+    this.gateway.reap((id) => this.registry.isLive(id, now), now);
+  }
+}

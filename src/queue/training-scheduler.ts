@@ -1,0 +1,87 @@
+// Hands persisted training jobs to workers: at most one active job per model (each job continues from the
+// previous checkpoint, so jobs of one model run in order), oldest first, as capacity allows.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Store } from '../store/sqlite/store.js';
+import type { TrainingJobRecord } from '../store/records.js';
+import type { QueueAdapter } from './port.js';
+import type { TrainingTask } from './messages.js';
+import type { BaseModelCatalog } from '../services/base-models.js';
+
+export class TrainingScheduler {
+  /** Jobs handed to the adapter and not finished yet: job id → model id. */
+  private readonly active = new Map<string, string>();
+  private pumping = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly adapter: QueueAdapter,
+    private readonly catalog: BaseModelCatalog,
+    private readonly home: string,
+    private readonly checkpointsRoot: string,
+    private readonly fail: (jobId: string, message: string) => void,
+  ) {}
+
+  isActive(jobId: string): boolean {
+    return this.active.has(jobId);
+  }
+
+  activeJobs(): string[] {
+    return [...this.active.keys()];
+  }
+
+  /** Called at start: adopt jobs an earlier API process left behind. */
+  resume(): void {
+    for (const job of this.store.jobs.withStatus(['running'])) {
+      if (this.adapter.durable) this.active.set(job.id, job.modelId); // its worker may still be on it; heartbeats tell
+      else this.fail(job.id, 'the server restarted while this job was running');
+    }
+    void this.pump();
+  }
+
+  finished(jobId: string): void {
+    if (this.active.delete(jobId)) void this.pump();
+  }
+
+  async pump(): Promise<void> {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      const busyModels = new Set(this.active.values());
+      for (const job of this.store.jobs.withStatus(['queued'])) {
+        if (this.active.has(job.id) || busyModels.has(job.modelId)) continue;
+        if (!this.adapter.canStartTraining()) break;
+        const task = this.taskFor(job);
+        if (typeof task === 'string') {
+          this.fail(job.id, task);
+          continue;
+        }
+        this.active.set(job.id, job.modelId);
+        busyModels.add(job.modelId);
+        try {
+          await this.adapter.startTraining(task);
+        } catch (err) {
+          this.active.delete(job.id);
+          this.fail(job.id, `could not hand the job to a worker: ${(err as Error).message}`);
+        }
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private taskFor(job: TrainingJobRecord): TrainingTask | string {
+    const model = this.store.models.getById(job.modelId);
+    if (!model) return 'the model was deleted';
+    const base = this.catalog.get(model.baseModel);
+    if (!base) return `base model "${model.baseModel}" is no longer installed`;
+    const latest = this.store.checkpoints.latest(model.id);
+    const step = (latest?.step ?? 0) + 1;
+    const outputDir = path.join(this.checkpointsRoot, model.id, `step-${step}`);
+    fs.mkdirSync(path.dirname(outputDir), { recursive: true });
+    return {
+      jobId: job.id, kind: job.kind, entity: job.entity, modelId: model.id, baseModel: model.baseModel, baseModelDir: base.dir,
+      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, home: this.home,
+    };
+  }
+}

@@ -1,0 +1,18 @@
+// The handlers a worker runs unless told otherwise: the real inference and training engines.
+// Engines load lazily so a worker of one kind never pays for the other's dependencies.
+import type { Handlers } from './handlers.js';
+import type { WorkerKind } from '../src/queue/port.js';
+
+export async function createDefaultHandlers(kind: WorkerKind, device: string, log: (m: string) => void): Promise<Handlers> {
+  const engineModule = kind === 'inference' ? './inference/worker-handler.js' : './training/worker-handler.js';
+  try {
+    const mod = (await import(engineModule)) as { createHandlers: (device: string, log: (m: string) => void) => Promise<Handlers> };
+    return await mod.createHandlers(device, log);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes('worker-handler')) {
+      log(`no ${kind} engine in this build; this worker answers health pings only`);
+      return {};
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,42 @@
+// What a worker does with a task. The host (worker/host.ts) owns transport, heartbeats and cancellation;
+// handlers own the work. Real handlers come from the inference and training engines.
+import type { InferenceTask, TrainingTask } from '../src/queue/messages.js';
+
+export interface TrainingContext {
+  /** Report an event (training_started, gradient_step, …) in order. */
+  emit(type: 'training_started' | 'gradient_step', data: Record<string, unknown>): void;
+  /** Report the finished checkpoint folder before returning; the API lists it before `training_ended`. */
+  checkpoint(path: string): void;
+  /** True once cancellation was asked; check between steps. */
+  cancelled(): boolean;
+  log(msg: string): void;
+}
+
+export interface InferenceContext {
+  /** Stream one chunk of output to the caller. */
+  delta(data: unknown): void;
+  signal: AbortSignal;
+}
+
+export interface Handlers {
+  training?: (task: TrainingTask, ctx: TrainingContext) => Promise<void>;
+  inference?: (task: InferenceTask, ctx: InferenceContext) => Promise<unknown>;
+  /** Release models, threads, sessions. */
+  close?: () => Promise<void>;
+}
+
+export class CancelledError extends Error {
+  constructor() {
+    super('cancelled');
+  }
+}
+
+/** An error whose message and HTTP status may be shown to the client (bad parameters, unknown model, …). */
+export class TaskError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}

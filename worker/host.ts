@@ -1,0 +1,108 @@
+// One worker process: runs tasks through its handlers, reports everything as WorkerMessages, beats its heart.
+// The transport (IPC for the embedded queue, Redis for BullMQ) decides how messages travel; the host does not care.
+import os from 'node:os';
+import crypto from 'node:crypto';
+import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
+import type { WorkerKind } from '../src/queue/port.js';
+import { CancelledError, TaskError, type Handlers } from './handlers.js';
+
+export interface WorkerIdentity {
+  id: string;
+  kind: WorkerKind;
+  device: string;
+}
+
+export function newWorkerIdentity(kind: WorkerKind, device: string): WorkerIdentity {
+  return { id: `${os.hostname()}-${kind}-${device}-${process.pid}-${crypto.randomBytes(3).toString('hex')}`, kind, device };
+}
+
+export class WorkerHost {
+  private readonly cancelled = new Set<string>();
+  private readonly inflight = new Map<string, AbortController>();
+  private devices: unknown = undefined;
+
+  constructor(
+    readonly identity: WorkerIdentity,
+    private readonly handlers: Handlers,
+    private readonly report: (msg: WorkerMessage) => void | Promise<void>,
+    private readonly log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`),
+  ) {}
+
+  setDevices(devices: unknown): void {
+    this.devices = devices;
+  }
+
+  get load(): number {
+    return this.inflight.size;
+  }
+
+  heartbeat(): WorkerMessage {
+    return {
+      type: 'heartbeat',
+      worker: {
+        id: this.identity.id, kind: this.identity.kind, device: this.identity.device, host: os.hostname(), pid: process.pid,
+        load: this.load, lastSeenMs: Date.now(), devices: this.devices, tasks: [...this.inflight.keys()],
+      },
+    };
+  }
+
+  cancel(id: string): void {
+    this.cancelled.add(id);
+    this.inflight.get(id)?.abort();
+  }
+
+  /**
+   * Run a training task to its end. Always reports exactly one terminal event, unless the process dies,
+   * in which case the API notices the missing heartbeat or the exit and fails the job itself.
+   */
+  async runTraining(task: TrainingTask): Promise<'succeeded' | 'failed' | 'cancelled'> {
+    const send = (msg: WorkerMessage) => this.report(msg);
+    const ctrl = new AbortController();
+    this.inflight.set(task.jobId, ctrl);
+    await send({ type: 'training.started', jobId: task.jobId, workerId: this.identity.id });
+    try {
+      if (!this.handlers.training) throw new TaskError(501, 'this worker has no training engine');
+      await this.handlers.training(task, {
+        emit: (type, data) => void send({ type: 'training.event', jobId: task.jobId, event: { type, data } }),
+        checkpoint: (path) => void send({ type: 'training.checkpoint', jobId: task.jobId, step: task.step, path }),
+        cancelled: () => this.cancelled.has(task.jobId),
+        log: (m) => this.log(`[job ${task.jobId}] ${m}`),
+      });
+      if (this.cancelled.has(task.jobId)) throw new CancelledError();
+      await send({ type: 'training.event', jobId: task.jobId, event: { type: 'training_ended', data: {} } });
+      return 'succeeded';
+    } catch (err) {
+      const cancelled = err instanceof CancelledError || this.cancelled.has(task.jobId);
+      const message = cancelled ? 'cancelled by the user' : (err as Error).message || String(err);
+      if (!cancelled) this.log(`[job ${task.jobId}] failed: ${(err as Error).stack ?? message}`);
+      await send({ type: 'training.event', jobId: task.jobId, event: { type: 'training_failed', data: { error_message: message, ...(cancelled ? { cancelled: true } : {}) } } });
+      return cancelled ? 'cancelled' : 'failed';
+    } finally {
+      this.inflight.delete(task.jobId);
+      this.cancelled.delete(task.jobId);
+    }
+  }
+
+  /** Run one inference request; deltas stream as they come, then one done or error message. */
+  async runInference(task: InferenceTask): Promise<void> {
+    const ctrl = new AbortController();
+    this.inflight.set(task.requestId, ctrl);
+    if (this.cancelled.has(task.requestId)) ctrl.abort();
+    await this.report({ type: 'inference.started', requestId: task.requestId, workerId: this.identity.id });
+    try {
+      let result: unknown;
+      if (task.op === 'ping') result = { pong: true, worker: this.identity.id };
+      else if (!this.handlers.inference) throw new TaskError(501, 'this worker has no inference engine');
+      else result = await this.handlers.inference(task, { delta: (data) => void this.report({ type: 'inference.delta', requestId: task.requestId, data }), signal: ctrl.signal });
+      await this.report({ type: 'inference.done', requestId: task.requestId, result });
+    } catch (err) {
+      const status = err instanceof TaskError ? err.status : ctrl.signal.aborted ? 499 : 500;
+      const message = err instanceof TaskError || ctrl.signal.aborted ? (err as Error).message : 'inference failed in the worker';
+      if (status >= 500) this.log(`[request ${task.requestId}] ${(err as Error).stack ?? String(err)}`);
+      await this.report({ type: 'inference.error', requestId: task.requestId, status, message });
+    } finally {
+      this.inflight.delete(task.requestId);
+      this.cancelled.delete(task.requestId);
+    }
+  }
+}

@@ -1,0 +1,74 @@
+// Redis mode: pull tasks from BullMQ, report through the installation's reports stream, hear cancellations
+// on its control channel. Many `hearth worker` processes on many hosts share the queues.
+import { Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
+import { controlChannel, REPORTS_MAXLEN, reportsStream } from '../src/queue/redis-keys.js';
+import { WorkerHost, type WorkerIdentity } from './host.js';
+import type { Handlers } from './handlers.js';
+
+export interface BullmqWorkerOptions {
+  identity: WorkerIdentity;
+  handlers: Handlers;
+  redisUrl: string;
+  prefix?: string;
+  heartbeatMs: number;
+  log: (msg: string) => void;
+  /** Inference requests taken at once (the engine batches them); training is always one at a time. */
+  concurrency?: number;
+  hostRef?: (host: WorkerHost) => void;
+}
+
+/** Start serving; resolves to a function that stops taking work, finishes the current work and disconnects. */
+export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => Promise<void>> {
+  const prefix = opts.prefix ?? process.env.HEARTH_QUEUE_PREFIX ?? 'hearth';
+  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  const sub = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  const stream = reportsStream(prefix);
+  // One connection, commands in order: reports reach the stream in the order they were made.
+  const report = async (msg: WorkerMessage) => {
+    await redis.xadd(stream, 'MAXLEN', '~', String(REPORTS_MAXLEN), '*', 'm', JSON.stringify(msg));
+  };
+  const host = new WorkerHost(opts.identity, opts.handlers, report, opts.log);
+  opts.hostRef?.(host);
+
+  await sub.subscribe(controlChannel(prefix));
+  sub.on('message', (_channel, raw) => {
+    try {
+      const msg = JSON.parse(raw) as { type: string; jobId?: string; requestId?: string };
+      const id = msg.jobId ?? msg.requestId;
+      if (id) host.cancel(id);
+    } catch {
+      /* not ours */
+    }
+  });
+
+  const kind = opts.identity.kind;
+  const worker = new Worker(
+    kind,
+    async (job) => {
+      if (kind === 'training') await host.runTraining(job.data as TrainingTask);
+      else await host.runInference(job.data as InferenceTask);
+    },
+    {
+      connection: { url: opts.redisUrl, maxRetriesPerRequest: null },
+      prefix,
+      concurrency: kind === 'training' ? 1 : (opts.concurrency ?? Number(process.env.HEARTH_WORKER_CONCURRENCY || 64)),
+      lockDuration: 30_000,
+      // A job whose worker died is failed, never run twice: the API already reported it failed.
+      maxStalledCount: 0,
+    },
+  );
+  worker.on('error', (err) => opts.log(`bullmq worker error: ${err.message}`));
+
+  const beat = () => void report(host.heartbeat()).catch((err: Error) => opts.log(`heartbeat failed: ${err.message}`));
+  beat();
+  const timer = setInterval(beat, opts.heartbeatMs);
+
+  return async () => {
+    clearInterval(timer);
+    await worker.close(); // waits for the active jobs to finish
+    await sub.quit().catch(() => {});
+    await redis.quit().catch(() => {});
+  };
+}

@@ -1,0 +1,45 @@
+// Embedded mode: the API process forked this worker and talks to it over Node's IPC channel.
+// Order is preserved end to end, so training events arrive in the order they were emitted.
+import type { ApiToWorker, WorkerMessage } from '../src/queue/messages.js';
+import type { WorkerHost } from './host.js';
+
+/** Send one message to the parent; resolves once handed to the channel (or at once when it is gone). */
+export function ipcSend(msg: WorkerMessage): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (!process.send || !process.connected) return resolve();
+    process.send(msg, undefined, undefined, () => resolve());
+  });
+}
+
+export function serveOverIpc(host: WorkerHost, heartbeatMs: number, onShutdown: () => Promise<void>): void {
+  if (!process.send) throw new Error('--ipc needs a parent process with an IPC channel (the embedded queue starts workers this way)');
+  const send = ipcSend;
+  const beat = () => void send(host.heartbeat());
+  beat();
+  const timer = setInterval(beat, heartbeatMs);
+  process.on('message', (raw: ApiToWorker) => {
+    switch (raw.type) {
+      case 'training.run':
+        void host.runTraining(raw.task);
+        break;
+      case 'inference.run':
+        void host.runInference(raw.task);
+        break;
+      case 'training.cancel':
+        host.cancel(raw.jobId);
+        break;
+      case 'inference.cancel':
+        host.cancel(raw.requestId);
+        break;
+      case 'shutdown':
+        clearInterval(timer);
+        void onShutdown();
+        break;
+    }
+  });
+  // The parent is gone (crash or kill -9): nothing would collect our results, so stop.
+  process.on('disconnect', () => {
+    clearInterval(timer);
+    void onShutdown();
+  });
+}
