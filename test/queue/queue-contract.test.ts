@@ -41,9 +41,9 @@ class Cluster {
   }
 
   /** BullMQ mode: a `hearth worker` process, as users start them on other hosts. */
-  spawnWorker(kind: 'inference' | 'training'): ChildProcess {
+  spawnWorker(kind: 'inference' | 'training', env: Record<string, string> = {}): ChildProcess {
     const child = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', kind, '--redis', REDIS_URL], {
-      env: { ...process.env, ...workerEnv, HEARTH_QUEUE_PREFIX: this.prefix, HEARTH_HOME: this.server.home },
+      env: { ...process.env, ...workerEnv, HEARTH_QUEUE_PREFIX: this.prefix, HEARTH_HOME: this.server.home, ...env },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     this.workers.push(child);
@@ -225,8 +225,9 @@ describe('BullMQ workers on one Redis', () => {
   it('share the load: two inference workers both take requests', async () => {
     const c = await new Cluster('bullmq').start();
     try {
-      c.spawnWorker('inference');
-      c.spawnWorker('inference');
+      // Each takes at most 4 requests at a time (as an engine with a batch limit would), so 40 need both.
+      c.spawnWorker('inference', { HEARTH_WORKER_CONCURRENCY: '4' });
+      c.spawnWorker('inference', { HEARTH_WORKER_CONCURRENCY: '4' });
       await waitFor(() => c.server.ctx.queue!.liveWorkers('inference').length >= 2, 'two inference workers', 30_000);
       const results = (await Promise.all(
         Array.from({ length: 40 }, () =>
