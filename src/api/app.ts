@@ -68,6 +68,8 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
       done(err as Error, undefined);
     }
   });
+  // JSONL uploads (SFT datasets) arrive as text and are validated line by line by their route.
+  app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], { parseAs: 'string' }, (_req, body, done) => done(null, body));
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
     try {
       done(null, parseJson(body as string));

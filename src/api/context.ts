@@ -7,6 +7,7 @@ import type { ModelsService } from '../services/models.js';
 import type { TrainingJobsService } from '../services/training-jobs.js';
 import type { WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
+import type { Datasets } from '../services/datasets.js';
 
 export interface AppContext {
   config: Config;
@@ -18,4 +19,5 @@ export interface AppContext {
   workers: WorkerDirectory | null;
   /** Present when workers are attached (always in `hearth serve`; tests may leave it out). */
   queue: QueueService | null;
+  datasets: Datasets;
 }

@@ -4,6 +4,7 @@ import { checkpointsDir, modelsDir } from '../config/config.js';
 import type { Store } from '../store/sqlite/store.js';
 import type { AppContext } from '../api/context.js';
 import { ApiKeys } from './api-keys.js';
+import { Datasets } from './datasets.js';
 import { BaseModelCatalog } from './base-models.js';
 import { ModelsService } from './models.js';
 import { TrainingJobsService, type TrainingDispatcher, type TrainingPolicy } from './training-jobs.js';
@@ -23,5 +24,5 @@ export function createContext(config: Config, store: Store, opts: ContainerOptio
   const catalog = opts.catalog ?? new BaseModelCatalog(modelsDir(config.home));
   const models = new ModelsService(store, catalog, checkpointsDir(config.home));
   const trainingJobs = new TrainingJobsService(store, models, opts.dispatcher ?? null, opts.policy ?? null);
-  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? opts.queue ?? null, queue: opts.queue ?? null };
+  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? opts.queue ?? null, queue: opts.queue ?? null, datasets: new Datasets(config.home) };
 }

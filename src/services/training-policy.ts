@@ -4,9 +4,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/config.js';
-import { datasetsDir } from '../config/config.js';
 import type { TrainingPolicy } from './training-jobs.js';
 import { parseDataUrl } from './data-urls.js';
+import { Datasets } from './datasets.js';
 
 const ENGINE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../worker/training/worker-handler.ts');
 
@@ -33,16 +33,11 @@ export function checkDataUrl(
     case 'file':
       return fs.existsSync(parsed.path) && fs.statSync(parsed.path).isFile() ? null : `training data file ${parsed.path} does not exist on the server`;
     case 'dataset': {
-      if (parsed.entity !== entity) return `dataset ${url} not found`;
-      const file = datasetFile(config.home, parsed);
-      return fs.existsSync(file) ? null : `dataset ${url} not found; upload it with POST /v1/preview/datasets`;
+      const file = parsed.entity === entity ? new Datasets(config.home).file(parsed.entity, parsed.project, parsed.name, parsed.version) : null;
+      return file ? null : `dataset ${url} not found; upload it with POST /v1/preview/datasets?project=<p>&name=<n>`;
     }
     case 'table':
       if (parsed.entity !== entity || !hasTable?.(parsed.entity, parsed.project, parsed.digest)) return `table ${url} not found`;
       return null;
   }
-}
-
-export function datasetFile(home: string, d: { entity: string; project: string; name: string; version: string }): string {
-  return path.join(datasetsDir(home), d.entity, d.project, d.name, `${d.version}.jsonl`);
 }

@@ -6,6 +6,8 @@ import { modelRoutes } from './models.js';
 import { trainingJobRoutes } from './training-jobs.js';
 import { inferenceRoutes } from './inference.js';
 import { hardwareRoutes } from './hardware.js';
+import { datasetRoutes } from './datasets.js';
+import { usageRoutes } from './usage.js';
 
 export function allRoutes(ctx: AppContext): RouteDef[] {
   return [
@@ -14,5 +16,7 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...trainingJobRoutes(ctx),
     ...inferenceRoutes(ctx),
     ...hardwareRoutes(ctx),
+    ...datasetRoutes(ctx),
+    ...usageRoutes(ctx),
   ];
 }
