@@ -24,10 +24,10 @@ function jsonInvalid(err: Error, position: number | null) {
   ]);
 }
 
-function parseJson(text: string): unknown {
+function parseJson(text: string, parse: (text: string) => unknown = JSON.parse): unknown {
   if (text.trim() === '') return undefined;
   try {
-    return JSON.parse(text);
+    return parse(text);
   } catch (err) {
     const m = /position (\d+)/.exec((err as Error).message);
     throw jsonInvalid(err as Error, m ? Number(m[1]) : null);
@@ -61,18 +61,18 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
 
   // JSON everywhere, also when Content-Type is missing (the Weave client sends none), as FastAPI does.
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser(['application/json', 'text/plain'], { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser(['application/json', 'text/plain'], { parseAs: 'string' }, (req, body, done) => {
     try {
-      done(null, parseJson(body as string));
+      done(null, parseJson(body as string, req.routeOptions.config?.parseBody));
     } catch (err) {
       done(err as Error, undefined);
     }
   });
   // JSONL uploads (SFT datasets) arrive as text and are validated line by line by their route.
   app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], { parseAs: 'string' }, (_req, body, done) => done(null, body));
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
     try {
-      done(null, parseJson(body as string));
+      done(null, parseJson(body as string, req.routeOptions.config?.parseBody));
     } catch (err) {
       done(err as Error, undefined);
     }

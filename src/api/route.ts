@@ -38,6 +38,8 @@ export interface RouteDef<P extends z.ZodType | undefined = any, Q extends z.Zod
   response?: z.ZodType;
   /** Other documented statuses → description. */
   errors?: Record<number, string>;
+  /** Parse the body text with this instead of JSON.parse (the table routes keep number text). */
+  parseBody?: (text: string) => unknown;
   /** Return the body to send (200), or send it yourself through `reply` (streaming) and return undefined. */
   handler: (ctx: RouteContext<Infer<P>, Infer<Q>, Infer<B>>) => unknown | Promise<unknown>;
 }
@@ -53,6 +55,7 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthMode;
     errorStyle?: ErrorStyle;
+    parseBody?: (text: string) => unknown;
   }
   interface FastifyRequest {
     auth: AuthContext | null;
@@ -85,7 +88,7 @@ export function registerRoutes(app: FastifyInstance, defs: RouteDef[]): void {
       app.route({
         method: def.method,
         url,
-        config: { auth: def.auth, errorStyle: def.errorStyle ?? 'detail' },
+        config: { auth: def.auth, errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody },
         handler: async (request, reply) => {
           const issues: ValidationIssue[] = [];
           const params = parsePart(def.params, request.params, 'path', issues);

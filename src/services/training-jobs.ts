@@ -21,7 +21,8 @@ export interface TrainingDispatcher {
 /** Checks that belong to the training engine (config keys it implements, data URLs it can read). */
 export interface TrainingPolicy {
   unsupportedRlKeys(config: Record<string, unknown>): string[];
-  checkSftDataUrl(entity: string, url: string): string | null; // error message or null
+  /** A file the workers can read for an SFT data URL, or why there is none. */
+  resolveSftData(entity: string, url: string): Promise<{ path: string } | { error: string }>;
 }
 
 const jobDetail = (j: TrainingJobRecord) => ({
@@ -64,14 +65,14 @@ export class TrainingJobsService {
   async createSft(entity: string, body: CreateSFTTrainingJobBody) {
     const model = this.models.require(entity, body.model_id);
     const { dispatcher, policy } = this.requireEngine();
-    const problem = policy.checkSftDataUrl(entity, body.training_data_url);
-    if (problem) throw badRequest(problem);
+    const data = await policy.resolveSftData(entity, body.training_data_url);
+    if ('error' in data) throw badRequest(data.error);
     // The hosted service answers a repeated create (same model, same data) with the existing job.
     const dedupKey = crypto.createHash('sha256').update(JSON.stringify([body.training_data_url, body.config ?? null])).digest('hex');
     const existing = this.store.jobs.findByDedupKey(model.id, dedupKey);
     if (existing && existing.status !== 'failed' && existing.status !== 'cancelled') return { id: existing.id };
     dispatcher.admitTraining(model.id);
-    return this.enqueue(dispatcher, entity, model.id, 'sft', body, dedupKey);
+    return this.enqueue(dispatcher, entity, model.id, 'sft', { ...body, resolved_data_path: data.path }, dedupKey);
   }
 
   private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null) {

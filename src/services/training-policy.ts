@@ -1,43 +1,56 @@
 // What the training engine accepts, checked in the API before a job is queued, so a client hears about an
-// unsupported option or unreadable data at once (400) instead of from a failed job.
+// unsupported option or unreadable data at once (400) instead of from a failed job. SFT data is resolved
+// here to a JSONL file the workers can read (they never open the store): uploaded datasets and server files
+// as they are, Hearth tables snapshotted to a content-addressed file.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/config.js';
+import { datasetsDir } from '../config/config.js';
 import type { TrainingPolicy } from './training-jobs.js';
 import { parseDataUrl } from './data-urls.js';
 import { Datasets } from './datasets.js';
+import type { TableStore } from '../tables/table-store.js';
+import { writeTableRowsJsonl } from '../tables/read-table-rows.js';
 
 const ENGINE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../worker/training/worker-handler.ts');
 
 /** The policy of this build's training engine, or null when the build has none (job creation answers 501). */
-export async function trainingPolicy(config: Config, hasTable?: (entity: string, project: string, digest: string) => boolean): Promise<TrainingPolicy | null> {
+export async function trainingPolicy(config: Pick<Config, 'home'>, tables: TableStore | null): Promise<TrainingPolicy | null> {
   if (!fs.existsSync(ENGINE) && !fs.existsSync(ENGINE.replace(/\.ts$/, '.js'))) return null;
   const rlConfig = '../../worker/training/rl-config.js'; // loaded only in builds that have the engine
   const { unsupportedExperimentalKeys } = (await import(rlConfig)) as { unsupportedExperimentalKeys: (c: unknown) => string[] };
   return {
     unsupportedRlKeys: (cfg) => unsupportedExperimentalKeys(cfg),
-    checkSftDataUrl: (entity, url) => checkDataUrl(config, entity, url, hasTable),
+    resolveSftData: (entity, url) => resolveSftData(config, entity, url, tables),
   };
 }
 
-export function checkDataUrl(
+export async function resolveSftData(
   config: Pick<Config, 'home'>,
   entity: string,
   url: string,
-  hasTable?: (entity: string, project: string, digest: string) => boolean,
-): string | null {
+  tables: TableStore | null,
+): Promise<{ path: string } | { error: string }> {
   const parsed = parseDataUrl(url);
-  if ('error' in parsed) return parsed.error;
+  if ('error' in parsed) return parsed;
   switch (parsed.scheme) {
     case 'file':
-      return fs.existsSync(parsed.path) && fs.statSync(parsed.path).isFile() ? null : `training data file ${parsed.path} does not exist on the server`;
+      return fs.existsSync(parsed.path) && fs.statSync(parsed.path).isFile() ? { path: parsed.path } : { error: `training data file ${parsed.path} does not exist on the server` };
     case 'dataset': {
       const file = parsed.entity === entity ? new Datasets(config.home).file(parsed.entity, parsed.project, parsed.name, parsed.version) : null;
-      return file ? null : `dataset ${url} not found; upload it with POST /v1/preview/datasets?project=<p>&name=<n>`;
+      return file ? { path: file } : { error: `dataset ${url} not found; upload it with POST /v1/preview/datasets?project=<p>&name=<n>` };
     }
-    case 'table':
-      if (parsed.entity !== entity || !hasTable?.(parsed.entity, parsed.project, parsed.digest)) return `table ${url} not found`;
-      return null;
+    case 'table': {
+      const scope = { entity: parsed.entity, project: parsed.project };
+      if (parsed.entity !== entity || !tables?.tableExists(scope, parsed.digest)) return { error: `table ${url} not found` };
+      // A table digest names immutable content, so one snapshot per digest serves every job.
+      const file = path.join(datasetsDir(config.home), parsed.entity, parsed.project, '.tables', `${parsed.digest}.jsonl`);
+      if (!fs.existsSync(file)) {
+        fs.mkdirSync(path.dirname(file), { recursive: true });
+        await writeTableRowsJsonl(tables, parsed.entity, parsed.project, parsed.digest, file);
+      }
+      return { path: file };
+    }
   }
 }

@@ -6,6 +6,7 @@ import { modelRoutes } from './models.js';
 import { trainingJobRoutes } from './training-jobs.js';
 import { inferenceRoutes } from './inference.js';
 import { hardwareRoutes } from './hardware.js';
+import { tableRoutes } from './tables.js';
 import { datasetRoutes } from './datasets.js';
 import { usageRoutes } from './usage.js';
 
@@ -16,6 +17,7 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...trainingJobRoutes(ctx),
     ...inferenceRoutes(ctx),
     ...hardwareRoutes(ctx),
+    ...tableRoutes(ctx),
     ...datasetRoutes(ctx),
     ...usageRoutes(ctx),
   ];

@@ -9,6 +9,7 @@ import { createQueue } from '../../queue/create.js';
 import { buildApp } from '../../api/app.js';
 import { hearthMetrics, recordHeartbeat } from '../../api/plugins/metrics.js';
 import { trainingPolicy } from '../../services/training-policy.js';
+import { TableStore } from '../../tables/table-store.js';
 
 export async function run(_argv: string[]): Promise<number> {
   const config = loadConfig();
@@ -17,7 +18,7 @@ export async function run(_argv: string[]): Promise<number> {
   const queue = await createQueue(config, store, catalog, {
     onHeartbeat: (w) => recordHeartbeat(hearthMetrics, w),
   });
-  const ctx = createContext(config, store, { catalog, queue, dispatcher: queue, policy: await trainingPolicy(config) });
+  const ctx = createContext(config, store, { catalog, queue, dispatcher: queue, policy: await trainingPolicy(config, new TableStore(store.db)) });
   const swept = ctx.models.sweepOrphanCheckpointDirs();
   const app = await buildApp(ctx, {
     logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] },

@@ -1,5 +1,6 @@
 // Versioned schema migrations. Append only: never edit a migration that has shipped.
 // Each entry runs once, inside a transaction, and bumps PRAGMA user_version.
+import { TABLES_SCHEMA_SQL } from '../../tables/table-store.js';
 
 export interface Migration {
   version: number;
@@ -88,5 +89,10 @@ export const migrations: Migration[] = [
         PRIMARY KEY (entity, project, model)
       );
     `,
+  },
+  {
+    version: 2,
+    name: 'Weave tables: rows by digest, chunked digest lists, table versions',
+    sql: TABLES_SCHEMA_SQL,
   },
 ];

@@ -1,0 +1,162 @@
+// /table/*: the Weave trace server's table API (create, update, create_from_digests, query, stats),
+// digest for digest compatible with the hosted service so the Weave client works unchanged.
+// Errors answer `{"reason": ...}` like the trace server; validation stays FastAPI's 422.
+import { defineRoute, type AuthContext, type RouteDef } from '../route.js';
+import type { AppContext } from '../context.js';
+import { HttpError } from '../errors.js';
+import {
+  TableCreateFromDigestsReq, TableCreateFromDigestsRes, TableCreateReq, TableCreateRes, TableQueryReq, TableQueryRes,
+  TableQueryStatsBatchReq, TableQueryStatsBatchRes, TableQueryStatsReq, TableQueryStatsRes, TableUpdateReq, TableUpdateRes,
+} from '../../schemas/tables.js';
+import { prepareRow } from '../../tables/digest.js';
+import { TableRequestError } from '../../tables/errors.js';
+import { parseLosslessJson } from '../../tables/lossless-parse.js';
+import { PythonJsonError } from '../../tables/python-json.js';
+import { TableStore, type ProjectScope, type StoredTableRow, type TableUpdate } from '../../tables/table-store.js';
+
+/** Why the caller may not see a project: it belongs to another entity than the key's. */
+class ForeignProject extends Error {}
+
+/** `entity/project` → scope; the key's entity must own it (another entity's tables do not exist for it). */
+function scopeOf(auth: AuthContext, projectId: string): ProjectScope {
+  const slash = projectId.indexOf('/');
+  if (slash <= 0 || slash === projectId.length - 1) {
+    throw new HttpError(400, `Invalid project_id '${projectId}': expected '<entity>/<project>'`);
+  }
+  const scope = { entity: projectId.slice(0, slash), project: projectId.slice(slash + 1) };
+  if (scope.entity !== auth.entity) throw new ForeignProject();
+  return scope;
+}
+
+/** Run a table operation, turning store errors into `{"reason"}` responses. */
+function run<T>(operation: () => T, whenForeign: () => T): T {
+  try {
+    return operation();
+  } catch (error) {
+    if (error instanceof ForeignProject) return whenForeign();
+    if (error instanceof TableRequestError) throw new HttpError(error.statusCode, error.reason);
+    // Python's json.loads refuses what we refuse here (e.g. integers over 4300 digits) with a 400.
+    if (error instanceof PythonJsonError) throw new HttpError(400, `There was an error parsing the body: ${error.message}`);
+    throw error;
+  }
+}
+
+/** The query response as JSON text: row bodies are spliced in as stored, keeping their number text. */
+function queryResponseText(rows: readonly StoredTableRow[]): string {
+  const parts = rows.map((row) => `{"digest":${JSON.stringify(row.digest)},"val":${row.valJson},"original_index":${row.originalIndex}}`);
+  return `{"rows":[${parts.join(',')}]}`;
+}
+
+/**
+ * Table bodies must be parsed without losing number text ({"x":1.0} and {"x":1} are different rows).
+ * The app's body parser uses this function for routes that declare it (config.parseBody).
+ */
+function withLosslessBody(def: RouteDef): RouteDef {
+  return Object.assign(def, { parseBody: parseLosslessJson });
+}
+
+export function tableRoutes(ctx: AppContext): RouteDef[] {
+  const tables = new TableStore(ctx.store.db);
+  const tags = ['tables'];
+  const common = { method: 'POST', tags, auth: 'basic-or-bearer', errorStyle: 'reason' } as const;
+  const notFound = (projectId: string, digest: string) => new HttpError(404, `Table ${projectId}:${digest} not found`);
+
+  return [
+    defineRoute({
+      ...common, url: '/table/create', operationId: 'table_create_table_create_post', summary: 'Table Create',
+      body: TableCreateReq, response: TableCreateRes,
+      errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest' },
+      handler: ({ auth, body }) =>
+        run(
+          () => {
+            const scope = scopeOf(auth, body.table.project_id);
+            const created = tables.createTable(scope, body.table.rows.map(prepareRow), body.table.expected_digest);
+            return { digest: created.digest, row_digests: created.rowDigests };
+          },
+          () => {
+            throw new HttpError(404, `Project ${body.table.project_id} not found`);
+          },
+        ),
+    }),
+    defineRoute({
+      ...common, url: '/table/update', operationId: 'table_update_table_update_post', summary: 'Table Update',
+      body: TableUpdateReq, response: TableUpdateRes,
+      errors: { 400: 'Index out of range', 404: 'Unknown base table' },
+      handler: ({ auth, body }) =>
+        run(
+          () => {
+            const scope = scopeOf(auth, body.project_id);
+            const updates: TableUpdate[] = body.updates.map((spec) => {
+              if ('append' in spec) return { kind: 'append', row: prepareRow(spec.append.row) };
+              if ('pop' in spec) return { kind: 'pop', index: spec.pop.index };
+              return { kind: 'insert', index: spec.insert.index, row: prepareRow(spec.insert.row) };
+            });
+            const updated = tables.updateTable(scope, body.base_digest, updates);
+            return { digest: updated.digest, updated_row_digests: updated.updatedRowDigests };
+          },
+          () => {
+            throw notFound(body.project_id, body.base_digest);
+          },
+        ),
+    }),
+    defineRoute({
+      ...common, url: '/table/create_from_digests', operationId: 'table_create_from_digests_table_create_from_digests_post',
+      summary: 'Table Create From Digests', body: TableCreateFromDigestsReq, response: TableCreateFromDigestsRes,
+      errors: { 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest' },
+      handler: ({ auth, body }) =>
+        run(
+          () => ({ digest: tables.createTableFromDigests(scopeOf(auth, body.project_id), body.row_digests, body.expected_digest) }),
+          () => {
+            throw new HttpError(404, `Project ${body.project_id} not found`);
+          },
+        ),
+    }),
+    defineRoute({
+      ...common, url: '/table/query', operationId: 'table_query_table_query_post', summary: 'Table Query',
+      body: TableQueryReq, response: TableQueryRes, errors: { 400: 'Invalid sort field' },
+      handler: ({ auth, body, reply }) => {
+        const rows = run(
+          () =>
+            tables.queryRows(scopeOf(auth, body.project_id), body.digest, {
+              rowDigests: body.filter?.row_digests ?? undefined,
+              sortBy: body.sort_by ?? undefined,
+              limit: body.limit,
+              offset: body.offset,
+            }),
+          () => [],
+        );
+        reply.type('application/json; charset=utf-8');
+        return queryResponseText(rows);
+      },
+    }),
+    defineRoute({
+      ...common, url: '/table/query_stats', operationId: 'table_query_stats_table_query_stats_post', summary: 'Table Query Stats',
+      body: TableQueryStatsReq, response: TableQueryStatsRes, errors: { 404: 'Unknown table' },
+      handler: ({ auth, body }) =>
+        run(
+          () => {
+            const count = tables.countRows(scopeOf(auth, body.project_id), body.digest);
+            if (count === null) throw notFound(body.project_id, body.digest);
+            return { count };
+          },
+          () => {
+            throw notFound(body.project_id, body.digest);
+          },
+        ),
+    }),
+    defineRoute({
+      ...common, url: '/table/query_stats_batch', operationId: 'table_query_stats_batch_table_query_stats_batch_post',
+      summary: 'Table Query Stats Batch', body: TableQueryStatsBatchReq, response: TableQueryStatsBatchRes,
+      handler: ({ auth, body }) =>
+        run(
+          () => ({
+            // Storage size is only measured by the hosted ClickHouse backend; its SQLite backend also answers null.
+            tables: tables
+              .statsBatch(scopeOf(auth, body.project_id), body.digests ?? [])
+              .map((stats) => ({ count: stats.count, digest: stats.digest, storage_size_bytes: null })),
+          }),
+          () => ({ tables: [] }),
+        ),
+    }),
+  ].map(withLosslessBody);
+}
