@@ -8,6 +8,7 @@ import type { TrainingJobsService } from '../services/training-jobs.js';
 import type { WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 import type { Datasets } from '../services/datasets.js';
+import type { HardwarePricing } from '../services/hardware-pricing.js';
 
 export interface AppContext {
   config: Config;
@@ -20,4 +21,5 @@ export interface AppContext {
   /** Present when workers are attached (always in `hearth serve`; tests may leave it out). */
   queue: QueueService | null;
   datasets: Datasets;
+  hardware: HardwarePricing;
 }

@@ -22,8 +22,8 @@ export type TrainingTask = z.infer<typeof TrainingTask>;
 
 export const InferenceTask = z.object({
   requestId: z.string(),
-  /** `ping` answers at once: queue health checks and the queue benchmark use it. */
-  op: z.enum(['ping', 'chat', 'completion']),
+  /** `ping` answers at once (health checks, queue benchmark); `calibrate` measures the model's speed on the worker's device. */
+  op: z.enum(['ping', 'chat', 'completion', 'calibrate']),
   body: z.unknown(),
   /** What the API resolved from the request's model name. */
   model: z

@@ -5,6 +5,8 @@ import type { Store } from '../store/sqlite/store.js';
 import type { AppContext } from '../api/context.js';
 import { ApiKeys } from './api-keys.js';
 import { Datasets } from './datasets.js';
+import { HardwarePricing } from './hardware-pricing.js';
+import { HardwareCatalogue } from '../hardware/catalogue.js';
 import { BaseModelCatalog } from './base-models.js';
 import { ModelsService } from './models.js';
 import { TrainingJobsService, type TrainingDispatcher, type TrainingPolicy } from './training-jobs.js';
@@ -17,6 +19,7 @@ export interface ContainerOptions {
   policy?: TrainingPolicy | null;
   workers?: WorkerDirectory | null;
   queue?: QueueService | null;
+  hardwareCatalogue?: HardwareCatalogue;
 }
 
 export function createContext(config: Config, store: Store, opts: ContainerOptions = {}): AppContext {
@@ -24,5 +27,7 @@ export function createContext(config: Config, store: Store, opts: ContainerOptio
   const catalog = opts.catalog ?? new BaseModelCatalog(modelsDir(config.home));
   const models = new ModelsService(store, catalog, checkpointsDir(config.home));
   const trainingJobs = new TrainingJobsService(store, models, opts.dispatcher ?? null, opts.policy ?? null);
-  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? opts.queue ?? null, queue: opts.queue ?? null, datasets: new Datasets(config.home) };
+  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? opts.queue ?? null, queue: opts.queue ?? null, datasets: new Datasets(config.home),
+    hardware: new HardwarePricing(opts.hardwareCatalogue ?? HardwareCatalogue.fromEnv(), opts.queue ?? null),
+  };
 }

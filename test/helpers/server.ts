@@ -33,7 +33,7 @@ export function tempHome(prefix = 'hearth-test-'): string {
 export function installManifestOnly(home: string, id: string): void {
   const dir = path.join(modelsDir(home), ...id.split('/'));
   fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify({ id, format: 'test-manifest' }));
+  fs.writeFileSync(path.join(dir, 'manifest.json'), JSON.stringify({ id, format: 'test-manifest', parameters: 1_000_000, sizeBytes: 4_000_000, importedAt: new Date().toISOString() }));
 }
 
 export interface StartOptions {

@@ -35,6 +35,11 @@ export interface ModelConfig {
   bosTokenId: number | null;
   eosTokenIds: number[];
   padTokenId: number | null;
+  /**
+   * Sliding-window attention span (Mistral v0.1), if the model uses one. Hearth attends over the full
+   * context, which is identical up to this many positions, so the runtime caps the context here.
+   */
+  slidingWindow?: number | null;
 }
 
 /** A dense float tensor in row-major order. Quantized GGUF tensors are dequantized to this. */

@@ -1,18 +1,20 @@
-// GET /inference/{vendor}/v2/hardware?model=<name without publisher>: hardware options with token prices.
+// GET /inference/{vendor}/v2/hardware?model=<name without publisher>: hardware options with token prices,
+// one per device configuration that can serve the model; `vendor` filters (nvidia, amd, cpu).
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
-import { notFound, notImplemented } from '../errors.js';
+import { notFound } from '../errors.js';
 import { HardwareParams, HardwareQuery } from '../../schemas/inference-models.js';
+import { HardwareResponse } from '../../schemas/hardware.js';
 
 export function hardwareRoutes(ctx: AppContext): RouteDef[] {
   return [
     defineRoute({
       method: 'GET', url: '/inference/:vendor/v2/hardware', operationId: 'hardware_options_inference__vendor__v2_hardware_get', summary: 'Hardware Options',
-      tags: ['inference'], auth: 'bearer', params: HardwareParams, query: HardwareQuery, errors: { 404: 'Unknown model', 501: 'No pricing engine' },
-      handler: ({ query }) => {
+      tags: ['inference'], auth: 'bearer', params: HardwareParams, query: HardwareQuery, response: HardwareResponse, errors: { 404: 'Unknown model' },
+      handler: async ({ params, query }) => {
         const model = ctx.catalog.findByName(query.model) ?? ctx.catalog.get(query.model);
         if (!model) throw notFound(`Model "${query.model}" is not installed on this server`);
-        throw notImplemented('Hardware pricing needs a calibrated inference worker, which this server does not have yet');
+        return ctx.hardware.options(model, params.vendor.toLowerCase());
       },
     }),
   ];

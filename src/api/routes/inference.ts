@@ -1,25 +1,108 @@
 // OpenAI-compatible inference: chat completions (both paths), completions, and the model list.
+// The route validates, resolves the model name within the caller's entity, and hands the request to an
+// inference worker through the queue; streamed chunks come back as they are made and go out as SSE.
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
-import { notImplemented } from '../errors.js';
-import { ChatCompletionBody, CompletionBody, ModelList } from '../../schemas/inference-models.js';
+import { HttpError, unavailable } from '../errors.js';
+import { ModelList } from '../../schemas/inference-models.js';
+import { ChatCompletionRequest, ChatCompletionResponse, CompletionRequest, CompletionResponse } from '../../schemas/openai.js';
+import { resolveModel } from '../../services/model-resolver.js';
+
+const DEFAULT_USAGE_PROJECT = 'inference';
+
+/** `OpenAI-Project: <team>/<project>` (or the neutral Compat-Project) names the project usage is booked to. */
+function usageProject(request: FastifyRequest): string {
+  const raw = request.headers['openai-project'] ?? request.headers['compat-project'];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  if (!value) return DEFAULT_USAGE_PROJECT;
+  const project = value.includes('/') ? value.slice(value.indexOf('/') + 1) : value;
+  return project.slice(0, 128) || DEFAULT_USAGE_PROJECT;
+}
+
+interface UsageLike {
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+}
+
+async function runInference(
+  ctx: AppContext,
+  op: 'chat' | 'completion',
+  body: { model: string; stream?: boolean | null },
+  auth: { entity: string },
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  if (!ctx.queue) throw unavailable('No inference workers are attached to this server');
+  const model = resolveModel(ctx.store, ctx.catalog, auth.entity, body.model);
+  const project = usageProject(request);
+  let usage: UsageLike['usage'] = null;
+  const book = () => {
+    if (usage) ctx.store.usage.add({ entity: auth.entity, project, model: body.model, promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 });
+  };
+  const abort = new AbortController();
+  // The client went away: stop generating for it at once.
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
+
+  if (!body.stream) {
+    const result = (await ctx.queue.infer({ op, body, model, stream: false, queueKey: model.baseModel, signal: abort.signal })) as UsageLike;
+    usage = result?.usage ?? null;
+    book();
+    return result;
+  }
+
+  // Usage is booked for every stream: ask the worker for the usage chunk, forward it only if the client asked.
+  const clientWantsUsage = !!(body as { stream_options?: { include_usage?: boolean } | null }).stream_options?.include_usage;
+  const workerBody = clientWantsUsage ? body : { ...body, stream_options: { ...((body as { stream_options?: object | null }).stream_options ?? {}), include_usage: true } };
+  let started = false;
+  const start = () => {
+    if (started) return;
+    started = true;
+    reply.hijack();
+    reply.raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': request.id });
+  };
+  try {
+    const result = (await ctx.queue.infer({
+      op, body: workerBody, model, stream: true, queueKey: model.baseModel, signal: abort.signal,
+      onDelta: (data) => {
+        const chunk = data as UsageLike & { choices?: unknown[] };
+        if (chunk.usage) usage = chunk.usage;
+        if (!clientWantsUsage) {
+          if (chunk.usage && chunk.choices?.length === 0) return;
+          delete chunk.usage;
+        }
+        start();
+        reply.raw.write(`data: ${JSON.stringify(chunk)}\n\n`);
+      },
+    })) as UsageLike | null;
+    if (result?.usage) usage = result.usage;
+    start();
+    reply.raw.end('data: [DONE]\n\n');
+    book();
+  } catch (err) {
+    if (!started) throw err; // nothing sent yet: a normal error response
+    const status = err instanceof HttpError ? err.statusCode : 500;
+    const message = err instanceof HttpError ? err.message : 'Internal server error';
+    reply.raw.end(`data: ${JSON.stringify({ error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error', code: status } })}\n\n`);
+  }
+  return undefined;
+}
 
 export function inferenceRoutes(ctx: AppContext): RouteDef[] {
   const tags = ['inference'];
   return [
     defineRoute({
       method: 'POST', url: ['/v1/chat/completions', '/v1/chat/completions/'], operationId: 'create_chat_completion_v1_chat_completions_post',
-      summary: 'Create Chat Completion', tags, auth: 'bearer', body: ChatCompletionBody, errors: { 400: 'Bad parameters', 404: 'Unknown model', 501: 'No engine' },
-      handler: () => {
-        throw notImplemented('Chat completions are not available on this server yet: no inference engine is configured');
-      },
+      summary: 'Create Chat Completion', tags, auth: 'bearer', body: ChatCompletionRequest, response: ChatCompletionResponse,
+      errors: { 400: 'Bad parameters', 404: 'Unknown model', 429: 'Too many requests queued', 503: 'No worker available' },
+      handler: ({ auth, body, request, reply }) => runInference(ctx, 'chat', body, auth, request, reply),
     }),
     defineRoute({
       method: 'POST', url: '/v1/completions', operationId: 'create_completion_v1_completions_post', summary: 'Create Completion', tags, auth: 'bearer',
-      body: CompletionBody, errors: { 400: 'Bad parameters', 404: 'Unknown model', 501: 'No engine' },
-      handler: () => {
-        throw notImplemented('Completions are not available on this server yet: no inference engine is configured');
-      },
+      body: CompletionRequest, response: CompletionResponse,
+      errors: { 400: 'Bad parameters', 404: 'Unknown model', 429: 'Too many requests queued', 503: 'No worker available' },
+      handler: ({ auth, body, request, reply }) => runInference(ctx, 'completion', body, auth, request, reply),
     }),
     defineRoute({
       method: 'GET', url: '/v1/models', operationId: 'list_models_v1_models_get', summary: 'List Models', tags, auth: 'bearer', response: ModelList,

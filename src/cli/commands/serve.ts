@@ -10,10 +10,14 @@ import { buildApp } from '../../api/app.js';
 import { hearthMetrics, recordHeartbeat } from '../../api/plugins/metrics.js';
 import { trainingPolicy } from '../../services/training-policy.js';
 import { TableStore } from '../../tables/table-store.js';
+import { ensureDemoModel } from '../../models/demo-model.js';
 
 export async function run(_argv: string[]): Promise<number> {
   const config = loadConfig();
   const store = Store.open(dbPath(config.home));
+  // An empty store gets the demo model, so chat completions work out of the box (its output is random).
+  const demo = await ensureDemoModel(config.home);
+  if (demo) process.stdout.write(`Installed the demo model ${demo.id} (random weights; import a real model with "hearth models import")\n`);
   const catalog = new BaseModelCatalog(modelsDir(config.home));
   const queue = await createQueue(config, store, catalog, {
     onHeartbeat: (w) => recordHeartbeat(hearthMetrics, w),

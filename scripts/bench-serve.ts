@@ -1,0 +1,76 @@
+// Serving benchmark: the inference engine (continuous batching, sampler, detokenizer) on the ONNX
+// runner with a generated random model. Prints JSON.
+//   npx tsx scripts/bench-serve.ts [--size tiny|s20|m120] [--concurrency 1,4,8] [--prompt 64] [--tokens 64] [--json] [--lora]
+// Reports, per concurrency: output tokens/s over all requests, mean time to first token, and the
+// single-sequence loop of worker/runtime/generate.ts as the no-engine baseline.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeTinyModel, type TinySize } from '../src/models/tiny-model.js';
+import { generateIds } from '../worker/runtime/generate.js';
+import { loadModel } from '../worker/runtime/load-model.js';
+import { Engine } from '../worker/inference/engine.js';
+import { servableFromRuntime } from '../worker/inference/model-runner.js';
+import { defaultSamplingParams } from '../worker/inference/sampling-params.js';
+import { responseFormatConstraint } from '../worker/inference/json-constraint.js';
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+const size = arg('size', 's20') as TinySize;
+const concurrency = arg('concurrency', '1,4,8').split(',').map(Number);
+const promptLen = Number(arg('prompt', '64'));
+const maxTokens = Number(arg('tokens', '64'));
+const json = process.argv.includes('--json');
+/** Build the graph with LoRA inputs (as the worker does) to see what that costs base-model requests. */
+const lora = process.argv.includes('--lora');
+
+const dir = mkdtempSync(join(tmpdir(), 'hearth-bench-serve-'));
+try {
+  makeTinyModel({ dir, size, seed: 1 });
+  const loaded = await loadModel(dir, { maxContext: 1024, lora });
+  const servable = servableFromRuntime(loaded);
+  const vocab = loaded.config.vocabSize;
+  const prompt = (k: number) => Array.from({ length: promptLen }, (_, i) => 5 + ((i * 31 + k * 7) % (vocab - 10)));
+
+  // Baseline: the runtime's single-sequence loop, greedy, no engine.
+  await generateIds(loaded, prompt(0), { maxTokens: 4, stopAtEos: false }); // warm-up
+  let t0 = performance.now();
+  await generateIds(loaded, prompt(0), { maxTokens, stopAtEos: false });
+  const baselineTps = maxTokens / ((performance.now() - t0) / 1000);
+
+  const runs = [];
+  for (const c of concurrency) {
+    const engine = new Engine(servable.model, servable.tokenizer, { maxNumSeqs: Math.max(c, 1), maxBatchedTokens: 512, kvCacheTokens: 65536 });
+    const constraint = json ? responseFormatConstraint(servable.tokenizer, { type: 'json_object' }) ?? undefined : undefined;
+    t0 = performance.now();
+    const ttft: number[] = [];
+    let tokens = 0;
+    await Promise.all(
+      Array.from({ length: c }, (_, k) =>
+        new Promise<void>((resolve, reject) => {
+          let first = true;
+          engine.submit({ promptIds: prompt(k), params: defaultSamplingParams({ temperature: 1, seed: k, maxTokens, ignoreEos: true }), constraint }, (e) => {
+            if (e.type === 'delta' && first) {
+              first = false;
+              ttft.push(performance.now() - t0);
+            }
+            if (e.type === 'finished') tokens += e.tokens.length;
+            if (e.type === 'done') resolve();
+            if (e.type === 'error') reject(new Error(e.message));
+          });
+        }),
+      ),
+    );
+    const seconds = (performance.now() - t0) / 1000;
+    runs.push({ concurrency: c, outputTokens: tokens, seconds: +seconds.toFixed(3), tokensPerSecond: +(tokens / seconds).toFixed(1), meanTtftMs: +(ttft.reduce((a, b) => a + b, 0) / ttft.length).toFixed(1) });
+  }
+  await loaded.runner.release();
+  process.stdout.write(
+    JSON.stringify({ bench: 'serve', date: new Date().toISOString(), loadavg1m: +loadavg()[0].toFixed(2), size, attention: loaded.runner.attention, promptTokens: promptLen, maxTokens, jsonConstraint: json, loraGraph: lora, baselineSingleSequenceTokensPerSecond: +baselineTps.toFixed(1), runs }, null, 2) + '\n',
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

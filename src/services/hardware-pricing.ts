@@ -1,0 +1,59 @@
+// Hardware options with token prices for GET /inference/{vendor}/v2/hardware. Prices come from throughput
+// measured on the device for the model: the first request for a model runs a short calibration on an
+// inference worker (through the queue), later ones use the cached measurement until the model's files or
+// the device change.
+import type { BaseModelInfo } from './base-models.js';
+import type { QueueService } from '../queue/queue-service.js';
+import { HardwareCatalogue, latestReports, modelFingerprint, RUNTIME_BYTES_PER_PARAM, servingSlots } from '../hardware/catalogue.js';
+import { uncalibratedConfigs } from '../hardware/pricing.js';
+import type { HardwareResponse } from '../schemas/hardware.js';
+
+export interface CalibrationReport {
+  deviceKey: string;
+  prefillTps: number;
+  decodeTps: number;
+}
+
+export class HardwarePricing {
+  private readonly inflight = new Map<string, Promise<void>>();
+
+  constructor(
+    readonly catalogue: HardwareCatalogue,
+    private readonly queue: QueueService | null,
+    private readonly log: (msg: string) => void = () => {},
+  ) {}
+
+  async options(model: BaseModelInfo, vendor: string): Promise<HardwareResponse> {
+    const workers = this.queue?.liveWorkers('inference') ?? [];
+    const manifest = model.manifest as { id: string; parameters: number };
+    const pending = uncalibratedConfigs({
+      devices: latestReports(workers),
+      serving: servingSlots(workers),
+      model: { id: model.id, paramCount: manifest.parameters, bytesPerParam: RUNTIME_BYTES_PER_PARAM },
+      throughput: this.catalogue.calibration.throughputFor(model.id, modelFingerprint(model.manifest)),
+      vendor,
+    });
+    if (pending.length) await this.calibrate(model).catch((err: Error) => this.log(`calibration of ${model.id} failed: ${err.message}`));
+    return this.catalogue.optionsFor({ workers, manifest: model.manifest, vendor });
+  }
+
+  /** One calibration run per model at a time; concurrent callers share it. */
+  calibrate(model: BaseModelInfo): Promise<void> {
+    let run = this.inflight.get(model.id);
+    if (!run) {
+      run = (async () => {
+        if (!this.queue) throw new Error('no inference workers');
+        const result = (await this.queue.infer({
+          op: 'calibrate', body: null, stream: false, queueKey: `calibrate:${model.id}`,
+          model: { baseModel: model.id, baseModelDir: model.dir, adapterDir: null, name: model.id },
+        })) as CalibrationReport;
+        this.catalogue.calibration.record({
+          modelId: model.id, modelFileHash: modelFingerprint(model.manifest), deviceKey: result.deviceKey,
+          prefillTps: result.prefillTps, decodeTps: result.decodeTps, measuredAt: new Date().toISOString(),
+        });
+      })().finally(() => this.inflight.delete(model.id));
+      this.inflight.set(model.id, run);
+    }
+    return run;
+  }
+}

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { ChatCompletionRequest, CompletionRequest, unsupportedParams } from '../../src/schemas/openai.js';
+import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingParamsFrom } from '../../worker/inference/request-params.js';
+
+const chat = (extra: Record<string, unknown>) => ChatCompletionRequest.parse({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra });
+
+describe('OpenAI request → sampling params', () => {
+  it('maps every sampling field and applies OpenAI defaults', () => {
+    const p = samplingParamsFrom(
+      chat({ temperature: 0.3, top_p: 0.9, top_k: 5, min_p: 0.1, seed: 11, stop: 'END', presence_penalty: 0.5, frequency_penalty: -0.5, repetition_penalty: 1.2, logit_bias: { '7': -100 }, min_tokens: 2, ignore_eos: true, stop_token_ids: [3] }),
+      { maxTokens: 50, topLogprobs: 2, vocabSize: 100 },
+    );
+    expect(p).toMatchObject({ temperature: 0.3, topP: 0.9, topK: 5, minP: 0.1, seed: 11, stop: ['END'], presencePenalty: 0.5, frequencyPenalty: -0.5, repetitionPenalty: 1.2, minTokens: 2, ignoreEos: true, stopTokenIds: [3], maxTokens: 50, topLogprobs: 2 });
+    expect([...p.logitBias]).toEqual([[7, -100]]);
+    const d = samplingParamsFrom(chat({}), { maxTokens: 5, topLogprobs: 0, vocabSize: 100 });
+    expect(d).toMatchObject({ temperature: 1, topP: 1, topK: 0, seed: null, stop: [], skipSpecialTokens: true });
+    const g = samplingParamsFrom(chat({}), { maxTokens: 5, topLogprobs: 0, vocabSize: 100, defaults: defaultsFromGenerationConfig({ temperature: 0.6, top_p: 0.95, top_k: 20 }) });
+    expect(g).toMatchObject({ temperature: 0.6, topP: 0.95, topK: 20 });
+  });
+
+  it('rejects logit_bias outside the vocabulary', () => {
+    expect(() => samplingParamsFrom(chat({ logit_bias: { '100': 1 } }), { maxTokens: 5, topLogprobs: 0, vocabSize: 100 })).toThrow(BadRequestError);
+  });
+
+  it('max tokens: the request limit, else the room left; too large is a clear 400', () => {
+    expect(maxTokensFor(10, 20, 100, null)).toBe(10);
+    expect(maxTokensFor(null, 20, 100, null)).toBe(80);
+    expect(maxTokensFor(undefined, 20, 100, 16)).toBe(16);
+    expect(() => maxTokensFor(90, 20, 100, null)).toThrow(/maximum context length is 100 tokens/);
+    expect(() => maxTokensFor(null, 100, 100, null)).toThrow(/at most 99/);
+  });
+
+  it('names unsupported parameters', () => {
+    expect(unsupportedParams(chat({ prompt_logprobs: 2, use_beam_search: true, echo: true, functions: [{}] }))).toEqual(['prompt_logprobs', 'use_beam_search', 'functions', 'echo']);
+    expect(unsupportedParams(chat({ tool_choice: 'required' }))).toEqual(['tool_choice (no tools given)']);
+    expect(unsupportedParams(CompletionRequest.parse({ model: 'm', prompt: 'x', best_of: 3, suffix: 'y' }))).toEqual(['suffix', 'best_of']);
+    expect(unsupportedParams(CompletionRequest.parse({ model: 'm', prompt: [[1, 2]], n: 2, best_of: 2 }))).toEqual([]);
+  });
+});

@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import { createRng } from '../../worker/inference/rng.js';
+import { applyPenalties, logSoftmax, sampleToken } from '../../worker/inference/sampler.js';
+import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
+
+const probs = [0.5, 0.3, 0.15, 0.05];
+const logits = Float32Array.from(probs.map(Math.log));
+const ctx = { promptIds: [], outputIds: [] };
+
+function frequencies(params: ReturnType<typeof defaultSamplingParams>, draws = 20000, seed = 1) {
+  const rng = createRng(seed);
+  const counts = new Array(logits.length).fill(0);
+  for (let i = 0; i < draws; i++) counts[sampleToken(logits, params, ctx, rng).tokenId]++;
+  return counts.map((c) => c / draws);
+}
+
+describe('sampler', () => {
+  it('greedy at temperature 0 picks the argmax and reports its temperature-1 logprob', () => {
+    const r = sampleToken(Float32Array.of(1, 3, 2), defaultSamplingParams({ temperature: 0 }), ctx, createRng(0));
+    expect(r.tokenId).toBe(1);
+    const lse = Math.log(Math.exp(1) + Math.exp(3) + Math.exp(2));
+    expect(r.logprob).toBeCloseTo(3 - lse, 6);
+  });
+
+  it('samples with the softmax probabilities at temperature 1', () => {
+    const f = frequencies(defaultSamplingParams());
+    probs.forEach((p, i) => expect(Math.abs(f[i] - p)).toBeLessThan(0.015));
+  });
+
+  it('temperature sharpens the distribution', () => {
+    const f = frequencies(defaultSamplingParams({ temperature: 0.5 }));
+    const sq = probs.map((p) => p * p);
+    const z = sq.reduce((a, b) => a + b);
+    sq.forEach((p, i) => expect(Math.abs(f[i] - p / z)).toBeLessThan(0.015));
+  });
+
+  it('top_k keeps the k best tokens and renormalises the reported logprob', () => {
+    const f = frequencies(defaultSamplingParams({ topK: 2 }), 5000);
+    expect(f[2] + f[3]).toBe(0);
+    const r = sampleToken(logits, defaultSamplingParams({ topK: 2 }), ctx, createRng(3));
+    expect(r.logprob).toBeCloseTo(Math.log(probs[r.tokenId] / 0.8), 5);
+  });
+
+  it('top_p keeps the smallest set reaching the mass', () => {
+    const f = frequencies(defaultSamplingParams({ topP: 0.7 }), 5000);
+    expect(f[2] + f[3]).toBe(0);
+    expect(f[0]).toBeGreaterThan(0.55);
+    const g = frequencies(defaultSamplingParams({ topP: 0.81 }), 5000);
+    expect(g[2]).toBeGreaterThan(0.1);
+    expect(g[3]).toBe(0);
+  });
+
+  it('min_p drops tokens below min_p × the top probability', () => {
+    const f = frequencies(defaultSamplingParams({ minP: 0.5 }), 5000);
+    expect(f[2] + f[3]).toBe(0);
+    expect(f[1]).toBeGreaterThan(0.3);
+  });
+
+  it('applies repetition, frequency and presence penalties', () => {
+    const x = Float64Array.of(2, -2, 1, 1);
+    applyPenalties(x, defaultSamplingParams({ repetitionPenalty: 2 }), { promptIds: [0], outputIds: [1] });
+    expect([...x]).toEqual([1, -4, 1, 1]);
+    const y = Float64Array.of(0, 0, 0, 0);
+    applyPenalties(y, defaultSamplingParams({ frequencyPenalty: 0.5, presencePenalty: 1 }), { promptIds: [3], outputIds: [1, 1, 2] });
+    expect([...y]).toEqual([0, -2, -1.5, 0]);
+  });
+
+  it('logit_bias can force or ban a token', () => {
+    const ban = defaultSamplingParams({ temperature: 0, logitBias: new Map([[0, -100]]) });
+    expect(sampleToken(logits, ban, ctx, createRng(0)).tokenId).toBe(1);
+    const force = defaultSamplingParams({ logitBias: new Map([[3, 100]]) });
+    expect(frequencies(force, 200)[3]).toBe(1);
+  });
+
+  it('the same seed reproduces the same draws; another seed differs', () => {
+    const big = Float32Array.from({ length: 100 }, (_, i) => Math.sin(i) * 2);
+    const run = (seed: number) => {
+      const rng = createRng(seed);
+      return Array.from({ length: 50 }, () => sampleToken(big, defaultSamplingParams(), ctx, rng).tokenId);
+    };
+    expect(run(42)).toEqual(run(42));
+    expect(run(42)).not.toEqual(run(43));
+    expect(run(2 ** 40 + 5)).toEqual(run(2 ** 40 + 5));
+    expect(run(-7)).not.toEqual(run(7));
+  });
+
+  it('returns top_logprobs best first, and the chosen token among them when it is the best', () => {
+    const r = sampleToken(logits, defaultSamplingParams({ temperature: 0, topLogprobs: 3 }), ctx, createRng(0));
+    expect(r.topLogprobs.map((t) => t.id)).toEqual([0, 1, 2]);
+    probs.slice(0, 3).forEach((p, i) => expect(r.topLogprobs[i].logprob).toBeCloseTo(Math.log(p), 5));
+  });
+
+  it('respects the allowed mask and blocked tokens', () => {
+    const allowed = Uint8Array.of(0, 0, 1, 1);
+    const r = sampleToken(logits, defaultSamplingParams({ temperature: 0 }), { ...ctx, allowed }, createRng(0));
+    expect(r.tokenId).toBe(2);
+    expect(r.logprob).toBeCloseTo(Math.log(0.15 / 0.2), 5);
+    const b = sampleToken(logits, defaultSamplingParams({ temperature: 0 }), { ...ctx, blocked: [0] }, createRng(0));
+    expect(b.tokenId).toBe(1);
+    expect(() => sampleToken(logits, defaultSamplingParams(), { ...ctx, allowed: new Uint8Array(4) }, createRng(0))).toThrow(/no token/);
+  });
+
+  it("raw mode reports the model's own logprobs", () => {
+    const p = defaultSamplingParams({ temperature: 0.3, topK: 1 });
+    const r = sampleToken(logits, p, { ...ctx, logprobsMode: 'raw' }, createRng(0));
+    expect(r.tokenId).toBe(0);
+    expect(r.logprob).toBeCloseTo(Math.log(0.5), 5);
+    expect(logSoftmax(Float64Array.of(0, 0))[0]).toBeCloseTo(Math.log(0.5), 10);
+  });
+});

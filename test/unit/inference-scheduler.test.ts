@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { BlockManager } from '../../worker/inference/block-manager.js';
+import { createRng } from '../../worker/inference/rng.js';
+import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
+import { Scheduler, type SchedulerConfig } from '../../worker/inference/scheduler.js';
+import { Sequence } from '../../worker/inference/sequence.js';
+
+let nextId = 1;
+function seq(promptLen: number, adapter: string | null = null): Sequence {
+  return new Sequence(nextId++, Array.from({ length: promptLen }, (_, i) => i + 2), defaultSamplingParams(), createRng(0), adapter);
+}
+
+/** What the engine does after a step: mark tokens computed, append a token where one was sampled. */
+function complete(s: Scheduler, out: ReturnType<Scheduler['schedule']>) {
+  for (const it of out.items) {
+    it.seq.numComputed += it.numTokens;
+    if (it.samples) it.seq.append({ id: 5, logprob: 0, topLogprobs: [] });
+  }
+  return out.items.map((it) => [it.seq.id, it.numTokens, it.samples] as const);
+}
+
+function make(config: Partial<SchedulerConfig> = {}, blocks = new BlockManager(100, 4)) {
+  return { s: new Scheduler({ maxNumSeqs: 4, maxBatchedTokens: 64, mixedAdapterBatches: true, ...config }, blocks), blocks };
+}
+
+describe('scheduler', () => {
+  it('lets sequences join and leave between steps', () => {
+    const { s } = make();
+    const a = seq(3), b = seq(5);
+    s.add(a);
+    expect(complete(s, s.schedule())).toEqual([[a.id, 3, true]]);
+    s.add(b);
+    expect(complete(s, s.schedule())).toEqual([[a.id, 1, true], [b.id, 5, true]]);
+    s.remove(a);
+    expect(complete(s, s.schedule())).toEqual([[b.id, 1, true]]);
+    expect(s.numRunning).toBe(1);
+  });
+
+  it('respects max_num_seqs', () => {
+    const { s } = make({ maxNumSeqs: 2 });
+    const seqs = [seq(2), seq(2), seq(2)];
+    seqs.forEach((q) => s.add(q));
+    expect(s.schedule().items.map((i) => i.seq.id)).toEqual([seqs[0].id, seqs[1].id]);
+    expect(s.numWaiting).toBe(1);
+  });
+
+  it('chunks a long prefill so decoding streams keep running every step', () => {
+    const { s } = make({ maxBatchedTokens: 8 });
+    const a = seq(2);
+    s.add(a);
+    complete(s, s.schedule());
+    const long = seq(20);
+    s.add(long);
+    const steps = [];
+    for (let i = 0; i < 4; i++) steps.push(complete(s, s.schedule()));
+    expect(steps).toEqual([
+      [[a.id, 1, true], [long.id, 7, false]],
+      [[a.id, 1, true], [long.id, 7, false]],
+      [[a.id, 1, true], [long.id, 6, true]],
+      [[a.id, 1, true], [long.id, 1, true]],
+    ]);
+  });
+
+  it('preempts the newest sequence instead of running out of KV cache, then recomputes it', () => {
+    // 4 blocks of 4 tokens = 16 tokens of cache.
+    const { s, blocks } = make({}, new BlockManager(4, 4));
+    const a = seq(7), b = seq(7);
+    s.add(a);
+    s.add(b);
+    complete(s, s.schedule()); // a: 7 tokens → 2 blocks, b: 2 blocks
+    expect(blocks.numFree).toBe(0);
+    complete(s, s.schedule()); // both decode into their 8th slot: fits
+    const out = s.schedule(); // a needs a 3rd block → b is preempted
+    expect(out.preempted).toEqual([b]);
+    expect(out.items.map((i) => i.seq.id)).toEqual([a.id]);
+    expect(b.numComputed).toBe(0);
+    expect(b.status).toBe('waiting');
+    complete(s, out);
+    s.remove(a);
+    const again = s.schedule();
+    // b comes back with its prompt and its generated tokens recomputed in one go.
+    expect(again.items).toEqual([{ seq: b, numTokens: 9, samples: true }]);
+  });
+
+  it('frees the slot and the KV budget of a cancelled sequence at once', () => {
+    const { s, blocks } = make({ maxNumSeqs: 1 });
+    const a = seq(8), b = seq(3);
+    s.add(a);
+    s.add(b);
+    complete(s, s.schedule());
+    expect(blocks.numFree).toBe(98);
+    s.remove(a);
+    expect(blocks.numFree).toBe(100);
+    expect(s.schedule().items.map((i) => i.seq.id)).toEqual([b.id]);
+  });
+
+  it('batches only same-adapter sequences when the runner needs that, taking turns', () => {
+    const { s } = make({ mixedAdapterBatches: false });
+    const a = seq(2, 'x'), b = seq(2, 'y'), c = seq(2, 'x');
+    [a, b, c].forEach((q) => s.add(q));
+    const seen: string[][] = [];
+    for (let i = 0; i < 4; i++) {
+      const out = s.schedule();
+      seen.push([...new Set(out.items.map((it) => String(it.seq.adapter)))]);
+      complete(s, out);
+    }
+    expect(seen.every((g) => g.length === 1)).toBe(true);
+    expect(seen.flat()).toContain('y');
+    expect(seen.flat()).toContain('x');
+  });
+});

@@ -1,0 +1,108 @@
+// The worker's inference handler on a generated tiny model: chat and completions, streaming,
+// cancellation, and LoRA adapters served per request (mixed with base-model requests in one batch).
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeTinyModel } from '../../scripts/make-tiny-model.js';
+import { writeSafetensors } from '../../worker/runtime/safetensors.js';
+import { seededRandom } from '../../worker/runtime/generate.js';
+import type { Weights } from '../../worker/runtime/model-config.js';
+import type { Handlers } from '../../worker/handlers.js';
+import { createHandlers } from '../../worker/inference/worker-handler.js';
+import type { InferenceTask } from '../../src/queue/messages.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'hearth-inference-worker-'));
+const modelDir = join(dir, 'model');
+const adapterDir = join(dir, 'adapter');
+let handlers: Handlers;
+
+/** A random PEFT LoRA adapter on q/v projections, large enough to change greedy output. */
+function writeAdapter(config: { numLayers: number; hiddenSize: number; numHeads: number; numKvHeads: number; headDim: number }) {
+  const r = 4;
+  const random = seededRandom(5);
+  const rand = (n: number) => Float32Array.from({ length: n }, () => (random() - 0.5) * 0.8);
+  const tensors: Weights = new Map();
+  for (let l = 0; l < config.numLayers; l++) {
+    for (const [m, out] of [['q_proj', config.numHeads * config.headDim], ['v_proj', config.numKvHeads * config.headDim]] as const) {
+      const base = `base_model.model.model.layers.${l}.self_attn.${m}`;
+      tensors.set(`${base}.lora_A.weight`, { shape: [r, config.hiddenSize], data: rand(r * config.hiddenSize) });
+      tensors.set(`${base}.lora_B.weight`, { shape: [out, r], data: rand(out * r) });
+    }
+  }
+  mkdirSync(adapterDir, { recursive: true });
+  writeSafetensors(join(adapterDir, 'adapter_model.safetensors'), tensors);
+  writeFileSync(join(adapterDir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r, lora_alpha: 8, target_modules: ['q_proj', 'v_proj'], bias: 'none' }));
+}
+
+beforeAll(async () => {
+  const config = makeTinyModel({ dir: modelDir, size: 'tiny', seed: 4, std: 0.1 });
+  writeAdapter(config);
+  handlers = await createHandlers('cpu', () => {});
+});
+afterAll(async () => {
+  await handlers.close?.();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function task(body: Record<string, unknown>, adapter: string | null = null, op: InferenceTask['op'] = 'chat'): InferenceTask {
+  return { requestId: Math.random().toString(36), op, body: { model: 'tiny', ...body }, model: { baseModel: 'test/tiny', baseModelDir: modelDir, adapterDir: adapter, name: 'tiny' }, stream: Boolean(body.stream) };
+}
+
+async function runTask(t: InferenceTask, signal = new AbortController().signal) {
+  const deltas: unknown[] = [];
+  const result = await handlers.inference!(t, { delta: (d) => deltas.push(d), signal });
+  return { result, deltas };
+}
+
+const messages = [{ role: 'user', content: 'Tell me a story about a lamp' }];
+type Chat = { choices: { message: { content: string }; token_ids: number[]; logprobs: { content: unknown[] } }[] };
+
+describe('inference worker handler', () => {
+  it('answers chat, streaming chat and completions', async () => {
+    const { result } = await runTask(task({ messages, max_tokens: 8, temperature: 0 }));
+    const chat = result as Chat;
+    expect(chat.choices[0].token_ids).toHaveLength(8);
+    expect(chat.choices[0].logprobs.content).toHaveLength(8);
+    const s = await runTask(task({ messages, max_tokens: 8, temperature: 0, stream: true }));
+    expect(s.result).toBeNull();
+    const text = (s.deltas as { choices: { delta: { content?: string } }[] }[]).map((d) => d.choices[0]?.delta.content ?? '').join('');
+    expect(text).toBe(chat.choices[0].message.content);
+    const c = await runTask(task({ prompt: 'Once', max_tokens: 4, temperature: 0 }, null, 'completion'));
+    expect((c.result as { object: string }).object).toBe('text_completion');
+  });
+
+  it('reports bad requests as 400 task errors', async () => {
+    await expect(runTask(task({ messages, temperature: 5 }))).rejects.toMatchObject({ status: 400 });
+  });
+
+  it('cancellation rejects at once and frees the engine', async () => {
+    const ctrl = new AbortController();
+    const p = runTask(task({ messages, max_tokens: 100, ignore_eos: true, stream: true }), ctrl.signal);
+    setTimeout(() => ctrl.abort(), 20);
+    await expect(p).rejects.toThrow(/cancelled/);
+    const after = await runTask(task({ messages, max_tokens: 2, temperature: 0 }));
+    expect((after.result as Chat).choices[0].token_ids).toHaveLength(2);
+  });
+
+  it('serves a LoRA adapter per request, batched with base requests, matching one-at-a-time output', async () => {
+    const body = { messages, max_tokens: 10, temperature: 0, ignore_eos: true };
+    const baseAlone = ((await runTask(task(body))).result as Chat).choices[0].token_ids;
+    const loraAlone = ((await runTask(task(body, adapterDir))).result as Chat).choices[0].token_ids;
+    expect(loraAlone).not.toEqual(baseAlone);
+    const together = await Promise.all([runTask(task(body)), runTask(task(body, adapterDir)), runTask(task(body))]);
+    expect(together.map((r) => (r.result as Chat).choices[0].token_ids)).toEqual([baseAlone, loraAlone, baseAlone]);
+  });
+
+  it('calibrate measures prefill and decode speed on this device', async () => {
+    const { result } = await runTask({ ...task({}), op: 'calibrate', body: null });
+    const r = result as { deviceKey: string; prefillTps: number; decodeTps: number };
+    expect(r.deviceKey).toMatch(/cpu/i);
+    expect(r.prefillTps).toBeGreaterThan(0);
+    expect(r.decodeTps).toBeGreaterThan(0);
+  });
+
+  it('a missing adapter fails that request only', async () => {
+    await expect(runTask(task({ messages, max_tokens: 2 }, join(dir, 'nope')))).rejects.toThrow(/adapter_config/);
+  });
+});

@@ -1,0 +1,38 @@
+// Shared fixtures for the training tests (not a test file itself).
+import type { ModelConfig } from '../../worker/runtime/model-config.js';
+
+/** ~0.8M parameters: vocab 512, d 128, 4 layers, 4 query / 2 kv heads, tied embeddings. */
+export function tinyConfig(overrides: Partial<ModelConfig> = {}): ModelConfig {
+  return {
+    architecture: 'llama',
+    vocabSize: 512,
+    hiddenSize: 128,
+    intermediateSize: 344,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 32,
+    maxPositionEmbeddings: 2048,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: null,
+    tieWordEmbeddings: true,
+    attentionBias: false,
+    qkNorm: false,
+    bosTokenId: 1,
+    eosTokenIds: [2],
+    padTokenId: null,
+    ...overrides,
+  };
+}
+
+/** Deterministic pseudo-random token ids in [3, vocab). */
+export function randomIds(count: number, vocab: number, seed: number): number[] {
+  let a = seed >>> 0;
+  const ids: number[] = [];
+  for (let i = 0; i < count; i++) {
+    a = (Math.imul(a, 1664525) + 1013904223) >>> 0;
+    ids.push(3 + (a % (vocab - 3)));
+  }
+  return ids;
+}

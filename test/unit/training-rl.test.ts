@@ -1,0 +1,196 @@
+// RL: trajectory groups -> sequences, experimental_config, and a job end to end.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { initTrainingBackend } from '../../worker/training/backend.js';
+import { readCheckpoint } from '../../worker/training/checkpoint.js';
+import { buildTrainingModel, runRl, sequenceLogprobs, type TrainingEvent } from '../../worker/training/loop.js';
+import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys } from '../../worker/training/rl-config.js';
+import { tokenizeTrajectoryGroups, type ChatMessage, type ChatTokenizer, type TrajectoryGroupJson } from '../../worker/training/rl-data.js';
+import { randomWeights } from '../../worker/training/tensor-utils.js';
+import { tinyConfig } from './training-helpers.js';
+
+const root = mkdtempSync(join(tmpdir(), 'hearth-rl-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+beforeAll(async () => {
+  await initTrainingBackend({ log: () => {} });
+});
+
+/** A toy chat template: <role> chars... <end>, roles system 10 / user 11 / assistant 12 / tool 13; chars 20 + code % 400. */
+const ROLE: Record<string, number> = { system: 10, user: 11, assistant: 12, tool: 13 };
+const END = 3;
+const chars = (text: string) => [...text].map((c) => 20 + (c.charCodeAt(0) % 400));
+const toyTokenizer: ChatTokenizer = {
+  async encodeChat(messages: ChatMessage[], opts) {
+    const ids = messages.flatMap((m) => [ROLE[m.role], ...chars(String(m.content ?? '')), END]);
+    if (opts.addGenerationPrompt) ids.push(ROLE.assistant);
+    return ids;
+  },
+};
+
+/** A Choice dict as Hearth's chat completions return it (token_id:N logprobs). */
+function choice(text: string, logprob = -1.5) {
+  const ids = [...chars(text), END];
+  return {
+    finish_reason: 'stop',
+    index: 0,
+    logprobs: { content: ids.map((id) => ({ token: `token_id:${id}`, bytes: [], logprob, top_logprobs: [] })), refusal: null },
+    message: { content: text, refusal: null, role: 'assistant', annotations: null, audio: null, function_call: null, tool_calls: null },
+  };
+}
+
+const trajectory = (question: string, answer: string, reward: number) => ({
+  messages_and_choices: [{ role: 'user', content: question }, choice(answer)],
+  tools: null,
+  additional_histories: [],
+  reward,
+});
+
+describe('trajectory groups -> sequences', () => {
+  it('splices the exact sampled token ids after the rendered prompt; loss only on them', async () => {
+    const data = await tokenizeTrajectoryGroups(
+      [{ trajectories: [trajectory('2+2?', '4', 1), trajectory('2+2?', '5', 0)], exceptions: [] }],
+      toyTokenizer,
+      { allowTrainingWithoutLogprobs: false },
+    );
+    expect(data.sequences).toHaveLength(2);
+    const s = data.sequences[0];
+    const prompt = [11, ...chars('2+2?'), END, 12];
+    expect(s.ids).toEqual([...prompt, ...chars('4'), END]);
+    expect(s.lossMask).toEqual([...prompt.map(() => 0), 1, 1]);
+    expect(s.logprobs!.slice(prompt.length)).toEqual([-1.5, -1.5]);
+    expect(s.logprobs!.slice(0, prompt.length).every(Number.isNaN)).toBe(true);
+    expect(data.groupRewards).toEqual([[1, 0]]);
+    expect([s.trajectory, data.sequences[1].trajectory, s.group]).toEqual([0, 1, 0]);
+  });
+
+  it('keeps a multi-turn history in one sequence when the template re-renders the turns the same way', async () => {
+    const t = {
+      messages_and_choices: [{ role: 'user', content: 'hi' }, choice('yo'), { role: 'user', content: 'bye' }, choice('ok')],
+      reward: 1,
+    };
+    const data = await tokenizeTrajectoryGroups([{ trajectories: [t, { ...t, reward: 0 }] }], toyTokenizer, { allowTrainingWithoutLogprobs: false });
+    const s = data.sequences[0];
+    expect(data.sequences).toHaveLength(2);
+    expect(s.ids).toEqual([11, ...chars('hi'), END, 12, ...chars('yo'), END, 11, ...chars('bye'), END, 12, ...chars('ok'), END]);
+    expect(s.lossMask.reduce((a, b) => a + b, 0)).toBe(6);
+  });
+
+  it('skips choices without logprobs unless allow_training_without_logprobs, then re-tokenizes them', async () => {
+    const noLogprobs = { ...choice('4'), logprobs: null };
+    const groups: TrajectoryGroupJson[] = [{ trajectories: [{ messages_and_choices: [{ role: 'user', content: 'q' }, noLogprobs], reward: 1 }, trajectory('q', '5', 0)] }];
+    const skipped = await tokenizeTrajectoryGroups(groups, toyTokenizer, { allowTrainingWithoutLogprobs: false });
+    expect(skipped.numChoicesWithoutLogprobs).toBe(1);
+    expect(skipped.sequences).toHaveLength(1);
+    const allowed = await tokenizeTrajectoryGroups(groups, toyTokenizer, { allowTrainingWithoutLogprobs: true });
+    expect(allowed.sequences).toHaveLength(2);
+    expect(allowed.sequences[0].ids.slice(-2)).toEqual([...chars('4'), END]);
+    expect(Number.isNaN(allowed.sequences[0].logprobs!.at(-1))).toBe(true);
+  });
+
+  it('rejects logprobs without token ids, and skips zero-variance groups', async () => {
+    const bad = choice('4');
+    bad.logprobs.content[0].token = '4';
+    await expect(
+      tokenizeTrajectoryGroups([{ trajectories: [{ messages_and_choices: [bad], reward: 1 }, trajectory('q', '5', 0)] }], toyTokenizer, { allowTrainingWithoutLogprobs: false }),
+    ).rejects.toThrow(/token_id:N/);
+    const same = await tokenizeTrajectoryGroups([{ trajectories: [trajectory('q', '4', 1), trajectory('q', '5', 1)] }], toyTokenizer, { allowTrainingWithoutLogprobs: false });
+    expect(same.sequences).toHaveLength(0);
+    expect(same.numTrajectories).toBe(2);
+  });
+});
+
+describe('experimental_config', () => {
+  // What ART 0.5.18 sends by default (spec §2.7).
+  const artDefaults = {
+    advantage_balance: 0.0, allow_training_without_logprobs: false, epsilon: null, epsilon_high: null, importance_sampling_level: 'token',
+    kimi_k2_tau: null, kl_penalty_coef: 0.0, kl_penalty_reference_step: null, kl_penalty_source: 'current_learner', kl_penalty_step_lag: null,
+    kl_ref_adapter_path: null, learning_rate: 1e-5, logprob_calculation_chunk_size: 1024, loss_fn: 'cispo', mask_prob_ratio: false,
+    max_negative_advantage_importance_sampling_weight: null, normalize_advantages: true, num_trajectories_learning_rate_multiplier_power: 0.0,
+    packed_sequence_length: null, plot_tensors: false, ppo: false, precalculate_logprobs: false, scale_learning_rate_by_reward_std_dev: false,
+    scale_rewards: true, truncated_importance_sampling: null,
+  };
+
+  it('accepts ART defaults and resolves them like ART', () => {
+    expect(unsupportedExperimentalKeys(artDefaults)).toEqual([]);
+    const s = rlSettingsFromExperimentalConfig(artDefaults);
+    expect(s.learningRate).toBe(1e-5);
+    expect(s.loss).toMatchObject({ lossFn: 'cispo', epsilon: 1, epsilonHigh: 4, importanceSamplingLevel: 'token', klPenaltyCoef: 0 });
+    expect(s.scaleRewards).toBe(true);
+    expect(rlSettingsFromExperimentalConfig({ ppo: true, epsilon: 0.3 }).loss).toMatchObject({ lossFn: 'ppo', epsilon: 0.3, epsilonHigh: 0.3 });
+    expect(rlSettingsFromExperimentalConfig(null).learningRate).toBe(5e-6);
+  });
+
+  it('names the set keys it does not implement', () => {
+    expect(unsupportedExperimentalKeys({ ...artDefaults, advantage_balance: 0.5, kl_penalty_step_lag: 2, kl_ref_adapter_path: '/x' })).toEqual([
+      'advantage_balance',
+      'kl_penalty_step_lag',
+      'kl_ref_adapter_path',
+    ]);
+    expect(() => rlSettingsFromExperimentalConfig({ scale_learning_rate_by_reward_std_dev: true })).toThrow(/scale_learning_rate_by_reward_std_dev/);
+  });
+});
+
+describe('RL job', () => {
+  const cfg = tinyConfig();
+  const weights = randomWeights(cfg, 1);
+  // Two learnable groups (good answer rewarded) and one zero-variance group.
+  const groups: TrajectoryGroupJson[] = [
+    { trajectories: [trajectory('2+2?', '4', 1), trajectory('2+2?', '5', 0), trajectory('2+2?', '4', 1), trajectory('2+2?', '22', 0)] },
+    { trajectories: [trajectory('3+3?', '6', 1), trajectory('3+3?', '7', 0), trajectory('3+3?', '33', 0), trajectory('3+3?', '6', 1)] },
+    { trajectories: [trajectory('1+1?', '2', 1), trajectory('1+1?', '2', 1)], exceptions: [{ type: 'E', message: 'm', traceback: '' }] },
+  ];
+
+  it('emits training_started then one gradient_step per step, writes the adapter, and moves probability to rewarded answers', async () => {
+    const data = await tokenizeTrajectoryGroups(groups, toyTokenizer, { allowTrainingWithoutLogprobs: false });
+    const events: TrainingEvent[] = [];
+    const spec = { config: cfg, weights, baseModelName: 'tiny', mode: 'lora' as const };
+    const result = await runRl({ data, experimentalConfig: { learning_rate: 1e-2 } }, { model: spec, checkpointDir: join(root, 'm', 'step-1'), log: () => {} }, (e) => void events.push(e));
+
+    expect(events[0]).toEqual({ type: 'training_started', data: { num_sequences: 1 } });
+    expect(events).toHaveLength(2);
+    const step = events[1].data as Record<string, number>;
+    for (const v of Object.values(step)) expect(Number.isFinite(v)).toBe(true);
+    expect(step).toMatchObject({ num_groups_submitted: 3, num_groups_trainable: 2, num_trajectories: 8, learning_rate: 1e-2 });
+    expect(step.reward).toBeCloseTo(6 / 10, 9);
+    expect(step.reward_std_dev).toBeCloseTo((0.5 + 0.5 + 0) / 3, 9);
+    expect(step.exception_rate).toBeCloseTo(1 / 11, 9);
+    expect(step.entropy).toBeGreaterThan(5); // ~ln(512) for a random model
+    expect(step.num_trainable_tokens).toBe(2 + 2 + 2 + 3 + 2 + 2 + 3 + 2);
+
+    // Log-probability of each trained answer before and after, under the written adapter.
+    const before = buildTrainingModel(spec);
+    const after = buildTrainingModel({ ...spec, resumeFrom: await readCheckpoint(result.checkpointDir) });
+    const sum = (lp: Float32Array, mask: number[]) => lp.reduce((a, v, t) => a + (mask[t + 1] ? v : 0), 0);
+    const lpBefore = sequenceLogprobs(before, data.sequences, 1024);
+    const lpAfter = sequenceLogprobs(after, data.sequences, 1024);
+    data.sequences.forEach((s, i) => {
+      const delta = sum(lpAfter[i], s.lossMask) - sum(lpBefore[i], s.lossMask);
+      const rewarded = data.groupRewards.flat()[s.trajectory] === 1;
+      if (rewarded) expect(delta, `sequence ${i}`).toBeGreaterThan(0);
+      else expect(delta, `sequence ${i}`).toBeLessThan(0);
+    });
+    before.dispose();
+    after.dispose();
+  });
+
+  it('runs PPO with sequence-level importance sampling and a KL penalty, one step per packed bin', async () => {
+    const data = await tokenizeTrajectoryGroups(groups, toyTokenizer, { allowTrainingWithoutLogprobs: false });
+    const events: TrainingEvent[] = [];
+    await runRl(
+      { data, experimentalConfig: { loss_fn: 'ppo', importance_sampling_level: 'sequence', kl_penalty_coef: 0.1, packed_sequence_length: 40, precalculate_logprobs: true } },
+      { model: { config: cfg, weights, baseModelName: 'tiny', mode: 'lora' }, checkpointDir: join(root, 'm', 'step-2'), log: () => {} },
+      (e) => void events.push(e),
+    );
+    const steps = events.filter((e) => e.type === 'gradient_step');
+    expect(events[0]).toEqual({ type: 'training_started', data: { num_sequences: steps.length } });
+    expect(steps.length).toBeGreaterThan(1);
+    for (const s of steps) {
+      // Precalculated old logprobs = the starting policy: the first step's KL is 0 (base = start).
+      expect(Number.isFinite(s.data.kl_policy_ref)).toBe(true);
+      expect(Number.isFinite(s.data.loss)).toBe(true);
+    }
+    expect(steps[0].data.kl_policy_ref).toBeCloseTo(0, 6);
+  });
+});

@@ -1,0 +1,110 @@
+// Adapts the runtime's loaded model (worker/runtime/load-model.ts) to the engine's ports:
+// the ONNX ModelRunner keeps one SequenceKv per sequence (contiguous per-sequence arrays, padded
+// into a batch on each forward), the runtime tokenizer decodes synchronously from a byte table,
+// the chat template is the model's Jinja template, and LoRA adapters (PEFT checkpoint folders)
+// are applied per batch row without merging when the model was loaded with `lora: true`.
+//
+// KV layout and prefix reuse: because each sequence owns its own arrays, sharing a prefix means
+// copying it (SequenceKv.clone + truncate), which saves the prefill compute but not memory.
+// `copyPrefix` exposes that; the engine's block accounting still charges each sequence fully.
+
+import type { LoadedModel } from '../runtime/load-model.js';
+import type { LoraAdapter } from '../runtime/lora.js';
+import type { SequenceKv } from '../runtime/kv-cache.js';
+import type { ChatMessage, ChatTemplatePort, ModelPort, ServableModel, StepItem, TokenizerPort, ToolDefinition } from './model-port.js';
+
+export class RuntimeModelPort implements ModelPort {
+  private readonly kv = new Map<number, SequenceKv>();
+  /** Loaded LoRA adapters by folder, most recently used last (a small LRU: RL makes a new one per step). */
+  private readonly adapters = new Map<string, LoraAdapter>();
+  readonly vocabSize: number;
+  readonly maxContext: number;
+  /** A graph built with LoRA inputs takes a different adapter (or none) in every batch row. */
+  readonly mixedAdapterBatches: boolean;
+
+  constructor(
+    private readonly loaded: LoadedModel,
+    private readonly maxAdapters = 8,
+  ) {
+    this.vocabSize = loaded.config.vocabSize;
+    this.maxContext = loaded.runner.maxPositions;
+    this.mixedAdapterBatches = loaded.runner.lora;
+  }
+
+  loadAdapter(name: string): void {
+    const hit = this.adapters.get(name);
+    this.adapters.delete(name);
+    this.adapters.set(name, hit ?? this.loaded.loadAdapter(name));
+    // Evicting only forgets our copy: a sequence still running with it reloads it on its next step.
+    while (this.adapters.size > this.maxAdapters) this.adapters.delete(this.adapters.keys().next().value!);
+  }
+
+  private adapter(name: string | null): LoraAdapter | null {
+    if (name === null) return null;
+    if (!this.adapters.has(name)) this.loadAdapter(name);
+    return this.adapters.get(name)!;
+  }
+
+  async step(batch: StepItem[]): Promise<Float32Array[]> {
+    const items = batch.map((item) => {
+      let kv = this.kv.get(item.seqId);
+      if (!kv) {
+        if (item.pastLength !== 0) throw new Error(`sequence ${item.seqId} has no cache but the engine expects ${item.pastLength} cached tokens`);
+        kv = this.loaded.runner.newSequence();
+        this.kv.set(item.seqId, kv);
+      }
+      if (kv.length > item.pastLength) kv.truncate(item.pastLength);
+      if (kv.length !== item.pastLength) throw new Error(`sequence ${item.seqId}: ${kv.length} cached tokens, engine expects ${item.pastLength}`);
+      return { tokens: item.tokens, kv, adapter: this.adapter(item.adapter) };
+    });
+    if (this.loaded.runner.attention !== 'gqa') return this.loaded.runner.forward(items);
+    // ORT's GroupQueryAttention rejects batch > 1 when a row has several new tokens on top of a
+    // cache ("batch_size must be 1 when sequence_length > 1 and past context is given"): such
+    // prefill-continuation chunks run one by one, everything else in one batch.
+    const alone = items.map((it) => it.tokens.length > 1 && it.kv.length > 0);
+    const out: Float32Array[] = new Array(items.length);
+    const batchIdx = items.map((_, i) => i).filter((i) => !alone[i]);
+    const batched = await this.loaded.runner.forward(batchIdx.map((i) => items[i]));
+    batchIdx.forEach((i, j) => (out[i] = batched[j]));
+    for (let i = 0; i < items.length; i++) if (alone[i]) [out[i]] = await this.loaded.runner.forward([items[i]]);
+    return out;
+  }
+
+  free(seqId: number): void {
+    this.kv.delete(seqId);
+  }
+
+  /** Starts `to` with the first `length` cached positions of `from` (prefix reuse). */
+  copyPrefix(from: number, to: number, length: number): void {
+    const src = this.kv.get(from);
+    if (!src || src.length < length) throw new Error(`sequence ${from} does not hold ${length} cached tokens`);
+    const copy = src.clone();
+    copy.truncate(length);
+    this.kv.set(to, copy);
+  }
+}
+
+export function runtimeTokenizerPort(loaded: LoadedModel): TokenizerPort {
+  const t = loaded.tokenizer;
+  const eos = [...new Set([...loaded.config.eosTokenIds, ...(t.eosTokenId !== null ? [t.eosTokenId] : [])])];
+  return {
+    vocabSize: t.vocabSize,
+    eosTokenIds: eos,
+    encode: (text, opts) => t.encode(text, opts),
+    decode: (ids, opts) => t.decode(ids, opts),
+    tokenBytes: (id) => t.tokenBytes(id),
+    isSpecial: (id) => t.specialIds.has(id),
+  };
+}
+
+export function runtimeChatTemplatePort(loaded: LoadedModel): ChatTemplatePort {
+  return {
+    render: (messages: ChatMessage[], opts: { tools?: ToolDefinition[]; addGenerationPrompt: boolean; kwargs?: Record<string, unknown> }) =>
+      loaded.renderChat(messages as unknown as Parameters<LoadedModel['renderChat']>[0], opts),
+  };
+}
+
+/** Everything the engine needs, from a model the runtime loaded. */
+export function servableFromRuntime(loaded: LoadedModel): ServableModel {
+  return { model: new RuntimeModelPort(loaded), tokenizer: runtimeTokenizerPort(loaded), chatTemplate: runtimeChatTemplatePort(loaded) };
+}

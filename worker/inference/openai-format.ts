@@ -1,0 +1,252 @@
+// Builds OpenAI-shaped objects from engine events: chat.completion, chat.completion.chunk (SSE
+// stream) and text_completion. Every choice carries per-token logprobs even when not asked, with
+// `token` written as `token_id:<id>` and `bytes` the token's raw bytes (what ART's trainer parses,
+// see spec §2.1), per-choice `token_ids` and top-level `prompt_token_ids` like vLLM.
+
+import type {
+  ChatCompletionChunk,
+  ChatCompletionResponse,
+  CompletionResponse,
+} from '../../src/schemas/openai.js';
+import { IncrementalDetokenizer } from './detokenizer.js';
+import type { EngineEvent } from './engine.js';
+import type { TokenizerPort } from './model-port.js';
+import type { GeneratedToken } from './sequence.js';
+import { parseToolCalls, ToolCallStreamer, type ToolCall } from './tool-calls.js';
+
+type LogprobEntry = ChatCompletionResponse['choices'][number]['logprobs']['content'] extends (infer E)[] | null ? E : never;
+type FinishReason = ChatCompletionResponse['choices'][number]['finish_reason'];
+
+/** OpenAI reports impossible tokens as -9999 (JSON has no -Infinity). */
+function finiteLogprob(x: number): number {
+  return Number.isFinite(x) ? x : -9999;
+}
+
+export function tokenLabel(id: number): string {
+  return `token_id:${id}`;
+}
+
+/** The token's raw bytes; special tokens (EOS, <|im_end|>) are not text and give [] (spec §2.1 example). */
+function tokenBytes(tokenizer: TokenizerPort, id: number): number[] {
+  return tokenizer.isSpecial(id) ? [] : Array.from(tokenizer.tokenBytes(id));
+}
+
+export function logprobEntry(tokenizer: TokenizerPort, t: GeneratedToken): LogprobEntry {
+  return {
+    token: tokenLabel(t.id),
+    logprob: finiteLogprob(t.logprob),
+    bytes: tokenBytes(tokenizer, t.id),
+    top_logprobs: t.topLogprobs.map((a) => ({ token: tokenLabel(a.id), logprob: finiteLogprob(a.logprob), bytes: tokenBytes(tokenizer, a.id) })),
+  };
+}
+
+export interface ResponseMeta {
+  id: string;
+  created: number;
+  model: string;
+  promptTokenIds: number[];
+}
+
+/** What one finished choice looks like to the formatter (the engine's 'finished' event). */
+export type FinishedChoice = Extract<EngineEvent, { type: 'finished' }>;
+
+function finishReason(choice: FinishedChoice, toolCalls: ToolCall[]): FinishReason {
+  if (choice.finishReason === 'stop' && toolCalls.length) return 'tool_calls';
+  return choice.finishReason;
+}
+
+export function newCompletionId(prefix: 'chatcmpl' | 'cmpl'): string {
+  return `${prefix}-${crypto.randomUUID().replaceAll('-', '')}`;
+}
+
+/** The non-streaming chat answer. `parseTools` is false for tool_choice "none" or no tools. */
+export function buildChatCompletion(
+  meta: ResponseMeta,
+  choices: FinishedChoice[],
+  tokenizer: TokenizerPort,
+  opts: { parseTools: boolean; parallelToolCalls?: boolean },
+): ChatCompletionResponse {
+  const sorted = [...choices].sort((a, b) => a.index - b.index);
+  const completionTokens = sorted.reduce((a, c) => a + c.tokens.length, 0);
+  return {
+    id: meta.id,
+    object: 'chat.completion',
+    created: meta.created,
+    model: meta.model,
+    choices: sorted.map((c) => {
+      const parsed = opts.parseTools ? parseToolCalls(c.text) : { content: c.text, toolCalls: [] };
+      const toolCalls = opts.parallelToolCalls === false ? parsed.toolCalls.slice(0, 1) : parsed.toolCalls;
+      return {
+        index: c.index,
+        message: { role: 'assistant' as const, content: parsed.content, refusal: null, tool_calls: toolCalls },
+        logprobs: { content: c.tokens.map((t) => logprobEntry(tokenizer, t)) },
+        finish_reason: finishReason(c, toolCalls),
+        stop_reason: c.stopReason,
+        token_ids: c.tokens.map((t) => t.id),
+      };
+    }),
+    usage: { prompt_tokens: meta.promptTokenIds.length, completion_tokens: completionTokens, total_tokens: meta.promptTokenIds.length + completionTokens },
+    prompt_token_ids: meta.promptTokenIds,
+    system_fingerprint: null,
+  };
+}
+
+/**
+ * Turns the engine's event stream into chat.completion.chunk objects, in OpenAI order: a role
+ * chunk per choice, content chunks (with their logprobs and token ids), tool-call deltas, a
+ * finish chunk per choice and, with include_usage, a last chunk with empty choices and usage.
+ */
+export class ChatChunkStream {
+  private readonly toolStreams = new Map<number, ToolCallStreamer>();
+  private readonly started = new Set<number>();
+  private first = true;
+
+  constructor(
+    private readonly meta: ResponseMeta,
+    private readonly tokenizer: TokenizerPort,
+    private readonly opts: { parseTools: boolean; includeUsage: boolean; parallelToolCalls?: boolean },
+  ) {}
+
+  /** Chunks for one engine event (possibly none). */
+  onEvent(e: EngineEvent): ChatCompletionChunk[] {
+    const out: ChatCompletionChunk[] = [];
+    if (e.type === 'delta' || e.type === 'finished') {
+      if (!this.started.has(e.index)) {
+        this.started.add(e.index);
+        out.push(this.chunk([{ index: e.index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
+      }
+    }
+    if (e.type === 'delta') {
+      const text = this.opts.parseTools ? this.toolStream(e.index).push(e.text) : e.text;
+      if (text || e.tokens.length)
+        out.push(
+          this.chunk([
+            {
+              index: e.index,
+              delta: { content: text },
+              logprobs: { content: e.tokens.map((t) => logprobEntry(this.tokenizer, t)) },
+              finish_reason: null,
+              token_ids: e.tokens.map((t) => t.id),
+            },
+          ]),
+        );
+    } else if (e.type === 'finished') {
+      let toolCalls: ToolCall[] = [];
+      if (this.opts.parseTools) {
+        const rest = this.toolStream(e.index).finish();
+        toolCalls = this.opts.parallelToolCalls === false ? rest.toolCalls.slice(0, 1) : rest.toolCalls;
+        if (rest.content || toolCalls.length)
+          out.push(
+            this.chunk([
+              {
+                index: e.index,
+                delta: {
+                  ...(rest.content ? { content: rest.content } : {}),
+                  ...(toolCalls.length ? { tool_calls: toolCalls.map((c, i) => ({ index: i, ...c })) } : {}),
+                },
+                logprobs: null,
+                finish_reason: null,
+              },
+            ]),
+          );
+      }
+      out.push(this.chunk([{ index: e.index, delta: {}, logprobs: null, finish_reason: finishReason(e, toolCalls), stop_reason: e.stopReason }]));
+    } else if (e.type === 'done' && this.opts.includeUsage) {
+      const usage = { prompt_tokens: e.promptTokens, completion_tokens: e.completionTokens, total_tokens: e.promptTokens + e.completionTokens };
+      out.push({ ...this.chunk([]), usage });
+    }
+    return out;
+  }
+
+  private toolStream(index: number): ToolCallStreamer {
+    let s = this.toolStreams.get(index);
+    if (!s) this.toolStreams.set(index, (s = new ToolCallStreamer()));
+    return s;
+  }
+
+  private chunk(choices: ChatCompletionChunk['choices']): ChatCompletionChunk {
+    const c: ChatCompletionChunk = { id: this.meta.id, object: 'chat.completion.chunk', created: this.meta.created, model: this.meta.model, choices };
+    if (this.opts.includeUsage) c.usage = null;
+    if (this.first) {
+      c.prompt_token_ids = this.meta.promptTokenIds;
+      this.first = false;
+    }
+    return c;
+  }
+}
+
+/** Legacy completions logprobs (parallel arrays; text offsets are character offsets into `text`). */
+export function completionLogprobs(tokenizer: TokenizerPort, tokens: GeneratedToken[], promptIds: number[], skipSpecialTokens = true): CompletionResponse['choices'][number]['logprobs'] {
+  const detok = new IncrementalDetokenizer(tokenizer, skipSpecialTokens, promptIds);
+  const offsets: number[] = [];
+  let at = 0;
+  for (const t of tokens) {
+    offsets.push(at);
+    at += detok.push(t.id).length;
+  }
+  return {
+    tokens: tokens.map((t) => tokenLabel(t.id)),
+    token_logprobs: tokens.map((t) => finiteLogprob(t.logprob)),
+    top_logprobs: tokens.map((t) => Object.fromEntries(t.topLogprobs.map((a) => [tokenLabel(a.id), finiteLogprob(a.logprob)]))),
+    text_offset: offsets,
+  };
+}
+
+export interface CompletionChoiceInput {
+  /** Position in the response (prompt index × n + choice index). */
+  index: number;
+  promptTokenIds: number[];
+  finished: FinishedChoice;
+}
+
+export function buildCompletion(
+  meta: Omit<ResponseMeta, 'promptTokenIds'>,
+  choices: CompletionChoiceInput[],
+  tokenizer: TokenizerPort,
+  /** Prompt tokens are counted once per prompt, not per choice, so the caller sums them. */
+  usage: { promptTokens: number; completionTokens: number },
+): CompletionResponse {
+  const sorted = [...choices].sort((a, b) => a.index - b.index);
+  const { promptTokens, completionTokens } = usage;
+  return {
+    id: meta.id,
+    object: 'text_completion',
+    created: meta.created,
+    model: meta.model,
+    choices: sorted.map((c) => ({
+      index: c.index,
+      text: c.finished.text,
+      logprobs: completionLogprobs(tokenizer, c.finished.tokens, c.promptTokenIds),
+      finish_reason: c.finished.finishReason,
+      stop_reason: c.finished.stopReason,
+      token_ids: c.finished.tokens.map((t) => t.id),
+      prompt_token_ids: c.promptTokenIds,
+    })),
+    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    system_fingerprint: null,
+  };
+}
+
+/** One streamed text_completion chunk (OpenAI streams completions as text_completion objects). */
+export function completionChunk(
+  meta: Omit<ResponseMeta, 'promptTokenIds'>,
+  index: number,
+  text: string,
+  logprobs: CompletionResponse['choices'][number]['logprobs'],
+  finish: { reason: FinishReason; stopReason: string | number | null } | null,
+  tokenIds: number[],
+): CompletionResponse {
+  return {
+    id: meta.id,
+    object: 'text_completion',
+    created: meta.created,
+    model: meta.model,
+    choices: [{ index, text, logprobs, finish_reason: finish?.reason ?? null, stop_reason: finish?.stopReason ?? null, token_ids: tokenIds }],
+  };
+}
+
+/** Server-sent events framing. */
+export function sseData(obj: unknown): string {
+  return `data: ${JSON.stringify(obj)}\n\n`;
+}
+export const SSE_DONE = 'data: [DONE]\n\n';

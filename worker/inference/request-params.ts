@@ -1,0 +1,71 @@
+// OpenAI request fields → engine SamplingParams, with OpenAI's defaults (temperature 1, top_p 1,
+// n 1) unless the model's generation_config supplies others (as vLLM does).
+
+import type { ChatCompletionRequest, CompletionRequest } from '../../src/schemas/openai.js';
+import { defaultSamplingParams, type SamplingParams } from './sampling-params.js';
+
+export class BadRequestError extends Error {
+  readonly status = 400;
+}
+
+/** Fields shared by chat and text completions. */
+export function samplingParamsFrom(
+  req: ChatCompletionRequest | CompletionRequest,
+  opts: { maxTokens: number; topLogprobs: number; vocabSize: number; defaults?: Partial<SamplingParams> },
+): SamplingParams {
+  const d = defaultSamplingParams(opts.defaults);
+  const logitBias = new Map<number, number>();
+  for (const [k, v] of Object.entries(req.logit_bias ?? {})) {
+    const id = Number(k);
+    if (!Number.isInteger(id) || id < 0 || id >= opts.vocabSize) throw new BadRequestError(`logit_bias: token id ${k} is outside the vocabulary (0..${opts.vocabSize - 1})`);
+    logitBias.set(id, v);
+  }
+  const stop = req.stop == null ? [] : typeof req.stop === 'string' ? [req.stop] : req.stop;
+  if (stop.some((s) => s.length === 0)) throw new BadRequestError('stop strings must not be empty');
+  return {
+    ...d,
+    temperature: req.temperature ?? d.temperature,
+    topP: req.top_p ?? d.topP,
+    topK: req.top_k ?? d.topK,
+    minP: req.min_p ?? d.minP,
+    presencePenalty: req.presence_penalty ?? d.presencePenalty,
+    frequencyPenalty: req.frequency_penalty ?? d.frequencyPenalty,
+    repetitionPenalty: req.repetition_penalty ?? d.repetitionPenalty,
+    logitBias,
+    seed: req.seed ?? null,
+    maxTokens: opts.maxTokens,
+    minTokens: req.min_tokens ?? 0,
+    stop,
+    stopTokenIds: req.stop_token_ids ?? [],
+    ignoreEos: req.ignore_eos ?? false,
+    includeStopStrInOutput: req.include_stop_str_in_output ?? false,
+    skipSpecialTokens: req.skip_special_tokens ?? true,
+    topLogprobs: opts.topLogprobs,
+  };
+}
+
+/** Generation length: the request's limit, else whatever context is left (chat) or 16 (completions). */
+export function maxTokensFor(requested: number | null | undefined, promptLength: number, maxSequenceLength: number, fallback: number | null): number {
+  const room = maxSequenceLength - promptLength;
+  if (room <= 0) throw new BadRequestError(`prompt has ${promptLength} tokens; this model accepts at most ${maxSequenceLength - 1}`);
+  if (requested != null) {
+    if (requested > room)
+      throw new BadRequestError(
+        `max_tokens is too large: ${requested}. This model's maximum context length is ${maxSequenceLength} tokens and your request has ${promptLength} input tokens (${requested} > ${maxSequenceLength} - ${promptLength})`,
+      );
+    return requested;
+  }
+  return fallback === null ? room : Math.min(fallback, room);
+}
+
+/** Generation-config keys a model folder may carry, as sampling defaults. */
+export function defaultsFromGenerationConfig(gc: Record<string, unknown>): Partial<SamplingParams> {
+  const out: Partial<SamplingParams> = {};
+  const num = (k: string) => (typeof gc[k] === 'number' ? (gc[k] as number) : undefined);
+  if (num('temperature') !== undefined) out.temperature = num('temperature');
+  if (num('top_p') !== undefined) out.topP = num('top_p');
+  if (num('top_k') !== undefined) out.topK = num('top_k');
+  if (num('min_p') !== undefined) out.minP = num('min_p');
+  if (num('repetition_penalty') !== undefined) out.repetitionPenalty = num('repetition_penalty');
+  return out;
+}

@@ -1,0 +1,197 @@
+// Continuous batching. Before every model step the scheduler decides which sequences run and how
+// many of their tokens: sequences join and leave between steps, never in the middle of one.
+//
+// Per step, within `maxBatchedTokens`:
+//   1. running sequences that are decoding (one token each) go first, so streams keep flowing;
+//   2. running sequences still prefilling get a chunk of what is left of the budget
+//      (chunked prefill: a long prompt is spread over several steps instead of stalling others);
+//   3. waiting sequences are admitted, oldest first, while `maxNumSeqs` and the KV budget allow.
+// When the KV cache cannot grow a running sequence, the newest running sequence is preempted:
+// its cache is dropped and it goes back to waiting, to be recomputed later (vLLM's "recompute").
+
+import type { BlockManager } from './block-manager.js';
+import type { Sequence } from './sequence.js';
+
+export interface SchedulerConfig {
+  /** Most sequences in one step. */
+  maxNumSeqs: number;
+  /** Most tokens (prefill + decode) in one step. */
+  maxBatchedTokens: number;
+  /** If false, one step only holds sequences with the same adapter. */
+  mixedAdapterBatches: boolean;
+}
+
+/** Optional prefix reuse and memory reclaim, supplied by the engine. */
+export interface SchedulerHooks {
+  /** Length of a reusable cached prefix for a sequence about to be admitted (no side effects). */
+  prefixFor?(seq: Sequence): { donorId: number; length: number } | null;
+  /** Gives the admitted sequence that prefix (runner copy); sets seq.numComputed. */
+  applyPrefix?(seq: Sequence, match: { donorId: number; length: number }): void;
+  /** Frees memory held by no running sequence (cached prefixes); false when nothing is left. */
+  reclaim?(protect?: number): boolean;
+}
+
+export interface ScheduledItem {
+  seq: Sequence;
+  /** Tokens to run: positions [seq.numComputed, seq.numComputed + numTokens). */
+  numTokens: number;
+  /** True when this chunk reaches the end of the sequence, so a token is sampled after it. */
+  samples: boolean;
+}
+
+export interface SchedulerOutput {
+  items: ScheduledItem[];
+  /** Sequences that lost their cache in this round (the caller frees their runner state). */
+  preempted: Sequence[];
+}
+
+export class Scheduler {
+  /** Ordered by arrival (oldest first). */
+  private waiting: Sequence[] = [];
+  private running: Sequence[] = [];
+  private stepCount = 0;
+  private lastRun = new Map<number, number>();
+
+  constructor(
+    private readonly config: SchedulerConfig,
+    private readonly blocks: BlockManager,
+    private readonly hooks: SchedulerHooks = {},
+  ) {
+    if (config.maxNumSeqs < 1 || config.maxBatchedTokens < 1) throw new Error('maxNumSeqs and maxBatchedTokens must be ≥ 1');
+  }
+
+  add(seq: Sequence): void {
+    seq.status = 'waiting';
+    insertByArrival(this.waiting, seq);
+  }
+
+  get numWaiting(): number {
+    return this.waiting.length;
+  }
+
+  get numRunning(): number {
+    return this.running.length;
+  }
+
+  hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /**
+   * Removes a sequence at once (finished or cancelled) and releases its KV budget, unless
+   * `keepBlocks` (its cache lives on as a reusable prefix, still charged under its id).
+   */
+  remove(seq: Sequence, keepBlocks = false): void {
+    this.waiting = this.waiting.filter((s) => s !== seq);
+    this.running = this.running.filter((s) => s !== seq);
+    if (!keepBlocks) this.blocks.free(seq.id);
+    this.lastRun.delete(seq.id);
+  }
+
+  schedule(): SchedulerOutput {
+    this.stepCount++;
+    const items: ScheduledItem[] = [];
+    const preempted: Sequence[] = [];
+    const scheduled = new Set<Sequence>();
+    let budget = this.config.maxBatchedTokens;
+    const adapter = this.pickAdapter();
+    const eligible = (s: Sequence) => this.config.mixedAdapterBatches || s.adapter === adapter;
+
+    const take = (seq: Sequence, want: number): boolean => {
+      const numTokens = Math.min(want, budget);
+      if (numTokens <= 0) return false;
+      // Grow the cache reservation: drop cached prefixes first, then preempt newer sequences.
+      while (!this.blocks.canReserve(seq.id, seq.numComputed + numTokens)) {
+        if (this.hooks.reclaim?.()) continue;
+        const victim = this.pickVictim(scheduled, seq);
+        if (!victim) return false;
+        this.preempt(victim);
+        preempted.push(victim);
+        if (victim === seq) return false;
+      }
+      this.blocks.reserve(seq.id, seq.numComputed + numTokens);
+      items.push({ seq, numTokens, samples: seq.numComputed + numTokens === seq.length });
+      scheduled.add(seq);
+      budget -= numTokens;
+      this.lastRun.set(seq.id, this.stepCount);
+      return true;
+    };
+
+    // 1. decodes, 2. unfinished prefills (both from `running`, oldest first).
+    for (const decodingPass of [true, false]) {
+      for (const seq of [...this.running]) {
+        if (budget === 0) break;
+        if (!this.running.includes(seq) || scheduled.has(seq) || !eligible(seq)) continue;
+        if ((seq.numUncomputed === 1) !== decodingPass) continue;
+        take(seq, seq.numUncomputed);
+      }
+    }
+
+    // 3. admit waiting sequences, unless memory pressure just forced a preemption.
+    if (preempted.length === 0) {
+      for (const seq of [...this.waiting]) {
+        if (budget === 0 || this.running.length >= this.config.maxNumSeqs) break;
+        if (!eligible(seq)) continue;
+        let prefix = seq.numComputed === 0 ? (this.hooks.prefixFor?.(seq) ?? null) : null;
+        // Room for the first chunk, reclaiming cached prefixes (but not the one we are about to copy).
+        const fit = (): number | null => {
+          const start = prefix ? prefix.length : seq.numComputed;
+          const numTokens = Math.min(seq.length - start, budget);
+          let fits = this.blocks.canReserve(seq.id, start + numTokens);
+          while (!fits && this.hooks.reclaim?.(prefix?.donorId)) fits = this.blocks.canReserve(seq.id, start + numTokens);
+          return fits ? numTokens : null;
+        };
+        let numTokens = fit();
+        if (numTokens === null && prefix) {
+          prefix = null; // the donor itself is in the way: start from scratch instead
+          numTokens = fit();
+        }
+        if (numTokens === null) break; // newcomers never preempt running sequences
+        this.waiting.splice(this.waiting.indexOf(seq), 1);
+        seq.status = 'running';
+        insertByArrival(this.running, seq);
+        if (prefix) this.hooks.applyPrefix!(seq, prefix);
+        take(seq, numTokens);
+      }
+    }
+    return { items, preempted };
+  }
+
+  /** Newest running sequence not yet scheduled this step (or `self` as a last resort). */
+  private pickVictim(scheduled: Set<Sequence>, self: Sequence): Sequence | null {
+    for (let i = this.running.length - 1; i >= 0; i--) {
+      const s = this.running[i];
+      if (s !== self && !scheduled.has(s)) return s;
+    }
+    return this.running.includes(self) ? self : null;
+  }
+
+  private preempt(seq: Sequence): void {
+    this.running = this.running.filter((s) => s !== seq);
+    this.blocks.free(seq.id);
+    seq.numComputed = 0;
+    seq.preemptions++;
+    seq.status = 'waiting';
+    insertByArrival(this.waiting, seq);
+  }
+
+  /** With single-adapter batches: the adapter of the sequence that has waited longest for a step. */
+  private pickAdapter(): string | null {
+    if (this.config.mixedAdapterBatches) return null;
+    // Never-run waiting sequences count as most starved, so every adapter gets its turn.
+    const pool = [...this.running, ...this.waiting];
+    let best: Sequence | null = null;
+    for (const s of pool) {
+      const last = this.lastRun.get(s.id) ?? 0;
+      const bestLast = best ? (this.lastRun.get(best.id) ?? 0) : Infinity;
+      if (!best || last < bestLast) best = s;
+    }
+    return best ? best.adapter : null;
+  }
+}
+
+function insertByArrival(list: Sequence[], seq: Sequence): void {
+  let i = list.length;
+  while (i > 0 && list[i - 1].arrival > seq.arrival) i--;
+  list.splice(i, 0, seq);
+}

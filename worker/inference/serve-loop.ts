@@ -1,0 +1,238 @@
+// The engine entry a worker process runs: OpenAI requests in, OpenAI objects out.
+//
+//   const hearth = createEngineFromRuntime(await loadModel(dir, { lora: true }), { maxNumSeqs: 8 });
+//   const handle = await hearth.submit({ kind: 'chat', body, model: 'name-to-echo', adapter: null }, (ev) => …);
+//   handle.cancel();   // client went away
+// (worker-handler.ts does exactly this for the worker host.)
+//
+// Events are plain JSON (they can cross a process boundary as they are):
+//   stream:     { type: 'chunk', data } …  then { type: 'end' }   (the HTTP side writes `data: [DONE]`)
+//   non-stream: { type: 'response', data }
+//   failure:    { type: 'error', status, message }   (400 for bad requests, 500 otherwise)
+
+import { randomUUID } from 'node:crypto';
+import {
+  ChatCompletionRequest,
+  CompletionRequest,
+  unsupportedParams,
+  type ChatCompletionChunk,
+  type ChatCompletionResponse,
+  type CompletionResponse,
+} from '../../src/schemas/openai.js';
+import { Engine, type EngineEvent, type EngineOptions, type GenerateRequest } from './engine.js';
+import { responseFormatConstraint } from './json-constraint.js';
+import { UnsupportedSchemaError } from './json-schema.js';
+import type { ChatMessage, ServableModel, ToolDefinition } from './model-port.js';
+import {
+  buildChatCompletion,
+  buildCompletion,
+  ChatChunkStream,
+  completionChunk,
+  completionLogprobs,
+  type FinishedChoice,
+} from './openai-format.js';
+import type { LoadedModel } from '../runtime/load-model.js';
+import { blocksForMemory } from './block-manager.js';
+import { servableFromRuntime } from './model-runner.js';
+import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingParamsFrom } from './request-params.js';
+import type { SamplingParams } from './sampling-params.js';
+import { forcedToolCallConstraint } from './tool-calls.js';
+
+export type InferenceRequest =
+  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null }
+  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null };
+
+export type InferenceEvent =
+  | { type: 'chunk'; data: ChatCompletionChunk | CompletionResponse }
+  | { type: 'end' }
+  | { type: 'response'; data: ChatCompletionResponse | CompletionResponse }
+  | { type: 'error'; status: number; message: string };
+
+export interface InferenceHandle {
+  cancel(): void;
+}
+
+export interface HearthEngine {
+  readonly engine: Engine;
+  /** Validates, tokenizes and queues a request; events follow through `onEvent`. Never throws. */
+  submit(req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle>;
+}
+
+export interface CreateEngineOptions extends Partial<EngineOptions> {
+  /** Sampling defaults from the model's generation_config.json. */
+  samplingDefaults?: Partial<SamplingParams>;
+}
+
+export function createEngine(servable: ServableModel, opts: CreateEngineOptions = {}): HearthEngine {
+  const { samplingDefaults, ...engineOpts } = opts;
+  const engine = new Engine(servable.model, servable.tokenizer, engineOpts);
+  const ctx = { servable, engine, samplingDefaults };
+  return {
+    engine,
+    async submit(req, onEvent) {
+      try {
+        return req.kind === 'chat' ? await submitChat(ctx, req, onEvent) : await submitCompletion(ctx, req, onEvent);
+      } catch (err) {
+        const status = err instanceof BadRequestError || err instanceof UnsupportedSchemaError ? 400 : 500;
+        onEvent({ type: 'error', status, message: err instanceof Error ? err.message : String(err) });
+        return { cancel() {} };
+      }
+    },
+  };
+}
+
+/**
+ * The usual entry for a worker: an engine over a model the runtime loaded, with the KV budget
+ * given in bytes (default 1 GiB, at least one full-length sequence) and the model's
+ * generation_config.json as sampling defaults.
+ */
+export function createEngineFromRuntime(loaded: LoadedModel, opts: CreateEngineOptions & { kvCacheBytes?: number } = {}): HearthEngine {
+  const { kvCacheBytes = 2 ** 30, ...rest } = opts;
+  const blockSize = rest.blockSize ?? 16;
+  const c = loaded.config;
+  const fromBytes = blocksForMemory({ bytes: kvCacheBytes, blockSize, numLayers: c.numLayers, numKvHeads: c.numKvHeads, headDim: c.headDim }) * blockSize;
+  const kvCacheTokens = rest.kvCacheTokens ?? Math.max(fromBytes, loaded.runner.maxPositions);
+  return createEngine(servableFromRuntime(loaded), {
+    ...rest,
+    blockSize,
+    kvCacheTokens,
+    samplingDefaults: rest.samplingDefaults ?? defaultsFromGenerationConfig(loaded.generationConfig),
+  });
+}
+
+interface Ctx {
+  servable: ServableModel;
+  engine: Engine;
+  samplingDefaults?: Partial<SamplingParams>;
+}
+
+function parse<T>(schema: { safeParse(x: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }, body: unknown): T {
+  const r = schema.safeParse(body);
+  if (!r.success) throw new BadRequestError(r.error.issues.map((i) => `${i.path.map(String).join('.') || 'body'}: ${i.message}`).join('; '));
+  const unsupported = unsupportedParams(r.data as ChatCompletionRequest);
+  if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`);
+  return r.data;
+}
+
+function argumentsObject(args: string): string | Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(args);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : args;
+  } catch {
+    return args;
+  }
+}
+
+function contentText(content: unknown): string | null {
+  if (content == null) return null;
+  if (typeof content === 'string') return content;
+  return (content as { text?: string }[]).map((p) => p.text ?? '').join('\n'); // text parts join with newlines, as in vLLM
+}
+
+async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
+  const body = parse(ChatCompletionRequest, req.body);
+  const { tokenizer, chatTemplate } = ctx.servable;
+  const tools = (body.tools ?? []) as ToolDefinition[];
+  const toolChoice = body.tool_choice ?? (tools.length ? 'auto' : 'none');
+  // Like vLLM: the template still lists the tools under tool_choice "none"; we just don't parse calls.
+  const useTools = tools.length > 0 && toolChoice !== 'none';
+  const messages: ChatMessage[] = body.messages.map((m) => {
+    // `developer` is OpenAI's newer name for `system`; chat templates only know the latter.
+    // Null content becomes '' so templates that concatenate strings still render.
+    const msg: ChatMessage = { role: m.role === 'developer' ? 'system' : m.role, content: contentText(m.content) ?? '' };
+    if (typeof m.name === 'string') msg.name = m.name;
+    if (m.role === 'assistant' && m.tool_calls)
+      msg.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.function.name, arguments: argumentsObject(c.function.arguments) } }));
+    if (m.role === 'tool') msg.tool_call_id = m.tool_call_id;
+    return msg;
+  });
+  const kwargs: Record<string, unknown> = { ...(body.chat_template_kwargs ?? {}) };
+  if (body.reasoning_effort) kwargs.reasoning_effort = body.reasoning_effort;
+  const prompt = chatTemplate.render(messages, { tools: tools.length ? tools : undefined, addGenerationPrompt: body.add_generation_prompt ?? true, kwargs });
+  const promptIds = await tokenizer.encode(prompt, { addSpecialTokens: false });
+
+  const maxTokens = maxTokensFor(body.max_completion_tokens ?? body.max_tokens, promptIds.length, ctx.engine.maxSequenceLength, null);
+  const params = samplingParamsFrom(body, { maxTokens, topLogprobs: body.top_logprobs ?? 0, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
+  const constraint =
+    (useTools ? forcedToolCallConstraint(tokenizer, tools, toolChoice) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
+  const n = body.n ?? 1;
+  const meta = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model, promptTokenIds: promptIds };
+  const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined };
+  const formatOpts = { parseTools: useTools, parallelToolCalls: body.parallel_tool_calls ?? true };
+
+  if (body.stream) {
+    const stream = new ChatChunkStream(meta, tokenizer, { ...formatOpts, includeUsage: body.stream_options?.include_usage ?? false });
+    return ctx.engine.submit(genReq, (e) => {
+      if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
+      for (const chunk of stream.onEvent(e)) onEvent({ type: 'chunk', data: chunk });
+      if (e.type === 'done') onEvent({ type: 'end' });
+    });
+  }
+  const finished: FinishedChoice[] = [];
+  return ctx.engine.submit(genReq, (e) => {
+    if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
+    if (e.type === 'finished') finished.push(e);
+    if (e.type === 'done') onEvent({ type: 'response', data: buildChatCompletion(meta, finished, tokenizer, formatOpts) });
+  });
+}
+
+async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
+  const body = parse(CompletionRequest, req.body);
+  const { tokenizer } = ctx.servable;
+  // prompt: text, list of texts, token ids, or list of token-id lists.
+  const p = body.prompt;
+  const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as (string | number[])[]);
+  const promptIds = await Promise.all(prompts.map(async (x) => (typeof x === 'string' ? tokenizer.encode(x, { addSpecialTokens: true }) : x)));
+  const n = body.n ?? 1;
+  const meta = { id: `cmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model };
+  const topLogprobs = body.logprobs ?? 0;
+  const requests = promptIds.map((ids) => {
+    const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16);
+    const params = samplingParamsFrom(body, { maxTokens, topLogprobs, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
+    return { promptIds: ids, params, n, adapter: req.adapter ?? null } satisfies GenerateRequest;
+  });
+
+  let open = requests.length;
+  let promptTokens = 0;
+  let completionTokens = 0;
+  const finished: { index: number; promptTokenIds: number[]; finished: FinishedChoice }[] = [];
+  const textSoFar = new Map<number, number>();
+  const includeUsage = body.stream_options?.include_usage ?? false;
+  const handles: { cancel(): void }[] = [];
+  const onEngineEvent = (genReq: GenerateRequest, pi: number) => (e: EngineEvent) => {
+    if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
+    if (e.type === 'delta' && body.stream && (e.text || e.tokens.length)) {
+      const index = pi * n + e.index;
+      const lp = completionLogprobs(tokenizer, e.tokens, genReq.promptIds);
+      const base = textSoFar.get(index) ?? 0;
+      // Offsets count from the start of this choice's text, not of the chunk.
+      lp!.text_offset = lp!.text_offset.map((o) => o + base);
+      textSoFar.set(index, base + e.text.length);
+      onEvent({ type: 'chunk', data: completionChunk(meta, index, e.text, lp, null, e.tokens.map((t) => t.id)) });
+    }
+    if (e.type === 'finished') {
+      const index = pi * n + e.index;
+      if (body.stream) onEvent({ type: 'chunk', data: completionChunk(meta, index, '', null, { reason: e.finishReason, stopReason: e.stopReason }, []) });
+      else finished.push({ index, promptTokenIds: genReq.promptIds, finished: e });
+    }
+    if (e.type === 'done') {
+      promptTokens += e.promptTokens;
+      completionTokens += e.completionTokens;
+      if (--open > 0) return;
+      if (!body.stream) return onEvent({ type: 'response', data: buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }) });
+      if (includeUsage)
+        onEvent({
+          type: 'chunk',
+          data: { ...meta, object: 'text_completion', choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } },
+        });
+      onEvent({ type: 'end' });
+    }
+  };
+  try {
+    requests.forEach((genReq, pi) => handles.push(ctx.engine.submit(genReq, onEngineEvent(genReq, pi))));
+  } catch (err) {
+    handles.forEach((h) => h.cancel()); // all prompts or none
+    throw err;
+  }
+  return { cancel: () => handles.forEach((h) => h.cancel()) };
+}

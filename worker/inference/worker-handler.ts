@@ -1,0 +1,105 @@
+// The inference worker's task handler (loaded by worker/default-handlers.ts): one engine per base
+// model, loaded on first use with LoRA inputs so checkpoints are served as adapters on top of the
+// shared base weights. Streaming requests send each chat.completion.chunk / text_completion chunk
+// through ctx.delta and resolve with null (the API writes `data: [DONE]`); others resolve with the
+// response object. Cancellation (client gone) frees the sequences at once. The `calibrate` op
+// measures prefill/decode speed on this device for hardware pricing (see calibrate.ts).
+//
+// Tuning (environment): HEARTH_KV_CACHE_MB (default 1024), HEARTH_MAX_NUM_SEQS (16),
+// HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime).
+
+import type { InferenceTask } from '../../src/queue/messages.js';
+import { deviceKeyOf } from '../../src/hardware/device-config.js';
+import { detectDevices } from '../../src/hardware/detect.js';
+import { calibrate } from './calibrate.js';
+import { CancelledError, TaskError, type Handlers } from '../handlers.js';
+import { loadModel, type LoadedModel } from '../runtime/load-model.js';
+import { createEngineFromRuntime, type HearthEngine, type InferenceEvent, type InferenceHandle } from './serve-loop.js';
+
+interface ServedModel {
+  loaded: LoadedModel;
+  hearth: HearthEngine;
+}
+
+function envNumber(name: string): number | undefined {
+  const v = process.env[name];
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got "${v}"`);
+  return n;
+}
+
+export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
+  const models = new Map<string, Promise<ServedModel>>();
+
+  const serve = (model: NonNullable<InferenceTask['model']>): Promise<ServedModel> => {
+    const key = model.baseModelDir ?? model.baseModel;
+    let served = models.get(key);
+    if (!served) {
+      served = (async () => {
+        const loaded = await loadModel(key, { device, lora: true, maxContext: envNumber('HEARTH_MAX_CONTEXT'), log });
+        const kvMb = envNumber('HEARTH_KV_CACHE_MB') ?? 1024;
+        const hearth = createEngineFromRuntime(loaded, {
+          kvCacheBytes: kvMb * 2 ** 20,
+          maxNumSeqs: envNumber('HEARTH_MAX_NUM_SEQS'),
+          maxBatchedTokens: envNumber('HEARTH_MAX_BATCHED_TOKENS'),
+        });
+        const o = hearth.engine.options;
+        log(
+          `inference engine ready: ${model.baseModel} on ${loaded.runner.device} (${loaded.runner.attention} attention, context ${loaded.runner.maxPositions}, ` +
+            `KV budget ${o.kvCacheTokens} tokens, max ${o.maxNumSeqs} sequences / ${o.maxBatchedTokens} tokens per step, loaded in ${Math.round(loaded.loadMs)} ms)`,
+        );
+        return { loaded, hearth };
+      })();
+      models.set(key, served);
+      served.catch(() => models.delete(key)); // let a later request retry a failed load
+    }
+    return served;
+  };
+
+  return {
+    async inference(task, ctx) {
+      if (task.op !== 'chat' && task.op !== 'completion' && task.op !== 'calibrate') throw new TaskError(400, `unknown inference op ${task.op}`);
+      if (!task.model) throw new TaskError(404, 'no model given for this request');
+      let served: ServedModel;
+      try {
+        served = await serve(task.model);
+      } catch (err) {
+        throw new TaskError(503, `model ${task.model.baseModel} could not be loaded: ${(err as Error).message}`);
+      }
+      if (task.op === 'calibrate') {
+        const deviceKey = deviceKeyOf(await detectDevices(), served.loaded.runner.device);
+        return { deviceKey, ...(await calibrate(served.hearth, served.loaded.config.vocabSize)) };
+      }
+      return new Promise<unknown>((resolve, reject) => {
+        let handle: InferenceHandle | null = null;
+        const onAbort = () => {
+          handle?.cancel();
+          reject(new CancelledError());
+        };
+        ctx.signal.addEventListener('abort', onAbort, { once: true });
+        const settle = () => ctx.signal.removeEventListener('abort', onAbort);
+        const onEvent = (e: InferenceEvent) => {
+          if (e.type === 'chunk') ctx.delta(e.data);
+          else if (e.type === 'end') (settle(), resolve(null));
+          else if (e.type === 'response') (settle(), resolve(e.data));
+          else (settle(), reject(new TaskError(e.status, e.message)));
+        };
+        void served.hearth
+          .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: task.model!.name, adapter: task.model!.adapterDir }, onEvent)
+          .then((h) => {
+            handle = h;
+            if (ctx.signal.aborted) h.cancel();
+          });
+      });
+    },
+
+    async close() {
+      for (const served of models.values()) {
+        const m = await served.catch(() => null);
+        await m?.loaded.runner.release();
+      }
+      models.clear();
+    },
+  };
+}

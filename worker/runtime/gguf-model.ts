@@ -1,0 +1,157 @@
+// GGUF (llama.cpp) → Hearth ModelConfig + Weights in Hugging Face names and layout.
+// Architectures: llama (also used by Mistral GGUFs), qwen2, qwen3.
+import { closeSync, openSync } from 'node:fs';
+import type { Architecture, ModelConfig, RopeScaling, Weights } from './model-config.js';
+import { readGgufHeader, readGgufTensor, type GgufFile, type GgufValue } from './gguf-reader.js';
+import { buildTokenizerFromGguf, type GgufTokenizerFiles } from './gguf-tokenizer.js';
+import { llamaRopeFactors } from './rope.js';
+
+const SUPPORTED: Record<string, Architecture> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3' };
+
+export interface GgufModel extends GgufTokenizerFiles {
+  config: ModelConfig;
+  weights: Weights;
+}
+
+export type ProgressFn = (doneBytes: number, totalBytes: number) => void;
+
+/** GGUF tensor name → HF name (per-layer names use `blk.N.` → `model.layers.N.`). */
+const LAYER_NAMES: Record<string, string> = {
+  'attn_norm.weight': 'input_layernorm.weight',
+  'ffn_norm.weight': 'post_attention_layernorm.weight',
+  'attn_q.weight': 'self_attn.q_proj.weight',
+  'attn_k.weight': 'self_attn.k_proj.weight',
+  'attn_v.weight': 'self_attn.v_proj.weight',
+  'attn_q.bias': 'self_attn.q_proj.bias',
+  'attn_k.bias': 'self_attn.k_proj.bias',
+  'attn_v.bias': 'self_attn.v_proj.bias',
+  'attn_output.weight': 'self_attn.o_proj.weight',
+  'attn_q_norm.weight': 'self_attn.q_norm.weight',
+  'attn_k_norm.weight': 'self_attn.k_norm.weight',
+  'ffn_gate.weight': 'mlp.gate_proj.weight',
+  'ffn_up.weight': 'mlp.up_proj.weight',
+  'ffn_down.weight': 'mlp.down_proj.weight',
+};
+const GLOBAL_NAMES: Record<string, string> = {
+  'token_embd.weight': 'model.embed_tokens.weight',
+  'output_norm.weight': 'model.norm.weight',
+  'output.weight': 'lm_head.weight',
+};
+
+export function hfTensorName(ggufName: string): string | null {
+  if (ggufName in GLOBAL_NAMES) return GLOBAL_NAMES[ggufName];
+  const m = /^blk\.(\d+)\.(.+)$/.exec(ggufName);
+  if (m && m[2] in LAYER_NAMES) return `model.layers.${m[1]}.${LAYER_NAMES[m[2]]}`;
+  return null;
+}
+
+function num(md: Map<string, GgufValue>, key: string, fallback?: number): number {
+  const v = md.get(key);
+  if (typeof v === 'number') return v;
+  if (typeof v === 'bigint') return Number(v);
+  if (fallback !== undefined) return fallback;
+  throw new Error(`GGUF metadata ${key} is missing`);
+}
+
+export function ggufConfig(file: GgufFile): ModelConfig {
+  const md = file.metadata;
+  const archName = String(md.get('general.architecture') ?? '');
+  const architecture = SUPPORTED[archName];
+  if (!architecture) throw new Error(`unsupported architecture "${archName}" in ${file.path} (supported GGUF architectures: ${Object.keys(SUPPORTED).join(', ')})`);
+  const p = (k: string) => `${archName}.${k}`;
+  const hiddenSize = num(md, p('embedding_length'));
+  const numHeads = num(md, p('attention.head_count'));
+  const headDim = num(md, p('attention.key_length'), hiddenSize / numHeads);
+  const ropeDim = num(md, p('rope.dimension_count'), headDim);
+  if (ropeDim !== headDim) throw new Error(`unsupported partial rotary embedding (rope.dimension_count ${ropeDim} != head dim ${headDim})`);
+  const scalingType = md.get(p('rope.scaling.type'));
+  if (scalingType !== undefined && scalingType !== 'none') throw new Error(`unsupported rope scaling "${String(scalingType)}" in GGUF`);
+  const embd = file.tensors.find((t) => t.name === 'token_embd.weight');
+  if (!embd) throw new Error('GGUF is missing tensor token_embd.weight');
+  const vocabSize = embd.dims[1];
+  const id = (k: string) => { const v = md.get(k); return typeof v === 'number' && v >= 0 && v < vocabSize ? v : null; };
+  const eos = id('tokenizer.ggml.eos_token_id');
+  const eot = id('tokenizer.ggml.eot_token_id');
+  const headKv = md.get(p('attention.head_count_kv'));
+  return {
+    architecture,
+    vocabSize,
+    hiddenSize,
+    intermediateSize: num(md, p('feed_forward_length')),
+    numLayers: num(md, p('block_count')),
+    numHeads,
+    numKvHeads: typeof headKv === 'number' ? headKv : numHeads,
+    headDim,
+    maxPositionEmbeddings: num(md, p('context_length'), 2048),
+    rmsNormEps: num(md, p('attention.layer_norm_rms_epsilon'), 1e-6),
+    ropeTheta: num(md, p('rope.freq_base'), 10000),
+    ropeScaling: null,
+    tieWordEmbeddings: !file.tensors.some((t) => t.name === 'output.weight'),
+    attentionBias: file.tensors.some((t) => t.name === 'blk.0.attn_q.bias'),
+    qkNorm: file.tensors.some((t) => t.name === 'blk.0.attn_q_norm.weight'),
+    bosTokenId: id('tokenizer.ggml.bos_token_id'),
+    eosTokenIds: [...new Set([eos, eot].filter((x): x is number => x !== null))],
+    padTokenId: id('tokenizer.ggml.padding_token_id'),
+  };
+}
+
+/**
+ * llama.cpp's converter permutes q/k rows of Llama models so its rotary kernel can pair
+ * adjacent elements: HF row (j·hd/2 + i) of each head sits at GGUF row (2i + j). Undo that.
+ */
+export function unpermuteQK(data: Float32Array, rows: number, cols: number, heads: number): Float32Array {
+  const hd = rows / heads;
+  const half = hd / 2;
+  const out = new Float32Array(data.length);
+  for (let h = 0; h < heads; h++)
+    for (let i = 0; i < half; i++)
+      for (let j = 0; j < 2; j++) {
+        const src = (h * hd + 2 * i + j) * cols;
+        const dst = (h * hd + j * half + i) * cols;
+        out.set(data.subarray(src, src + cols), dst);
+      }
+  return out;
+}
+
+/** Known Llama-3 rope_scaling settings; GGUF stores only the resulting per-frequency factors. */
+const LLAMA3_SCALINGS: RopeScaling[] = [8, 32, 16, 4].map((factor) => ({
+  type: 'llama3', factor, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192,
+}));
+
+function matchRopeFactors(factors: Float32Array, config: ModelConfig): RopeScaling {
+  for (const s of LLAMA3_SCALINGS) {
+    const expected = llamaRopeFactors(config.headDim, config.ropeTheta, s);
+    if (expected.every((f, i) => Math.abs(f - factors[i]) <= 1e-3 * Math.abs(f))) return s;
+  }
+  throw new Error('unsupported rope_freqs tensor in GGUF: it matches no known Llama-3 rope scaling');
+}
+
+export function readGgufModel(path: string, onProgress?: ProgressFn): GgufModel {
+  const file = readGgufHeader(path);
+  const config = ggufConfig(file);
+  const { tokenizerJson, tokenizerConfig } = buildTokenizerFromGguf(file.metadata);
+  const weights: Weights = new Map();
+  const total = file.tensors.reduce((a, t) => a + t.byteSize, 0);
+  let done = 0;
+  const fd = openSync(path, 'r');
+  try {
+    for (const info of file.tensors) {
+      const data = readGgufTensor(fd, info);
+      done += info.byteSize;
+      onProgress?.(done, total);
+      if (info.name === 'rope_freqs.weight') { config.ropeScaling = matchRopeFactors(data, config); continue; }
+      const name = hfTensorName(info.name);
+      if (!name) throw new Error(`unsupported tensor ${info.name} in GGUF (architecture ${config.architecture})`);
+      const shape = [...info.dims].reverse();
+      let values = data;
+      if (config.architecture === 'llama' && /self_attn\.[qk]_proj\.weight$/.test(name)) {
+        const heads = name.includes('q_proj') ? config.numHeads : config.numKvHeads;
+        values = unpermuteQK(data, shape[0], shape[1] ?? 1, heads);
+      }
+      weights.set(name, { shape, data: values });
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return { config, weights, tokenizerJson, tokenizerConfig };
+}

@@ -1,0 +1,94 @@
+// loadModel: a model folder (or a store id) → config, tokenizer, chat template and a ready runner.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ModelConfig } from './model-config.js';
+import { readModelWeights } from './hf-model.js';
+import { buildDecoderGraph, defaultAttention, type AttentionKind } from './llama-graph.js';
+import { createSession, ModelRunner } from './runner.js';
+import { Tokenizer } from './tokenizer.js';
+import { loadLoraAdapter, type LoraAdapter } from './lora.js';
+import { chatTemplateFromConfig, type ChatMessage, type ChatTemplate, type RenderOptions } from './chat-template.js';
+
+export interface LoadOptions {
+  /** 'cpu' (default) or 'cuda:N' (falls back to CPU with a log line). */
+  device?: string;
+  /** HEARTH_HOME for resolving store ids (default env HEARTH_HOME or ./.hearth). */
+  home?: string;
+  /** Longest context to support (default: the model's, capped at 8192). */
+  maxContext?: number;
+  /** Attention form; default GroupQueryAttention when head_dim % 16 == 0, else standard ops. */
+  attention?: AttentionKind;
+  intraOpThreads?: number;
+  /** 'q4' = 4-bit weights at run time (MatMulNBits), quantized at load. Default 'f32'. */
+  weightType?: 'f32' | 'q4';
+  /** Build the graph with per-row LoRA inputs, so adapters can be served without merging. */
+  lora?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface LoadedModel {
+  /** Store id (publisher/name) or the folder path. */
+  id: string;
+  dir: string;
+  config: ModelConfig;
+  tokenizer: Tokenizer;
+  chatTemplate: ChatTemplate;
+  /** generation_config.json contents ({} if absent): default temperature, top_p, … */
+  generationConfig: Record<string, unknown>;
+  runner: ModelRunner;
+  /** Render a chat with the model's template (ChatML if it has none); encode with addSpecialTokens: false. */
+  renderChat(messages: ChatMessage[], opts?: RenderOptions): string;
+  /** Read a PEFT LoRA checkpoint folder for this model (requires loading with lora: true). */
+  loadAdapter(dir: string): LoraAdapter;
+  /** Time spent reading weights, building the graph and creating the session. */
+  loadMs: number;
+}
+
+export function hearthHome(): string {
+  return process.env.HEARTH_HOME ?? './.hearth';
+}
+
+/** A folder path if it holds config.json, else HEARTH_HOME/models/<id>. */
+export function resolveModelDir(dirOrId: string, home = hearthHome()): string {
+  if (existsSync(join(dirOrId, 'config.json'))) return dirOrId;
+  const inStore = join(home, 'models', dirOrId);
+  if (existsSync(join(inStore, 'config.json'))) return inStore;
+  throw new Error(`model "${dirOrId}" not found (neither a model folder nor in ${join(home, 'models')}); import it with: hearth models import <path>`);
+}
+
+const readJsonIf = (p: string): Record<string, any> => (existsSync(p) ? JSON.parse(readFileSync(p, 'utf8')) : {});
+
+export function loadTokenizer(dir: string): Tokenizer {
+  const tokenizerPath = join(dir, 'tokenizer.json');
+  if (!existsSync(tokenizerPath)) throw new Error(`no tokenizer.json in ${dir}`);
+  return new Tokenizer({ tokenizerJson: JSON.parse(readFileSync(tokenizerPath, 'utf8')), tokenizerConfig: readJsonIf(join(dir, 'tokenizer_config.json')) });
+}
+
+export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promise<LoadedModel> {
+  const t0 = performance.now();
+  const dir = resolveModelDir(dirOrId, opts.home);
+  const tokenizer = loadTokenizer(dir);
+  const tokenizerConfig = readJsonIf(join(dir, 'tokenizer_config.json'));
+  const chatTemplate = chatTemplateFromConfig(tokenizerConfig);
+  const generationConfig = readJsonIf(join(dir, 'generation_config.json'));
+  const { config, weights } = readModelWeights(dir);
+  let maxPositions = opts.maxContext ?? Math.min(Math.max(config.maxPositionEmbeddings, 512), 8192);
+  if (config.slidingWindow && config.slidingWindow < maxPositions) {
+    opts.log?.(`${dirOrId}: context capped at the sliding window of ${config.slidingWindow} positions (full attention equals sliding-window attention up to there)`);
+    maxPositions = config.slidingWindow;
+  }
+  const attention = opts.attention ?? defaultAttention(config);
+  const bytes = buildDecoderGraph(config, weights, { attention, maxPositions, lora: opts.lora, weightType: opts.weightType, consumeWeights: true });
+  weights.clear(); // the graph holds its own (transposed) copies; free ours before ORT makes another
+  const { session, device } = await createSession(bytes, { device: opts.device, intraOpThreads: opts.intraOpThreads, log: opts.log });
+  const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false);
+  return {
+    id: dirOrId, dir, config, tokenizer, chatTemplate, generationConfig, runner,
+    renderChat: (messages, o) => chatTemplate.render(messages, o),
+    loadAdapter: (adapterDir) => {
+      if (!opts.lora) throw new Error('load the model with lora: true to serve LoRA adapters');
+      return loadLoraAdapter(adapterDir, config, attention);
+    },
+    loadMs: performance.now() - t0,
+  };
+}

@@ -1,0 +1,131 @@
+// A minimal protobuf writer for ONNX ModelProto, with field numbers from onnx.proto.
+// Weight buffers are referenced, never copied, until the single final concatenation.
+// GraphBuilder gives the graph code a small vocabulary: node(), initializer(), input(), output().
+
+export const DataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, BOOL: 9, FLOAT16: 10 } as const;
+export type DataTypeId = (typeof DataType)[keyof typeof DataType];
+
+/** One protobuf message under construction: a list of byte chunks. */
+class Message {
+  readonly parts: Uint8Array[] = [];
+  length = 0;
+  private push(b: Uint8Array): void { this.parts.push(b); this.length += b.length; }
+  private tag(field: number, wire: number): void { this.push(varint(BigInt((field << 3) | wire))); }
+  int(field: number, value: number | bigint): this { this.tag(field, 0); this.push(varint(BigInt(value))); return this; }
+  float(field: number, value: number): this {
+    this.tag(field, 5);
+    const b = new Uint8Array(4); new DataView(b.buffer).setFloat32(0, value, true); this.push(b); return this;
+  }
+  bytes(field: number, value: Uint8Array): this { this.tag(field, 2); this.push(varint(BigInt(value.length))); this.push(value); return this; }
+  string(field: number, value: string): this { return this.bytes(field, new TextEncoder().encode(value)); }
+  message(field: number, m: Message): this {
+    this.tag(field, 2); this.push(varint(BigInt(m.length)));
+    for (const p of m.parts) this.parts.push(p);
+    this.length += m.length; return this;
+  }
+  toBytes(): Uint8Array { return Buffer.concat(this.parts, this.length); }
+}
+
+/** Base-128 varint; negative int64 values are encoded as 10-byte two's complement. */
+function varint(v: bigint): Uint8Array {
+  if (v < 0n) v += 1n << 64n;
+  const out: number[] = [];
+  do {
+    let byte = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v > 0n) byte |= 0x80;
+    out.push(byte);
+  } while (v > 0n);
+  return Uint8Array.from(out);
+}
+
+/** An attribute value: integers and strings as is; floats wrapped with `float()`; lists of ints or floats. */
+export type AttrValue = number | string | { float: number } | { ints: number[] } | { floats: number[] };
+export const float = (x: number) => ({ float: x });
+
+const ATTR_TYPE = { FLOAT: 1, INT: 2, STRING: 3, FLOATS: 6, INTS: 7 };
+
+function attribute(name: string, v: AttrValue): Message {
+  const a = new Message().string(1, name);
+  if (typeof v === 'number') return a.int(3, v).int(20, ATTR_TYPE.INT);
+  if (typeof v === 'string') return a.string(4, v).int(20, ATTR_TYPE.STRING);
+  if ('float' in v) return a.float(2, v.float).int(20, ATTR_TYPE.FLOAT);
+  if ('ints' in v) { for (const x of v.ints) a.int(8, x); return a.int(20, ATTR_TYPE.INTS); }
+  for (const x of v.floats) a.float(7, x);
+  return a.int(20, ATTR_TYPE.FLOATS);
+}
+
+/** A tensor shape entry: a fixed size or a symbolic name (e.g. "batch_size"). */
+export type Dim = number | string;
+
+function valueInfo(name: string, elemType: DataTypeId, dims: Dim[]): Message {
+  const shape = new Message();
+  for (const d of dims) shape.message(1, typeof d === 'number' ? new Message().int(1, d) : new Message().string(2, d));
+  const tensorType = new Message().int(1, elemType).message(2, shape);
+  return new Message().string(1, name).message(2, new Message().message(1, tensorType));
+}
+
+export class GraphBuilder {
+  private nodes: Message[] = [];
+  private initializers: Message[] = [];
+  private inputs: Message[] = [];
+  private outputs: Message[] = [];
+  private counter = 0;
+  readonly usesMicrosoftDomain: boolean[] = [false];
+
+  /** A fresh value name with a readable prefix. */
+  fresh(prefix: string): string { return `${prefix}_${this.counter++}`; }
+
+  input(name: string, elemType: DataTypeId, dims: Dim[]): string { this.inputs.push(valueInfo(name, elemType, dims)); return name; }
+  output(name: string, elemType: DataTypeId, dims: Dim[]): void { this.outputs.push(valueInfo(name, elemType, dims)); }
+
+  /** Add a node; returns its output names (fresh names unless given). */
+  node(op: string, inputs: string[], opts: { outputs?: string[] | number; attrs?: Record<string, AttrValue>; domain?: string; name?: string } = {}): string[] {
+    const outs = Array.isArray(opts.outputs) ? opts.outputs : Array.from({ length: opts.outputs ?? 1 }, () => this.fresh(op));
+    const n = new Message();
+    for (const i of inputs) n.string(1, i);
+    for (const o of outs) n.string(2, o);
+    n.string(3, opts.name ?? this.fresh(`n_${op}`)).string(4, op);
+    for (const [k, v] of Object.entries(opts.attrs ?? {})) n.message(5, attribute(k, v));
+    if (opts.domain) { n.string(7, opts.domain); if (opts.domain === 'com.microsoft') this.usesMicrosoftDomain[0] = true; }
+    this.nodes.push(n);
+    return outs;
+  }
+  /** Single-output convenience. */
+  op(op: string, inputs: string[], attrs?: Record<string, AttrValue>, domain?: string): string {
+    return this.node(op, inputs, { attrs, domain })[0];
+  }
+
+  initializer(name: string, elemType: DataTypeId, dims: number[], raw: Uint8Array): string {
+    const t = new Message();
+    for (const d of dims) t.int(1, d);
+    t.int(2, elemType).string(8, name).bytes(9, raw);
+    this.initializers.push(t);
+    return name;
+  }
+  floats(name: string, dims: number[], data: Float32Array): string {
+    return this.initializer(name, DataType.FLOAT, dims, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  }
+  int64s(values: number[], dims: number[] = [values.length], name = this.fresh('const_i64')): string {
+    const b = new BigInt64Array(values.map((v) => BigInt(v)));
+    return this.initializer(name, DataType.INT64, dims, new Uint8Array(b.buffer));
+  }
+  scalarFloat(value: number, name = this.fresh('const_f')): string {
+    return this.floats(name, [], new Float32Array([value]));
+  }
+
+  /** Serialize to an ONNX ModelProto (IR 8, opset 17 + com.microsoft 1 when used). */
+  toModelBytes(graphName: string, opset = 17): Uint8Array {
+    const g = new Message();
+    for (const n of this.nodes) g.message(1, n);
+    g.string(2, graphName);
+    for (const t of this.initializers) g.message(5, t);
+    for (const i of this.inputs) g.message(11, i);
+    for (const o of this.outputs) g.message(12, o);
+    const m = new Message().int(1, 8).string(2, 'hearth');
+    m.message(8, new Message().string(1, '').int(2, opset));
+    if (this.usesMicrosoftDomain[0]) m.message(8, new Message().string(1, 'com.microsoft').int(2, 1));
+    m.message(7, g);
+    return m.toBytes();
+  }
+}

@@ -1,0 +1,265 @@
+// ModelRunner: one ONNX Runtime session over the decoder graph, plus the batching of per-sequence
+// KV caches. `session.run` blocks the calling thread, so run this inside a worker thread/process.
+//
+// forward() takes any mix of sequences (different cached lengths, different numbers of new tokens)
+// and returns logits per sequence. Every layout is right-padded: row b's cache holds its valid
+// positions first and (masked) spare room after. The graph returns only the new tokens' keys/values,
+// which are appended in JS; the past is fed to ORT without copying. A batch's caches stay packed in
+// one [B, KV, P, hd] tensor per layer for as long as the same sequences are decoded together.
+import * as ort from 'onnxruntime-node';
+import type { ModelConfig } from './model-config.js';
+import { cacheHeadDim, type AttentionKind } from './llama-graph.js';
+import { BatchKv, SequenceKv, geometricHeadroom, smallHeadroom } from './kv-cache.js';
+import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
+
+export interface ForwardItem {
+  /** New tokens to append (a prompt chunk, or one token when decoding). */
+  tokens: number[];
+  /** The sequence's cache; it is extended with the new tokens' keys/values. */
+  kv: SequenceKv;
+  /** LoRA adapter for this sequence (runner loaded with `lora: true`); null/absent = base model. */
+  adapter?: LoraAdapter | null;
+}
+
+export interface ForwardOptions {
+  /** Return logits for every new token ([S_b × V] per sequence) instead of the last one ([V]). */
+  allLogits?: boolean;
+}
+
+export interface SessionSettings {
+  /** 'cpu' (default) or 'cuda:N'. */
+  device?: string;
+  intraOpThreads?: number;
+  /** Called with a human-readable line when something about the session is worth logging. */
+  log?: (line: string) => void;
+}
+
+export async function createSession(modelBytes: Uint8Array, settings: SessionSettings = {}): Promise<{ session: ort.InferenceSession; device: string }> {
+  const base: ort.InferenceSession.SessionOptions = {
+    intraOpNumThreads: settings.intraOpThreads ?? 2,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+    logSeverityLevel: 3, // errors only
+    // Spin-waiting threads fight neighbours on small machines; the notes measured 3-5x slowdowns.
+    extra: { session: { intra_op: { allow_spinning: '0' } } },
+  };
+  const device = settings.device ?? 'cpu';
+  const cuda = /^cuda(?::(\d+))?$/.exec(device);
+  if (cuda) {
+    try {
+      const session = await ort.InferenceSession.create(modelBytes, {
+        ...base, executionProviders: [{ name: 'cuda', deviceId: Number(cuda[1] ?? 0) } as ort.InferenceSession.ExecutionProviderConfig, 'cpu'],
+      });
+      return { session, device };
+    } catch (err) {
+      settings.log?.(`CUDA execution provider unavailable for ${device} (${(err as Error).message.split('\n')[0]}); using CPU`);
+    }
+  } else if (device !== 'cpu') {
+    throw new Error(`unknown device "${device}" (use cpu or cuda:N)`);
+  }
+  const session = await ort.InferenceSession.create(modelBytes, { ...base, executionProviders: ['cpu'] });
+  return { session, device: 'cpu' };
+}
+
+/** Cumulative time split, so callers can see the overhead outside ORT (`totalMs - ortMs`). */
+export interface RunnerTiming {
+  calls: number;
+  /** Wall time inside session.run. */
+  ortMs: number;
+  /** Wall time of whole forward() calls (feeds + run + cache bookkeeping). */
+  totalMs: number;
+}
+
+export class ModelRunner {
+  private readonly vocab: number;
+  /** Head size of the KV tensors (GQA pads small heads to a multiple of 16). */
+  readonly cacheHeadDim: number;
+  readonly timing: RunnerTiming = { calls: 0, ortMs: 0, totalMs: 0 };
+  constructor(
+    readonly session: ort.InferenceSession,
+    readonly config: ModelConfig,
+    readonly attention: AttentionKind,
+    /** Longest context (rotary table size). */
+    readonly maxPositions: number,
+    readonly device: string,
+    /** The graph takes per-row LoRA inputs (see lora.ts). */
+    readonly lora = false,
+  ) {
+    this.vocab = config.vocabSize;
+    this.cacheHeadDim = cacheHeadDim(config, attention);
+  }
+
+  /** A fresh, empty cache for one sequence. */
+  newSequence(): SequenceKv {
+    return new SequenceKv(this.config.numLayers, this.config.numKvHeads, this.cacheHeadDim, this.attention === 'gqa' ? geometricHeadroom : smallHeadroom);
+  }
+
+  async forward(items: ForwardItem[], opts: ForwardOptions = {}): Promise<Float32Array[]> {
+    if (items.length === 0) return [];
+    for (const it of items) {
+      if (it.tokens.length === 0) throw new Error('forward: every sequence needs at least one new token');
+      if (it.kv.length + it.tokens.length > this.maxPositions)
+        throw new Error(`context length ${it.kv.length + it.tokens.length} exceeds the model's maximum of ${this.maxPositions}`);
+    }
+    // GroupQueryAttention (right-padded) needs the same number of new tokens in every row, and ORT
+    // refuses several new tokens on top of a cache when batch_size > 1: split into runnable groups.
+    if (this.attention === 'gqa' && items.length > 1) {
+      const groups = new Map<string, number[]>();
+      items.forEach((it, i) => {
+        const key = it.tokens.length > 1 && it.kv.length > 0 ? `alone-${i}` : `n-${it.tokens.length}`;
+        groups.set(key, [...(groups.get(key) ?? []), i]);
+      });
+      if (groups.size > 1) {
+        const out: Float32Array[] = new Array(items.length);
+        for (const idx of groups.values()) {
+          const res = await this.forward(idx.map((i) => items[i]), opts);
+          idx.forEach((i, j) => (out[i] = res[j]));
+        }
+        return out;
+      }
+    }
+    const t0 = performance.now();
+    const result = await (items.length === 1 ? this.forwardOne(items[0], opts) : this.forwardBatch(items, opts));
+    this.timing.calls++;
+    this.timing.totalMs += performance.now() - t0;
+    return result;
+  }
+
+  private async run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
+    const t0 = performance.now();
+    const out = await this.session.run(feeds);
+    this.timing.ortMs += performance.now() - t0;
+    return out;
+  }
+
+  private async forwardOne(item: ForwardItem, opts: ForwardOptions): Promise<Float32Array[]> {
+    const kv = item.kv;
+    kv.batch?.detachAll(); // a sequence leaving a batch takes its rows with it
+    const S = item.tokens.length, L = kv.length, P = kv.capacity;
+    const logits = await this.runPadded([item], [L], P, (i, kind) => (kind === 'key' ? kv.keys[i] : kv.values[i]), opts, (newK, newV) => {
+      kv.append(newK, newV, 0, S, 0, S);
+    });
+    return logits;
+  }
+
+  private async forwardBatch(items: ForwardItem[], opts: ForwardOptions): Promise<Float32Array[]> {
+    const seqs = items.map((it) => it.kv);
+    const S = Math.max(...items.map((it) => it.tokens.length));
+    const current = seqs[0].batch;
+    const reuse = current !== null && current.seqs.length === seqs.length && current.seqs.every((s, b) => s === seqs[b]);
+    let batch: BatchKv;
+    if (reuse) {
+      batch = current;
+    } else {
+      for (const s of seqs) s.batch?.detachAll();
+      const need = Math.max(...seqs.map((s) => s.length)) + S;
+      batch = BatchKv.pack(seqs, need + seqs[0].headroom(need));
+    }
+    const lengths = seqs.map((s) => s.length);
+    const logits = await this.runPadded(items, lengths, batch.P, (i, kind) => (kind === 'key' ? batch.keys[i] : batch.values[i]), opts, (newK, newV) => {
+      const need = Math.max(...items.map((it, b) => lengths[b] + it.tokens.length));
+      if (need > batch.P) batch.grow(need + seqs[0].headroom(need));
+      items.forEach((it, b) => batch.append(b, newK, newV, S, S - it.tokens.length, it.tokens.length));
+    });
+    return logits;
+  }
+
+  /**
+   * One ORT run over right-padded caches: row b has lengths[b] valid positions out of P; its new
+   * tokens are right-aligned in the [B, S] input so every row's last token is at S − 1.
+   */
+  private async runPadded(
+    items: ForwardItem[],
+    lengths: number[],
+    P: number,
+    past: (layer: number, kind: 'key' | 'value') => Float32Array,
+    opts: ForwardOptions,
+    store: (newKeys: Float32Array[], newValues: Float32Array[]) => void,
+  ): Promise<Float32Array[]> {
+    const { numLayers, numKvHeads: KV } = this.config;
+    const hd = this.cacheHeadDim;
+    const B = items.length;
+    const counts = items.map((it) => it.tokens.length);
+    const S = Math.max(...counts);
+    // Mask width. Explicit-mask graphs: P cache slots, then the S new positions. GroupQueryAttention
+    // reads only each row's count of ones (= its total length) and the width (= the longest total,
+    // which must equal S for a first prompt), and places new tokens itself.
+    const gqa = this.attention === 'gqa';
+    const T = gqa ? Math.max(...lengths.map((L, b) => L + counts[b])) : P + S;
+    const ids = new BigInt64Array(B * S);
+    const pos = new BigInt64Array(B * S);
+    const mask = new BigInt64Array(B * T);
+    items.forEach((it, b) => {
+      const offset = S - counts[b];
+      it.tokens.forEach((t, j) => { ids[b * S + offset + j] = BigInt(t); pos[b * S + offset + j] = BigInt(lengths[b] + j); });
+      if (gqa) mask.fill(1n, b * T, b * T + lengths[b] + counts[b]);
+      else {
+        mask.fill(1n, b * T, b * T + lengths[b]);
+        mask.fill(1n, b * T + P + offset, (b + 1) * T);
+      }
+    });
+    const feeds: Record<string, ort.Tensor> = {
+      input_ids: new ort.Tensor('int64', ids, [B, S]),
+      attention_mask: new ort.Tensor('int64', mask, [B, T]),
+      position_ids: new ort.Tensor('int64', pos, [B, S]),
+      num_logits_to_keep: new ort.Tensor('int64', BigInt64Array.of(opts.allLogits ? BigInt(S) : 1n), [1]),
+      ...this.loraFeeds(items),
+    };
+    for (let i = 0; i < numLayers; i++) {
+      feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', past(i, 'key').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
+      feeds[`past_key_values.${i}.value`] = new ort.Tensor('float32', past(i, 'value').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
+    }
+    const out = await this.run(feeds);
+    store(
+      Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.key`].data as Float32Array),
+      Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.value`].data as Float32Array),
+    );
+    const logits = out.logits.data as Float32Array;
+    const rows = out.logits.dims[1];
+    const V = this.vocab;
+    if (B === 1 && (!opts.allLogits || counts[0] === rows)) return [logits];
+    return items.map((it, b) => {
+      const n = opts.allLogits ? counts[b] : 1;
+      return logits.slice((b * rows + rows - n) * V, (b * rows + rows) * V);
+    });
+  }
+
+  private loraCache: { adapters: (LoraAdapter | null)[]; feeds: Record<string, ort.Tensor> } | null = null;
+
+  /** LoRA inputs for a batch: each group's rank is the largest in the batch; rows pad with zeros. */
+  private loraFeeds(items: ForwardItem[]): Record<string, ort.Tensor> {
+    if (!this.lora) {
+      if (items.some((it) => it.adapter)) throw new Error('this model was loaded without LoRA support (load it with lora: true)');
+      return {};
+    }
+    const adapters = items.map((it) => it.adapter ?? null);
+    const c = this.loraCache;
+    if (c && c.adapters.length === adapters.length && c.adapters.every((a, i) => a === adapters[i])) return c.feeds;
+    const B = items.length;
+    const dims = loraGroupDims(this.config, this.attention);
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const group of LORA_GROUPS) {
+      const [inDim, outDim] = dims[group];
+      const rank = Math.max(0, ...adapters.map((a) => a?.groups[group].rank ?? 0));
+      for (let layer = 0; layer < this.config.numLayers; layer++) {
+        const a = new Float32Array(B * inDim * rank), b = new Float32Array(B * rank * outDim);
+        adapters.forEach((ad, row) => {
+          const gw = ad?.groups[group];
+          if (!gw || gw.rank === 0) return;
+          const r = gw.rank;
+          for (let i = 0; i < inDim; i++) a.set(gw.a[layer].subarray(i * r, (i + 1) * r), (row * inDim + i) * rank);
+          b.set(gw.b[layer], row * rank * outDim); // first r rows of this row's [rank, out] block
+        });
+        feeds[`lora.${layer}.${group}.a`] = new ort.Tensor('float32', a, [B, inDim, rank]);
+        feeds[`lora.${layer}.${group}.b`] = new ort.Tensor('float32', b, [B, rank, outDim]);
+      }
+    }
+    this.loraCache = { adapters, feeds };
+    return feeds;
+  }
+
+  async release(): Promise<void> {
+    await this.session.release();
+  }
+}

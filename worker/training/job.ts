@@ -1,0 +1,101 @@
+// One training job from plain JSON inputs and folders: load the base model and its tokenizer,
+// tokenize the data, train, write the checkpoint. This is what a training worker process calls;
+// the queue/store side only moves the spec in and the events out.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chatTemplateFromConfig } from '../runtime/chat-template.js';
+import { readModelWeights } from '../runtime/hf-model.js';
+import { loadTokenizer } from '../runtime/load-model.js';
+import type { BackendName } from './backend.js';
+import { chatTokenizerFrom } from './chat-tokenizer.js';
+import { readCheckpoint } from './checkpoint.js';
+import type { LoraConfig } from './lora.js';
+import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
+import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
+import { tokenizeTrajectoryGroups, type TrajectoryGroupJson } from './rl-data.js';
+import { parseSftJsonl, tokenizeSftRows } from './sft-data.js';
+
+interface JobCommon {
+  /** Base model folder: config.json, *.safetensors, tokenizer.json, tokenizer_config.json. */
+  modelDir: string;
+  /** Name written into adapter_config.json (base_model_name_or_path). */
+  baseModelName: string;
+  /** Latest checkpoint folder of the trained model to continue from, or null for the first step. */
+  resumeFrom: string | null;
+  /** Checkpoint folder to write (must not exist). */
+  checkpointDir: string;
+  /** Default 'lora'. */
+  mode?: 'lora' | 'full';
+  lora?: Partial<LoraConfig>;
+}
+
+export interface RlJobSpec extends JobCommon {
+  kind: 'rl';
+  trajectoryGroups: TrajectoryGroupJson[];
+  experimentalConfig?: ExperimentalConfig | null;
+}
+
+export interface SftJobSpec extends JobCommon {
+  kind: 'sft';
+  /** Contents of ART's train.jsonl. */
+  trainJsonl: string;
+  /** The request's `config` (SFTTrainingConfig). */
+  config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
+}
+
+export type TrainingJobSpec = RlJobSpec | SftJobSpec;
+
+export interface RunOptions {
+  isCancelled?: () => boolean | Promise<boolean>;
+  log?: (line: string) => void;
+  backend?: BackendName;
+}
+
+/** SFT learning rate when a request sends none (ART always sends one; a common LoRA SFT value). */
+export const DEFAULT_SFT_LEARNING_RATE = 1e-4;
+
+export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: RunOptions = {}): Promise<TrainingResult> {
+  const tokenizerConfigPath = join(spec.modelDir, 'tokenizer_config.json');
+  const tokenizerConfig = existsSync(tokenizerConfigPath) ? JSON.parse(readFileSync(tokenizerConfigPath, 'utf8')) : {};
+  const tokenizer = chatTokenizerFrom(loadTokenizer(spec.modelDir), chatTemplateFromConfig(tokenizerConfig));
+  const { config, weights } = readModelWeights(spec.modelDir);
+  const deps: TrainingDeps = {
+    model: {
+      config,
+      weights,
+      baseModelName: spec.baseModelName,
+      mode: spec.mode ?? 'lora',
+      lora: spec.lora,
+      resumeFrom: spec.resumeFrom ? await readCheckpoint(spec.resumeFrom) : null,
+    },
+    checkpointDir: spec.checkpointDir,
+    isCancelled: opts.isCancelled,
+    log: opts.log,
+    backend: opts.backend,
+  };
+
+  if (spec.kind === 'rl') {
+    const settings = rlSettingsFromExperimentalConfig(spec.experimentalConfig);
+    const data = await tokenizeTrajectoryGroups(spec.trajectoryGroups, tokenizer, { allowTrainingWithoutLogprobs: settings.allowTrainingWithoutLogprobs });
+    if (data.numChoicesWithoutLogprobs > 0) {
+      opts.log?.(`[training] ${data.numChoicesWithoutLogprobs} choices without logprobs were not trained on (allow_training_without_logprobs is off)`);
+    }
+    return runRl({ data, experimentalConfig: spec.experimentalConfig }, deps, emit);
+  }
+
+  const { sequences, rowsWithoutAssistant, droppedTooLong } = await tokenizeSftRows(parseSftJsonl(spec.trainJsonl), tokenizer, {
+    maxTokens: config.maxPositionEmbeddings,
+  });
+  if (rowsWithoutAssistant + droppedTooLong > 0) {
+    opts.log?.(`[training] SFT data: ${rowsWithoutAssistant} rows without an assistant turn, ${droppedTooLong} sequences longer than ${config.maxPositionEmbeddings} tokens skipped`);
+  }
+  return runSft(
+    {
+      sequences,
+      batchSize: spec.config?.batch_size ?? 'auto',
+      learningRate: spec.config?.learning_rate ?? DEFAULT_SFT_LEARNING_RATE,
+    },
+    deps,
+    emit,
+  );
+}

@@ -1,0 +1,326 @@
+// The training jobs: SFT and RL over already-tokenized sequences.
+//
+// Both report through `emit`: `training_started {num_sequences}` first (= the number of
+// gradient_step events that follow), then one `gradient_step` of plain numbers per optimizer step.
+// The checkpoint folder is written (atomically) before the function returns; the caller then
+// lists it and emits training_ended. Cancellation is checked between optimizer steps.
+import * as tf from '@tensorflow/tfjs-core';
+import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import { computeAdvantages } from './advantages.js';
+import { initTrainingBackend, type BackendName, type TrainingBackend } from './backend.js';
+import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
+import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
+import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
+import { policyLoss, readAndDispose, tokenLogprobs, weightedNll } from './losses.js';
+import { LlamaModel } from './model.js';
+import { AdamW, DEFAULT_ADAMW, learningRateAt } from './optimizer.js';
+import type { RlData } from './rl-data.js';
+import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
+import { optimizerStep } from './train-step.js';
+
+export type TrainingEvent =
+  | { type: 'training_started'; data: { num_sequences: number } }
+  | { type: 'gradient_step'; data: Record<string, number> };
+
+export type Emit = (event: TrainingEvent) => void | Promise<void>;
+
+export class TrainingCancelledError extends Error {
+  constructor() {
+    super('training was cancelled');
+    this.name = 'TrainingCancelledError';
+  }
+}
+
+/** The model a job trains, and where it starts from. */
+export interface TrainingModelSpec {
+  config: ModelConfig;
+  /** Base weights (Hugging Face names and layout). */
+  weights: Weights;
+  /** Written into adapter_config.json as base_model_name_or_path. */
+  baseModelName: string;
+  /** 'lora' trains adapters on a frozen base; 'full' trains every weight (small models). */
+  mode: 'lora' | 'full';
+  /** LoRA settings for a fresh adapter (ignored when resuming from a LoRA checkpoint). */
+  lora?: Partial<LoraConfig>;
+  /** Continue from a previous checkpoint of this model (e.g. the latest step). */
+  resumeFrom?: CheckpointContents | null;
+}
+
+export interface TrainingDeps {
+  model: TrainingModelSpec;
+  /** Folder of the checkpoint to write; must not exist yet. */
+  checkpointDir: string;
+  isCancelled?: () => boolean | Promise<boolean>;
+  log?: (line: string) => void;
+  /** Force a TF.js backend (default: best available, see backend.ts). */
+  backend?: BackendName;
+  /** Tokens per forward/backward pass (micro-batch); gradients accumulate across them. Default: see defaultMicroBatchTokens. */
+  microBatchTokens?: number;
+  /** Global-norm gradient clipping; <= 0 disables. Default 1. */
+  maxGradNorm?: number;
+  weightDecay?: number;
+  /** Seed of fresh LoRA A matrices. */
+  seed?: number;
+}
+
+export interface TrainingResult {
+  checkpointDir: string;
+  steps: number;
+  backend: TrainingBackend;
+  /** Metrics of the last gradient step (empty if there was none). */
+  lastMetrics: Record<string, number>;
+}
+
+export interface SftJob {
+  sequences: TrainSequence[];
+  /** Sequences per optimizer step; "auto" = 2, or sized so a learning-rate list has one entry per batch. */
+  batchSize: number | 'auto';
+  /** One value, or one per batch (ART's train_sft sends a schedule as a list). */
+  learningRate: number | number[];
+  /** Schedule for a single learning-rate value (default constant, no warmup). */
+  schedule?: { warmupSteps: number; kind: 'constant' | 'cosine'; minRatio?: number };
+}
+
+export interface RlJob {
+  data: RlData;
+  experimentalConfig?: ExperimentalConfig | null;
+}
+
+/**
+ * Micro-batch size when none is given: the [tokens, vocab] logits and their gradient dominate the
+ * memory of a step, so keep tokens * vocab near 16M floats (64 MB per copy): 512 tokens at a 32k
+ * vocabulary, 128 at 150k, at most 2048.
+ */
+export function defaultMicroBatchTokens(config: ModelConfig): number {
+  return Math.max(128, Math.min(2048, Math.floor(16_777_216 / config.vocabSize)));
+}
+
+/** Build the trainable model (and its adapters) a job starts from. */
+export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaModel {
+  const resume = spec.resumeFrom ?? null;
+  if (spec.mode === 'full') {
+    if (resume?.kind === 'lora') throw new Error('cannot continue full fine-tuning from a LoRA checkpoint');
+    return LlamaModel.fromWeights(spec.config, resume?.kind === 'full' ? resume.weights : spec.weights, { trainable: true });
+  }
+  if (resume?.kind === 'full') throw new Error('cannot continue LoRA training from a full fine-tuning checkpoint');
+  const model = LlamaModel.fromWeights(spec.config, spec.weights, { trainable: false });
+  model.lora =
+    resume?.kind === 'lora'
+      ? LoraAdapters.fromPeftTensors(spec.config, resume.lora, resume.tensors)
+      : LoraAdapters.create(spec.config, { ...DEFAULT_LORA_CONFIG, ...spec.lora }, seed);
+  return model;
+}
+
+function checkpointContents(model: LlamaModel, spec: TrainingModelSpec): CheckpointContents {
+  if (model.lora) return { kind: 'lora', lora: model.lora.config, tensors: model.lora.toPeftTensors(), baseModel: spec.baseModelName };
+  return { kind: 'full', weights: model.exportWeights() };
+}
+
+/**
+ * Logits [n, vocab] at the given rows only. The LM head is the largest GEMM at a big vocabulary,
+ * and prompt positions need no logits, so they are dropped before it.
+ */
+function logitsAt(model: LlamaModel, mb: MicroBatch, rows: Int32Array, training: boolean): tf.Tensor2D {
+  const hidden = model.hidden(mb.batch, training);
+  const selected = rows.length === mb.numTokens ? hidden : (tf.gather(hidden, tf.tensor1d(rows, 'int32')) as tf.Tensor2D);
+  return model.logits(selected);
+}
+
+/**
+ * Per-sequence logprobs of the trained targets (index t holds ids[t + 1]; NaN where not trained),
+ * without gradients.
+ */
+export function sequenceLogprobs(model: LlamaModel, sequences: TrainSequence[], tokenBudget: number): Float32Array[] {
+  const out: Float32Array[] = sequences.map((s) => new Float32Array(s.ids.length - 1).fill(NaN));
+  for (const mb of microBatches(sequences, sequences.map((_, i) => i), tokenBudget)) {
+    if (mb.numTrainableTokens === 0) continue;
+    const at = trainedPositions(mb);
+    const lp = readAndDispose(tf.tidy(() => tokenLogprobs(logitsAt(model, mb, at.index, false), at.targets)));
+    at.index.forEach((_, j) => (out[at.sequenceIndex[j]][at.positionInSequence[j]] = lp[j]));
+  }
+  return out;
+}
+
+async function checkCancelled(deps: TrainingDeps): Promise<void> {
+  if (deps.isCancelled && (await deps.isCancelled())) throw new TrainingCancelledError();
+}
+
+/** SFT batches and their learning rates, validated against ART's conventions. */
+export function planSftBatches(job: SftJob): { batches: number[][]; learningRates: number[] } {
+  const n = job.sequences.length;
+  if (n === 0) throw new Error('SFT job has no training sequences');
+  const lrList = Array.isArray(job.learningRate) ? job.learningRate : null;
+  let batchSize: number;
+  if (job.batchSize === 'auto') batchSize = lrList ? Math.ceil(n / lrList.length) : Math.min(2, n);
+  else batchSize = job.batchSize;
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`batch_size must be a positive integer, got ${job.batchSize}`);
+  const batches: number[][] = [];
+  for (let i = 0; i < n; i += batchSize) batches.push(Array.from({ length: Math.min(batchSize, n - i) }, (_, k) => i + k));
+  if (lrList) {
+    if (lrList.length !== batches.length) {
+      throw new Error(`learning_rate has ${lrList.length} values but the data makes ${batches.length} batches of ${batchSize}`);
+    }
+    return { batches, learningRates: lrList };
+  }
+  const peak = job.learningRate as number;
+  const s = job.schedule ?? { warmupSteps: 0, kind: 'constant' as const };
+  const schedule = { peak, warmupSteps: s.warmupSteps, totalSteps: batches.length, kind: s.kind, minRatio: s.minRatio ?? 0 };
+  return { batches, learningRates: batches.map((_, i) => learningRateAt(i, schedule)) };
+}
+
+export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promise<TrainingResult> {
+  const backend = await initTrainingBackend({ prefer: deps.backend, log: deps.log });
+  for (const s of job.sequences) validateSequence(s, deps.model.config.vocabSize);
+  const { batches, learningRates } = planSftBatches(job);
+  const model = buildTrainingModel(deps.model, deps.seed);
+  const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
+  let lastMetrics: Record<string, number> = {};
+  try {
+    await emit({ type: 'training_started', data: { num_sequences: batches.length } });
+    for (let step = 0; step < batches.length; step++) {
+      await checkCancelled(deps);
+      const started = performance.now();
+      const indices = batches[step];
+      const mbs = microBatches(indices.map((i) => job.sequences[i]), indices, budget);
+      const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
+      const tokens = mbs.reduce((a, m) => a + m.numTokens, 0);
+      let loss = 0;
+      let gradNorm = 0;
+      if (trainable > 0) {
+        // Mean NLL over the step's trainable tokens: each token weighs 1 / trainable.
+        const lossOf = (mb: MicroBatch) => {
+          const at = trainedPositions(mb);
+          const w = new Float32Array(at.index.length).fill(1 / trainable);
+          return weightedNll(tokenLogprobs(logitsAt(model, mb, at.index, true), at.targets), w);
+        };
+        const withTargets = mbs.filter((mb) => mb.numTrainableTokens > 0);
+        ({ loss, gradNorm } = optimizerStep(optimizer, withTargets, lossOf, { learningRate: learningRates[step], maxGradNorm: deps.maxGradNorm ?? 1 }));
+      }
+      const seconds = (performance.now() - started) / 1000;
+      lastMetrics = {
+        loss,
+        grad_norm: gradNorm,
+        learning_rate: learningRates[step],
+        num_trajectories: indices.length,
+        num_tokens: tokens,
+        num_trainable_tokens: trainable,
+        tokens_per_second: tokens / seconds,
+      };
+      await emit({ type: 'gradient_step', data: lastMetrics });
+    }
+    await checkCancelled(deps);
+    await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
+    return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics };
+  } finally {
+    optimizer.dispose();
+    model.dispose();
+  }
+}
+
+export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise<TrainingResult> {
+  const backend = await initTrainingBackend({ prefer: deps.backend, log: deps.log });
+  const settings = rlSettingsFromExperimentalConfig(job.experimentalConfig);
+  const { data } = job;
+  const adv = computeAdvantages(data.groupRewards, { scaleRewards: settings.scaleRewards });
+  // Advantage of each trajectory, numbered over all groups as rl-data numbers them.
+  const trajectoryAdvantage = adv.groups.flatMap((g) => g.advantages);
+  const sequences: TrainSequence[] = [];
+  const trajectoryOf: number[] = [];
+  for (const s of data.sequences) {
+    const a = trajectoryAdvantage[s.trajectory];
+    if (a === undefined) throw new Error(`sequence refers to trajectory ${s.trajectory}, but there are ${trajectoryAdvantage.length}`);
+    if (a === 0 || trainableTokens(s) === 0) continue;
+    validateSequence(s, deps.model.config.vocabSize);
+    sequences.push({ ids: s.ids, lossMask: s.lossMask, logprobs: s.logprobs, advantage: a });
+    trajectoryOf.push(s.trajectory);
+  }
+  const numTrainableTrajectories = new Set(trajectoryOf).size;
+  const learningRate = settings.learningRate * Math.pow(Math.max(1, numTrainableTrajectories), settings.numTrajectoriesLrPower);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
+  const model = buildTrainingModel(deps.model, deps.seed);
+  const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
+  let lastMetrics: Record<string, number> = {};
+  try {
+    // Reference logprobs (KL penalty) come from the base: LoRA disabled, or the starting weights.
+    let refLogprobs: Float32Array[] | null = null;
+    if (settings.loss.klPenaltyCoef !== 0) {
+      if (model.lora) model.lora.enabled = false;
+      refLogprobs = sequenceLogprobs(model, sequences, budget);
+      if (model.lora) model.lora.enabled = true;
+    }
+    if (settings.precalculateLogprobs) {
+      const current = sequenceLogprobs(model, sequences, budget);
+      sequences.forEach((s, i) => (s.logprobs = [NaN, ...current[i]]));
+    }
+
+    // Tokens of each trajectory's trained positions: every trajectory weighs the same in a step.
+    const trajectoryTokens = new Map<number, number>();
+    sequences.forEach((s, i) => trajectoryTokens.set(trajectoryOf[i], (trajectoryTokens.get(trajectoryOf[i]) ?? 0) + trainableTokens(s)));
+    const steps = packSequences(sequences.map((s) => s.ids.length - 1), settings.packedSequenceLength);
+    await emit({ type: 'training_started', data: { num_sequences: steps.length } });
+
+    for (const stepSequences of steps) {
+      await checkCancelled(deps);
+      const started = performance.now();
+      const trajectoriesInStep = new Set(stepSequences.map((i) => trajectoryOf[i])).size;
+      const mbs = microBatches(stepSequences.map((i) => sequences[i]), stepSequences, budget);
+      let entropySum = 0;
+      let policySum = 0;
+      let klSum = 0;
+      const lossOf = (mb: MicroBatch) => {
+        const at = trainedPositions(mb);
+        const n = at.index.length;
+        const weights = new Float32Array(n);
+        const ref = refLogprobs ? new Float32Array(n) : undefined;
+        for (let j = 0; j < n; j++) {
+          const s = at.sequenceIndex[j];
+          if (ref && refLogprobs) ref[j] = refLogprobs[s][at.positionInSequence[j]];
+          weights[j] = 1 / (trajectoryTokens.get(trajectoryOf[s])! * trajectoriesInStep);
+        }
+        const logprobs = tokenLogprobs(logitsAt(model, mb, at.index, true), at.targets, (entropy) => {
+          for (let j = 0; j < n; j++) entropySum += entropy[j];
+        });
+        const parts = policyLoss(logprobs, {
+          oldLogprobs: at.oldLogprobs,
+          advantages: at.advantages,
+          weights,
+          sequenceIndex: at.sequenceIndex,
+          numSequences: sequences.length,
+          refLogprobs: ref,
+        }, settings.loss);
+        policySum += parts.policyLoss.dataSync()[0];
+        klSum += parts.kl.dataSync()[0];
+        return parts.loss;
+      };
+      const { loss, gradNorm } = optimizerStep(optimizer, mbs, lossOf, { learningRate, maxGradNorm: deps.maxGradNorm ?? 1 });
+      const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
+      const tokens = mbs.reduce((a, m) => a + m.numTokens, 0);
+      const seconds = (performance.now() - started) / 1000;
+      lastMetrics = {
+        loss,
+        policy_loss: policySum,
+        entropy: trainable > 0 ? entropySum / trainable : 0,
+        grad_norm: gradNorm,
+        learning_rate: learningRate,
+        reward: adv.rewardMean,
+        reward_std_dev: adv.rewardStdDev,
+        exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
+        num_groups_submitted: adv.numGroupsSubmitted,
+        num_groups_trainable: adv.numGroupsTrainable,
+        num_trajectories: trajectoriesInStep,
+        num_trainable_tokens: trainable,
+        train_tokens: tokens,
+        tokens_per_second: tokens / seconds,
+      };
+      if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = klSum;
+      await emit({ type: 'gradient_step', data: lastMetrics });
+    }
+    await checkCancelled(deps);
+    await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
+    return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics };
+  } finally {
+    optimizer.dispose();
+    model.dispose();
+  }
+}

@@ -1,0 +1,211 @@
+// The Llama-family decoder (llama, mistral, qwen2 with q/k/v bias, qwen3 with q/k norm) in TF.js,
+// written nanoGPT-style with raw ops so that gradients come from tfjs autodiff.
+//
+// Shapes: B rows of T tokens, N = B*T, d = hidden size, H query heads, KV key/value heads,
+// rep = H / KV, hd = head dim. Weights keep their Hugging Face names; Linear weights are stored
+// transposed ([in, out]) so the forward pass is x @ W without a transpose (faster on wasm).
+import * as tf from '@tensorflow/tfjs-core';
+import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import type { LoraAdapters } from './lora.js';
+import { ropeTables } from './rope.js';
+import { expectedWeightShapes, transpose2d } from './tensor-utils.js';
+
+/** Token rows to run; sequences may be packed several to a row. */
+export interface TokenBatch {
+  rows: number;
+  length: number;
+  /** [rows * length] token ids (padding can be any valid id). */
+  inputIds: Int32Array;
+  /** [rows * length] position of each token inside its own sequence (restarts for each packed sequence). */
+  positions: Int32Array;
+  /** [rows * length] which packed sequence a token belongs to; tokens attend only within their sequence. */
+  segmentIds: Int32Array;
+}
+
+interface RopeInputs {
+  cos: tf.Tensor;
+  sin: tf.Tensor;
+  /** [hd, hd] permutation: (x @ P) = [x2, x1]. */
+  swapHalves: tf.Tensor2D;
+}
+
+/** P with (x @ P)[j] = x[(j + hd/2) mod hd], i.e. the two halves of x swapped. */
+function halfSwapMatrix(hd: number): tf.Tensor2D {
+  const p = new Float32Array(hd * hd);
+  for (let j = 0; j < hd; j++) p[((j + hd / 2) % hd) * hd + j] = 1;
+  return tf.tensor2d(p, [hd, hd]);
+}
+
+/** A 2-D Linear weight (everything 2-D except the embedding table). */
+function isLinear(name: string, shape: number[]): boolean {
+  return shape.length === 2 && name !== 'model.embed_tokens.weight';
+}
+
+/**
+ * Additive attention mask [B, 1, 1, T, T]: 0 where key j is visible from query i (same packed
+ * sequence, j <= i, and within the sliding window if the model has one), -1e9 elsewhere.
+ */
+export function causalSegmentMask(batch: TokenBatch, slidingWindow: number | null = null): tf.Tensor {
+  const { rows, length: T, segmentIds } = batch;
+  const mask = new Float32Array(rows * T * T).fill(-1e9);
+  for (let b = 0; b < rows; b++) {
+    for (let i = 0; i < T; i++) {
+      const seg = segmentIds[b * T + i];
+      const rowOffset = (b * T + i) * T;
+      const first = slidingWindow ? Math.max(0, i - slidingWindow + 1) : 0;
+      for (let j = first; j <= i; j++) if (segmentIds[b * T + j] === seg) mask[rowOffset + j] = 0;
+    }
+  }
+  return tf.tensor(mask, [rows, 1, 1, T, T]);
+}
+
+export class LlamaModel {
+  /** LoRA adapters, or null for full fine-tuning / plain inference. */
+  lora: LoraAdapters | null = null;
+
+  private constructor(
+    readonly config: ModelConfig,
+    /** HF name -> variable (Linear weights transposed to [in, out]). */
+    readonly params: Map<string, tf.Variable>,
+  ) {}
+
+  /**
+   * Build from Hugging Face weights. `trainable` = full fine-tuning; for LoRA pass false and
+   * attach adapters (tfjs then never computes gradients of the frozen base weights).
+   */
+  static fromWeights(config: ModelConfig, weights: Weights, opts: { trainable: boolean }): LlamaModel {
+    if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
+    if (config.headDim % 2 !== 0) throw new Error(`headDim ${config.headDim} must be even for rotary embeddings`);
+    const params = new Map<string, tf.Variable>();
+    for (const [name, shape] of expectedWeightShapes(config)) {
+      const w = weights.get(name);
+      if (!w) throw new Error(`weight ${name} is missing`);
+      if (w.shape.join(',') !== shape.join(',')) throw new Error(`weight ${name} has shape [${w.shape}], expected [${shape}]`);
+      const data = isLinear(name, shape) ? transpose2d(w.data, shape[0], shape[1]) : w.data;
+      const stored = isLinear(name, shape) ? [shape[1], shape[0]] : shape;
+      // Inside tidy: tf.variable keeps its initial tensor alive otherwise (a leak per weight).
+      params.set(name, tf.tidy(() => tf.variable(tf.tensor(data, stored), opts.trainable)));
+    }
+    return new LlamaModel(config, params);
+  }
+
+  private p(name: string): tf.Tensor {
+    const v = this.params.get(name);
+    if (!v) throw new Error(`model has no parameter ${name}`);
+    return v;
+  }
+
+  /** x [N, in] @ W [in, out] (+ bias) (+ LoRA term), for the module at `path`. */
+  private linear(x: tf.Tensor2D, path: string, training: boolean): tf.Tensor2D {
+    let y: tf.Tensor2D = tf.matMul(x, this.p(`${path}.weight`) as tf.Tensor2D);
+    const bias = this.params.get(`${path}.bias`);
+    if (bias) y = tf.add(y, bias) as tf.Tensor2D;
+    const delta = this.lora?.delta(path, x, training);
+    return delta ? (tf.add(y, delta) as tf.Tensor2D) : y;
+  }
+
+  /** RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight. */
+  private rmsNorm<T extends tf.Tensor>(x: T, weightName: string): T {
+    const variance = tf.mean(tf.square(x), -1, true);
+    return tf.mul(tf.mul(x, tf.rsqrt(tf.add(variance, this.config.rmsNormEps))), this.p(weightName)) as T;
+  }
+
+  /**
+   * Rotary embedding on x [B, T, heads, hd] with cos/sinSigned [B, T, 1, hd]:
+   * x * cos + [x2, x1] * sinSigned. The half swap is a product with a permutation matrix, which
+   * on wasm is cheaper than split + concat (and their gradients).
+   */
+  private rope(x: tf.Tensor4D, cos: tf.Tensor, sinSigned: tf.Tensor, swapHalves: tf.Tensor2D): tf.Tensor4D {
+    const hd = this.config.headDim;
+    const swapped = tf.reshape(tf.matMul(tf.reshape(x, [-1, hd]) as tf.Tensor2D, swapHalves), x.shape);
+    return tf.add(tf.mul(x, cos), tf.mul(swapped, sinSigned)) as tf.Tensor4D;
+  }
+
+  private attention(x: tf.Tensor2D, layer: number, B: number, T: number, rope: RopeInputs, mask: tf.Tensor, training: boolean): tf.Tensor2D {
+    const { numHeads: H, numKvHeads: KV, headDim: hd } = this.config;
+    const rep = H / KV;
+    const path = `model.layers.${layer}.self_attn`;
+    let q = tf.reshape(this.linear(x, `${path}.q_proj`, training), [B, T, H, hd]) as tf.Tensor4D;
+    let k = tf.reshape(this.linear(x, `${path}.k_proj`, training), [B, T, KV, hd]) as tf.Tensor4D;
+    const v = tf.reshape(this.linear(x, `${path}.v_proj`, training), [B, T, KV, hd]);
+    if (this.config.qkNorm) {
+      q = this.rmsNorm(q, `${path}.q_norm.weight`);
+      k = this.rmsNorm(k, `${path}.k_norm.weight`);
+    }
+    q = this.rope(q, rope.cos, rope.sin, rope.swapHalves);
+    k = this.rope(k, rope.cos, rope.sin, rope.swapHalves);
+    // GQA without repeating K/V: the `rep` query heads of one kv head share a row block.
+    // Query head h uses kv head floor(h / rep), as HF's repeat_kv does.
+    const qGrouped = tf.reshape(tf.transpose(tf.reshape(q, [B, T, KV, rep, hd]), [0, 2, 3, 1, 4]), [B, KV, rep * T, hd]);
+    const kT = tf.transpose(k, [0, 2, 1, 3]); // [B, KV, T, hd]
+    const vT = tf.transpose(v, [0, 2, 1, 3]);
+    const scores = tf.mul(tf.matMul(qGrouped, kT, false, true), 1 / Math.sqrt(hd)); // [B, KV, rep*T, T]
+    const masked = tf.add(tf.reshape(scores, [B, KV, rep, T, T]), mask);
+    const probs = tf.reshape(tf.softmax(masked), [B, KV, rep * T, T]);
+    const context = tf.matMul(probs, vT); // [B, KV, rep*T, hd]
+    const merged = tf.reshape(tf.transpose(tf.reshape(context, [B, KV, rep, T, hd]), [0, 3, 1, 2, 4]), [B * T, H * hd]);
+    return this.linear(merged as tf.Tensor2D, `${path}.o_proj`, training);
+  }
+
+  private mlp(x: tf.Tensor2D, layer: number, training: boolean): tf.Tensor2D {
+    const path = `model.layers.${layer}.mlp`;
+    const gate = this.linear(x, `${path}.gate_proj`, training);
+    const up = this.linear(x, `${path}.up_proj`, training);
+    const swiglu = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D;
+    return this.linear(swiglu, `${path}.down_proj`, training);
+  }
+
+  /** Final hidden states [N, d] (after the last RMSNorm). Call inside tf.tidy / variableGrads. */
+  hidden(batch: TokenBatch, training = false): tf.Tensor2D {
+    const { rows: B, length: T } = batch;
+    const { cos, sinSigned } = ropeTables(this.config, batch.positions);
+    const hd = this.config.headDim;
+    const rope: RopeInputs = { cos: tf.tensor(cos, [B, T, 1, hd]), sin: tf.tensor(sinSigned, [B, T, 1, hd]), swapHalves: halfSwapMatrix(hd) };
+    const mask = causalSegmentMask(batch, this.config.slidingWindow ?? null);
+    let x = tf.gather(this.p('model.embed_tokens.weight'), tf.tensor1d(batch.inputIds, 'int32')) as tf.Tensor2D; // [N, d]
+    for (let layer = 0; layer < this.config.numLayers; layer++) {
+      const attn = this.attention(this.rmsNorm(x, `model.layers.${layer}.input_layernorm.weight`), layer, B, T, rope, mask, training);
+      x = tf.add(x, attn);
+      x = tf.add(x, this.mlp(this.rmsNorm(x, `model.layers.${layer}.post_attention_layernorm.weight`), layer, training));
+    }
+    return this.rmsNorm(x, 'model.norm.weight');
+  }
+
+  /** Logits [N, vocab] from hidden states [N, d]. */
+  logits(hidden: tf.Tensor2D): tf.Tensor2D {
+    if (this.config.tieWordEmbeddings) return tf.matMul(hidden, this.p('model.embed_tokens.weight') as tf.Tensor2D, false, true);
+    return tf.matMul(hidden, this.p('lm_head.weight') as tf.Tensor2D);
+  }
+
+  /** Logits [B, T, vocab] for a batch (inference/tests). */
+  forward(batch: TokenBatch): tf.Tensor3D {
+    return tf.tidy(() => tf.reshape(this.logits(this.hidden(batch)), [batch.rows, batch.length, this.config.vocabSize]) as tf.Tensor3D);
+  }
+
+  /** Variables the optimizer updates: all weights (full fine-tuning) or the LoRA adapters. */
+  trainableVariables(): tf.Variable[] {
+    const vars = [...this.params.values()].filter((v) => v.trainable);
+    if (this.lora) vars.push(...this.lora.variables());
+    return vars;
+  }
+
+  /** Current weights in Hugging Face names and layout (for a full fine-tuning checkpoint). */
+  exportWeights(): Weights {
+    const out: Weights = new Map();
+    for (const [name, v] of this.params) {
+      const data = v.dataSync() as Float32Array;
+      if (v.shape.length === 2 && name !== 'model.embed_tokens.weight') {
+        const [inDim, outDim] = v.shape;
+        out.set(name, { shape: [outDim, inDim], data: transpose2d(data, inDim, outDim) });
+      } else {
+        out.set(name, { shape: [...v.shape], data: Float32Array.from(data) });
+      }
+    }
+    return out;
+  }
+
+  dispose(): void {
+    for (const v of this.params.values()) v.dispose();
+    this.lora?.dispose();
+  }
+}

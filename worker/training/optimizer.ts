@@ -1,0 +1,98 @@
+// AdamW (decoupled weight decay, Loshchilov & Hutter), global-norm gradient clipping and the
+// learning-rate schedule. tfjs-core has Adam but neither AdamW nor clip-by-global-norm.
+import * as tf from '@tensorflow/tfjs-core';
+
+export interface AdamWConfig {
+  beta1: number;
+  beta2: number;
+  epsilon: number;
+  weightDecay: number;
+}
+
+export const DEFAULT_ADAMW: AdamWConfig = { beta1: 0.9, beta2: 0.999, epsilon: 1e-8, weightDecay: 0 };
+
+export class AdamW {
+  private step = 0;
+  private readonly m: tf.Variable[];
+  private readonly v: tf.Variable[];
+
+  constructor(
+    readonly variables: tf.Variable[],
+    readonly config: AdamWConfig = DEFAULT_ADAMW,
+  ) {
+    this.m = variables.map((x) => tf.tidy(() => tf.variable(tf.zerosLike(x), false)));
+    this.v = variables.map((x) => tf.tidy(() => tf.variable(tf.zerosLike(x), false)));
+  }
+
+  /** Number of updates applied so far. */
+  get steps(): number {
+    return this.step;
+  }
+
+  /** One update; `grads[i]` belongs to `variables[i]`. */
+  apply(grads: tf.Tensor[], learningRate: number): void {
+    if (grads.length !== this.variables.length) throw new Error(`AdamW: ${grads.length} gradients for ${this.variables.length} variables`);
+    this.step++;
+    const { beta1, beta2, epsilon, weightDecay } = this.config;
+    const c1 = 1 - Math.pow(beta1, this.step);
+    const c2 = 1 - Math.pow(beta2, this.step);
+    // One tidy per variable: temporaries of a large model would otherwise pile up in the heap.
+    this.variables.forEach((param, i) =>
+      tf.tidy(() => {
+        const g = grads[i];
+        const m = tf.add(tf.mul(this.m[i], beta1), tf.mul(g, 1 - beta1));
+        const v = tf.add(tf.mul(this.v[i], beta2), tf.mul(tf.square(g), 1 - beta2));
+        this.m[i].assign(m);
+        this.v[i].assign(v);
+        let update = tf.div(tf.div(m, c1), tf.add(tf.sqrt(tf.div(v, c2)), epsilon));
+        if (weightDecay !== 0) update = tf.add(update, tf.mul(param, weightDecay));
+        param.assign(tf.sub(param, tf.mul(update, learningRate)));
+      }),
+    );
+  }
+
+  dispose(): void {
+    for (const x of [...this.m, ...this.v]) x.dispose();
+  }
+}
+
+/** sqrt(sum of squares of all gradients). */
+export function globalNorm(grads: tf.Tensor[]): number {
+  return tf.tidy(() => {
+    const total = grads.reduce<tf.Tensor>((acc, g) => tf.add(acc, tf.sum(tf.square(g))), tf.scalar(0));
+    return Math.sqrt(total.dataSync()[0]);
+  });
+}
+
+/**
+ * Scale gradients so their global norm is at most maxNorm (maxNorm <= 0 disables). Returns the
+ * same array when nothing is scaled, else new tensors (the caller disposes both), and the
+ * pre-clip norm.
+ */
+export function clipByGlobalNorm(grads: tf.Tensor[], maxNorm: number): { grads: tf.Tensor[]; norm: number } {
+  const norm = globalNorm(grads);
+  if (!Number.isFinite(norm)) throw new Error(`gradient norm is ${norm}; training diverged`);
+  if (!(maxNorm > 0 && norm > maxNorm)) return { grads, norm };
+  const scale = maxNorm / (norm + 1e-6);
+  return { grads: grads.map((g) => tf.mul(g, scale)), norm };
+}
+
+export interface LrSchedule {
+  peak: number;
+  /** Linear ramp from 0 over this many steps. */
+  warmupSteps: number;
+  totalSteps: number;
+  kind: 'constant' | 'cosine';
+  /** Cosine floor as a fraction of peak. */
+  minRatio: number;
+}
+
+/** Learning rate for optimizer step `step` (0-based): linear warmup, then constant or cosine decay. */
+export function learningRateAt(step: number, s: LrSchedule): number {
+  if (step < s.warmupSteps) return (s.peak * (step + 1)) / (s.warmupSteps + 1);
+  if (s.kind === 'constant') return s.peak;
+  const decaySteps = Math.max(1, s.totalSteps - s.warmupSteps);
+  const progress = Math.min(1, (step - s.warmupSteps) / decaySteps);
+  const cosine = 0.5 * (1 + Math.cos(Math.PI * progress));
+  return s.peak * (s.minRatio + (1 - s.minRatio) * cosine);
+}

@@ -1,0 +1,85 @@
+// ART's `experimental_config` (spec §3.3) -> the RL trainer's settings, and the list of keys a
+// request sets that this trainer does not implement (the API answers 400 naming them).
+//
+// ART sends every key, unset ones as null, so "set" means non-null and different from the value
+// that means "off". Unknown keys are tolerated (newer clients add keys), as the spec asks.
+import { defaultPolicyLossConfig, type ImportanceSamplingLevel, type PolicyLossConfig } from './losses.js';
+
+export type ExperimentalConfig = Record<string, unknown>;
+
+/** Accepted and ignored: they change neither the result (debug plots, chunking of a computation). */
+export const KEYS_WITHOUT_EFFECT = ['plot_tensors', 'logprob_calculation_chunk_size'];
+
+/** Keys this trainer does not implement, with the value that means "not used". */
+const UNSUPPORTED: Record<string, unknown> = {
+  advantage_balance: 0,
+  scale_learning_rate_by_reward_std_dev: false,
+  kl_penalty_reference_step: null,
+  kl_penalty_step_lag: null,
+  kl_ref_adapter_path: null,
+};
+
+/** experimental_config keys that are set but not implemented here (empty = the request is fine). */
+export function unsupportedExperimentalKeys(config: ExperimentalConfig | null | undefined): string[] {
+  if (!config) return [];
+  return Object.keys(UNSUPPORTED).filter((key) => config[key] !== null && config[key] !== undefined && config[key] !== UNSUPPORTED[key]);
+}
+
+export interface RlSettings {
+  learningRate: number;
+  /** learning rate multiplied by num_trajectories ** this. */
+  numTrajectoriesLrPower: number;
+  loss: PolicyLossConfig;
+  /** Divide advantages by the group's reward std (scale_rewards and normalize_advantages). */
+  scaleRewards: boolean;
+  allowTrainingWithoutLogprobs: boolean;
+  /** Recompute the "old" logprobs with the model at the start of the job (ART precalculate_logprobs). */
+  precalculateLogprobs: boolean;
+  /** Tokens per optimizer step (sequences are packed into steps of at most this many tokens). */
+  packedSequenceLength: number;
+}
+
+export const DEFAULT_RL_LEARNING_RATE = 5e-6;
+export const DEFAULT_PACKED_SEQUENCE_LENGTH = 8192;
+
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+const bool = (v: unknown): boolean | null => (typeof v === 'boolean' ? v : null);
+
+/** Resolve an experimental_config (nulls = defaults, as ART's trainer does). Throws on unsupported keys. */
+export function rlSettingsFromExperimentalConfig(config: ExperimentalConfig | null | undefined): RlSettings {
+  const c = config ?? {};
+  const unsupported = unsupportedExperimentalKeys(c);
+  if (unsupported.length) throw new Error(`experimental_config keys not implemented: ${unsupported.join(', ')}`);
+
+  const ppo = c.loss_fn === 'ppo' || (c.loss_fn == null && c.ppo === true);
+  if (c.loss_fn != null && c.loss_fn !== 'ppo' && c.loss_fn !== 'cispo') throw new Error(`loss_fn ${String(c.loss_fn)} is not supported (cispo, ppo)`);
+  const loss = defaultPolicyLossConfig(ppo ? 'ppo' : 'cispo');
+  const epsilon = num(c.epsilon);
+  if (epsilon !== null) {
+    loss.epsilon = epsilon;
+    if (ppo) loss.epsilonHigh = epsilon; // PPO's epsilon_high defaults to epsilon
+  }
+  const epsilonHigh = num(c.epsilon_high);
+  if (epsilonHigh !== null) loss.epsilonHigh = epsilonHigh;
+  const level = c.importance_sampling_level ?? 'token';
+  if (!['token', 'sequence', 'average', 'geometric_average'].includes(level as string)) {
+    throw new Error(`importance_sampling_level ${String(level)} is not supported`);
+  }
+  loss.importanceSamplingLevel = level as ImportanceSamplingLevel;
+  loss.truncatedImportanceSampling = num(c.truncated_importance_sampling);
+  loss.maxNegativeAdvantageIsWeight = num(c.max_negative_advantage_importance_sampling_weight);
+  loss.maskProbRatio = bool(c.mask_prob_ratio) ?? false;
+  loss.kimiK2Tau = num(c.kimi_k2_tau);
+  loss.klPenaltyCoef = num(c.kl_penalty_coef) ?? 0;
+
+  const scaleRewards = bool(c.scale_rewards) ?? true;
+  return {
+    learningRate: num(c.learning_rate) ?? DEFAULT_RL_LEARNING_RATE,
+    numTrajectoriesLrPower: num(c.num_trajectories_learning_rate_multiplier_power) ?? 0,
+    loss,
+    scaleRewards: scaleRewards && (bool(c.normalize_advantages) ?? scaleRewards),
+    allowTrainingWithoutLogprobs: bool(c.allow_training_without_logprobs) ?? false,
+    precalculateLogprobs: bool(c.precalculate_logprobs) ?? false,
+    packedSequenceLength: num(c.packed_sequence_length) ?? DEFAULT_PACKED_SEQUENCE_LENGTH,
+  };
+}

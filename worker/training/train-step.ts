@@ -1,0 +1,51 @@
+// One optimizer step: gradients summed over micro-batches (gradient accumulation), global-norm
+// clipping, AdamW update. Losses are weighted sums, so summing micro-batch gradients gives the
+// gradient of the whole step's loss.
+import * as tf from '@tensorflow/tfjs-core';
+import type { MicroBatch } from './data.js';
+import { clipByGlobalNorm, type AdamW } from './optimizer.js';
+
+/** Builds the scalar loss of one micro-batch (inside the gradient tape). */
+export type MicroBatchLoss = (mb: MicroBatch) => tf.Scalar;
+
+export interface StepOutcome {
+  /** Sum over micro-batches of the loss values (= the step's loss). */
+  loss: number;
+  /** Global gradient norm before clipping. */
+  gradNorm: number;
+}
+
+export function optimizerStep(
+  optimizer: AdamW,
+  batches: MicroBatch[],
+  lossOf: MicroBatchLoss,
+  opts: { learningRate: number; maxGradNorm: number },
+): StepOutcome {
+  const vars = optimizer.variables;
+  let summed: tf.Tensor[] | null = null;
+  let loss = 0;
+  for (const mb of batches) {
+    const { value, grads } = tf.variableGrads(() => lossOf(mb), vars);
+    loss += value.dataSync()[0];
+    value.dispose();
+    const ordered = vars.map((v) => {
+      const g = grads[v.name];
+      if (!g) throw new Error(`no gradient for variable ${v.name}`);
+      return g;
+    });
+    if (summed === null) {
+      summed = ordered;
+    } else {
+      const previous: tf.Tensor[] = summed;
+      summed = previous.map((acc, i) => tf.add(acc, ordered[i]));
+      tf.dispose(previous);
+      tf.dispose(ordered);
+    }
+  }
+  if (summed === null) throw new Error('optimizer step without micro-batches');
+  const { grads: clipped, norm } = clipByGlobalNorm(summed, opts.maxGradNorm);
+  optimizer.apply(clipped, opts.learningRate);
+  tf.dispose(summed);
+  if (clipped !== summed) tf.dispose(clipped);
+  return { loss, gradNorm: norm };
+}
