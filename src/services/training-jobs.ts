@@ -21,6 +21,7 @@ export interface TrainingDispatcher {
 /** Checks that belong to the training engine (config keys it implements, data URLs it can read). */
 export interface TrainingPolicy {
   unsupportedRlKeys(config: Record<string, unknown>): string[];
+  unsupportedSftKeys(config: Record<string, unknown>): string[];
   /** A file the workers can read for an SFT data URL, or why there is none. */
   resolveSftData(entity: string, url: string): Promise<{ path: string } | { error: string }>;
 }
@@ -65,6 +66,8 @@ export class TrainingJobsService {
   async createSft(entity: string, body: CreateSFTTrainingJobBody) {
     const model = this.models.require(entity, body.model_id);
     const { dispatcher, policy } = this.requireEngine();
+    const unsupported = policy.unsupportedSftKeys(body.experimental_config ?? {});
+    if (unsupported.length) throw badRequest(`experimental_config keys not implemented for SFT: ${unsupported.join(', ')}`);
     const data = await policy.resolveSftData(entity, body.training_data_url);
     if ('error' in data) throw badRequest(data.error);
     // The hosted service answers a repeated create (same model, same data) with the existing job.

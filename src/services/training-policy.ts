@@ -19,9 +19,10 @@ const ENGINE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..
 export async function trainingPolicy(config: Pick<Config, 'home'>, tables: TableStore | null): Promise<TrainingPolicy | null> {
   if (!fs.existsSync(ENGINE) && !fs.existsSync(ENGINE.replace(/\.ts$/, '.js'))) return null;
   const rlConfig = '../../worker/training/rl-config.js'; // loaded only in builds that have the engine
-  const { unsupportedExperimentalKeys } = (await import(rlConfig)) as { unsupportedExperimentalKeys: (c: unknown) => string[] };
+  const { unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } = (await import(rlConfig)) as Record<string, (c: unknown) => string[]>;
   return {
     unsupportedRlKeys: (cfg) => unsupportedExperimentalKeys(cfg),
+    unsupportedSftKeys: (cfg) => unsupportedSftExperimentalKeys(cfg),
     resolveSftData: (entity, url) => resolveSftData(config, entity, url, tables),
   };
 }

@@ -11,6 +11,8 @@ import type { AppContext } from '../../src/api/context.js';
 import { BaseModelCatalog } from '../../src/services/base-models.js';
 import { createQueue } from '../../src/queue/create.js';
 import type { QueueService } from '../../src/queue/queue-service.js';
+import { trainingPolicy } from '../../src/services/training-policy.js';
+import { TableStore } from '../../src/tables/table-store.js';
 
 export interface TestServer {
   url: string;
@@ -42,6 +44,8 @@ export interface StartOptions {
   container?: ContainerOptions;
   /** Start the queue (embedded workers, or BullMQ when env.REDIS_URL is set) with these worker env vars. */
   queue?: { workerEnv?: Record<string, string> };
+  /** Use this build's real training policy (as `hearth serve` does). */
+  realTraining?: boolean;
 }
 
 export async function startServer(opts: StartOptions = {}): Promise<TestServer> {
@@ -51,7 +55,8 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   const catalog = new BaseModelCatalog(modelsDir(home));
   let queue: QueueService | null = null;
   if (opts.queue) queue = await createQueue(config, store, catalog, { workerEnv: opts.queue.workerEnv, log: () => {} });
-  const ctx = createContext(config, store, { catalog, ...(queue ? { queue, dispatcher: queue } : {}), ...opts.container });
+  const policy = opts.realTraining ? await trainingPolicy(config, new TableStore(store.db)) : undefined;
+  const ctx = createContext(config, store, { catalog, ...(queue ? { queue, dispatcher: queue } : {}), ...(policy ? { policy } : {}), ...opts.container });
   if (queue) await queue.start(ctx.trainingJobs);
   const app = await buildApp(ctx);
   const address = await app.listen({ host: '127.0.0.1', port: 0 });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { readCheckpoint } from '../../worker/training/checkpoint.js';
 import { buildTrainingModel, runRl, sequenceLogprobs, type TrainingEvent } from '../../worker/training/loop.js';
-import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys } from '../../worker/training/rl-config.js';
+import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../../worker/training/rl-config.js';
 import { tokenizeTrajectoryGroups, type ChatMessage, type ChatTokenizer, type TrajectoryGroupJson } from '../../worker/training/rl-data.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { tinyConfig } from './training-helpers.js';
@@ -129,6 +129,8 @@ describe('experimental_config', () => {
       'kl_ref_adapter_path',
     ]);
     expect(() => rlSettingsFromExperimentalConfig({ scale_learning_rate_by_reward_std_dev: true })).toThrow(/scale_learning_rate_by_reward_std_dev/);
+    expect(unsupportedSftExperimentalKeys({ a: 1, b: null })).toEqual(['a']);
+    expect(unsupportedSftExperimentalKeys(null)).toEqual([]);
   });
 });
 
@@ -173,6 +175,14 @@ describe('RL job', () => {
     });
     before.dispose();
     after.dispose();
+  });
+
+  it('with nothing to learn (all groups zero-variance) reports 0 steps and still writes the checkpoint', async () => {
+    const data = await tokenizeTrajectoryGroups([groups[2]], toyTokenizer, { allowTrainingWithoutLogprobs: false });
+    const events: TrainingEvent[] = [];
+    const result = await runRl({ data }, { model: { config: cfg, weights, baseModelName: 'tiny', mode: 'lora' }, checkpointDir: join(root, 'm', 'step-0'), log: () => {} }, (e) => void events.push(e));
+    expect(events).toEqual([{ type: 'training_started', data: { num_sequences: 0 } }]);
+    expect((await readCheckpoint(result.checkpointDir)).kind).toBe('lora');
   });
 
   it('runs PPO with sequence-level importance sampling and a KL penalty, one step per packed bin', async () => {

@@ -1,15 +1,15 @@
 // Builds the ONNX decoder graph (Llama / Mistral / Qwen2 / Qwen3) from ModelConfig + Weights.
 // Interface (Optimum / transformers.js names and symbolic dims):
 //   inputs  input_ids, attention_mask, position_ids [int64], past_key_values.{i}.key|value [f32, B,KV,P,hd]
-//           num_logits_to_keep [int64 [1]; omitted in exports, which return the last position]
-//   outputs logits [B,num_logits_to_keep,V] (trailing positions), present.{i}.key|value
-// Two attention forms:
-//   'gqa'      com.microsoft:GroupQueryAttention with rotary inside (fastest on CPU). It needs
-//              head_dim % 16 == 0, so smaller heads are zero-padded (see padHeads): the KV cache then
-//              has cacheHeadDim() columns. KV layout: right-padded (row b valid at [0, len_b)).
-//   'standard' opset-17 ops only (any head_dim; any padding, since the mask is applied explicitly).
-//   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask, same KV layout as
-//              'standard'): few nodes, which helps very small models.
+//           (+ num_logits_to_keep [int64 [1]] in Hearth's runner graph)
+//   outputs logits [B, num_logits_to_keep, V] (trailing positions), and either present.{i}.key|value
+//           (exports, forExport) or new_key_values.{i}.key|value (the runner graph; see GraphOptions)
+// Three attention forms, all with the KV cache right-padded (row b valid at [0, len_b)):
+//   'gqa'      com.microsoft:GroupQueryAttention (fastest on CPU for head_dim % 16 == 0; smaller heads
+//              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns).
+//   'standard' opset-17 ops only (any head_dim; the mask is applied explicitly). Widest compatibility.
+//   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask): few nodes, which
+//              helps very small models.
 import type { ModelConfig, Weights } from './model-config.js';
 import { DataType, GraphBuilder, float } from './onnx-proto.js';
 import { ropeTables } from './rope.js';
@@ -45,9 +45,9 @@ export interface GraphOptions {
 
 /**
  * Chosen by measurement (2-core Xeon, ORT 1.30, 2 threads): GroupQueryAttention when head_dim % 16 == 0
- * (it updates the KV cache in place; on ~20M/~120M models it ties or beats the others, ~2× the
- * standard graph on ~120M per the engineering notes); otherwise the opset-23 Attention graph, which was
- * 1.8× faster than both the standard graph and zero-padded GQA on stories260K (head_dim 8).
+ * (on ~20M/~120M models it tied or beat opset-23 Attention, and the notes measured ~2× the standard
+ * graph on ~120M); otherwise the opset-23 Attention graph,
+ * 1.3–1.8× faster than the standard graph and zero-padded GQA on stories260K (head_dim 8).
  */
 export function defaultAttention(config: ModelConfig): AttentionKind {
   return config.headDim % 16 === 0 ? 'gqa' : 'onnx23';

@@ -9,7 +9,7 @@
 import * as ort from 'onnxruntime-node';
 import type { ModelConfig } from './model-config.js';
 import { cacheHeadDim, type AttentionKind } from './llama-graph.js';
-import { BatchKv, SequenceKv, geometricHeadroom, smallHeadroom } from './kv-cache.js';
+import { BatchKv, KV_HEADROOM, SequenceKv } from './kv-cache.js';
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
 
 export interface ForwardItem {
@@ -92,7 +92,7 @@ export class ModelRunner {
 
   /** A fresh, empty cache for one sequence. */
   newSequence(): SequenceKv {
-    return new SequenceKv(this.config.numLayers, this.config.numKvHeads, this.cacheHeadDim, this.attention === 'gqa' ? geometricHeadroom : smallHeadroom);
+    return new SequenceKv(this.config.numLayers, this.config.numKvHeads, this.cacheHeadDim);
   }
 
   async forward(items: ForwardItem[], opts: ForwardOptions = {}): Promise<Float32Array[]> {
@@ -154,12 +154,12 @@ export class ModelRunner {
     } else {
       for (const s of seqs) s.batch?.detachAll();
       const need = Math.max(...seqs.map((s) => s.length)) + S;
-      batch = BatchKv.pack(seqs, need + seqs[0].headroom(need));
+      batch = BatchKv.pack(seqs, need + KV_HEADROOM);
     }
     const lengths = seqs.map((s) => s.length);
     const logits = await this.runPadded(items, lengths, batch.P, (i, kind) => (kind === 'key' ? batch.keys[i] : batch.values[i]), opts, (newK, newV) => {
       const need = Math.max(...items.map((it, b) => lengths[b] + it.tokens.length));
-      if (need > batch.P) batch.grow(need + seqs[0].headroom(need));
+      if (need > batch.P) batch.grow(need + KV_HEADROOM);
       items.forEach((it, b) => batch.append(b, newK, newV, S, S - it.tokens.length, it.tokens.length));
     });
     return logits;

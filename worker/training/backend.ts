@@ -4,8 +4,7 @@
 // installable without network (their install script downloads libtensorflow), so they are
 // `require`d in try/catch. The pure-JS `cpu` backend is ~30x slower than patched wasm and is used
 // only when asked for explicitly (HEARTH_TFJS_BACKEND=cpu), e.g. for reference numerics.
-import { register } from 'node:module';
-import { createRequire } from 'node:module';
+import { createRequire, register } from 'node:module';
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-backend-wasm';

@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../runtime/model-config.js';
 import { computeAdvantages } from './advantages.js';
+import { assertFitsWasmHeap, explainTrainingError } from './capacity.js';
 import { initTrainingBackend, type BackendName, type TrainingBackend } from './backend.js';
 import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
@@ -141,6 +142,16 @@ export function sequenceLogprobs(model: LlamaModel, sequences: TrainSequence[], 
   return out;
 }
 
+/** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */
+function release(model: LlamaModel, optimizer: AdamW): void {
+  try {
+    optimizer.dispose();
+    model.dispose();
+  } catch {
+    // the runtime is already broken; the error being thrown says so
+  }
+}
+
 async function checkCancelled(deps: TrainingDeps): Promise<void> {
   if (deps.isCancelled && (await deps.isCancelled())) throw new TrainingCancelledError();
 }
@@ -172,6 +183,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const backend = await initTrainingBackend({ prefer: deps.backend, log: deps.log });
   for (const s of job.sequences) validateSequence(s, deps.model.config.vocabSize);
   const { batches, learningRates } = planSftBatches(job);
+  if (backend.name === 'wasm') assertFitsWasmHeap(deps.model.config, deps.model.mode);
   const model = buildTrainingModel(deps.model, deps.seed);
   const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
@@ -212,9 +224,10 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
     return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics };
+  } catch (err) {
+    throw explainTrainingError(err);
   } finally {
-    optimizer.dispose();
-    model.dispose();
+    release(model, optimizer);
   }
 }
 
@@ -238,6 +251,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const numTrainableTrajectories = new Set(trajectoryOf).size;
   const learningRate = settings.learningRate * Math.pow(Math.max(1, numTrainableTrajectories), settings.numTrajectoriesLrPower);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
+  if (backend.name === 'wasm') assertFitsWasmHeap(deps.model.config, deps.model.mode);
   const model = buildTrainingModel(deps.model, deps.seed);
   const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
   let lastMetrics: Record<string, number> = {};
@@ -319,8 +333,9 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
     return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics };
+  } catch (err) {
+    throw explainTrainingError(err);
   } finally {
-    optimizer.dispose();
-    model.dispose();
+    release(model, optimizer);
   }
 }

@@ -25,6 +25,14 @@ export function unsupportedExperimentalKeys(config: ExperimentalConfig | null | 
   return Object.keys(UNSUPPORTED).filter((key) => config[key] !== null && config[key] !== undefined && config[key] !== UNSUPPORTED[key]);
 }
 
+/**
+ * SFT jobs take a free-form experimental_config (ART never sends one); this trainer implements none
+ * of its keys, so every key that is set is reported.
+ */
+export function unsupportedSftExperimentalKeys(config: ExperimentalConfig | null | undefined): string[] {
+  return Object.keys(config ?? {}).filter((key) => config![key] !== null && config![key] !== undefined);
+}
+
 export interface RlSettings {
   learningRate: number;
   /** learning rate multiplied by num_trajectories ** this. */

@@ -31,6 +31,8 @@ export async function run(argv: string[]): Promise<number> {
       device: typeof flags.device === 'string' ? flags.device : 'cpu',
       log: (line) => process.stderr.write(`${line}\n`),
     });
+    const c = model.config;
+    process.stderr.write(`model ${flags.model} (${c.architecture}, ${c.numLayers} layers, d ${c.hiddenSize}) from ${model.dir}; ${model.runner.device}, ${model.runner.attention} attention, ${weightType} weights; loaded in ${Math.round(model.loadMs)} ms\n`);
     const result = await generateText(model, flags.prompt, { maxTokens, temperature, seed });
     await model.runner.release();
     if (flags.json) {

@@ -1,0 +1,58 @@
+// The training worker's task handler (loaded by worker/default-handlers.ts): a queued RL or SFT job becomes
+// a TrainingJobSpec for runTrainingJob, its events go to the API in order, and the finished checkpoint
+// folder is reported before the host sends `training_ended` (ART reads the new step right after it).
+import fs from 'node:fs';
+import { CancelledError, TaskError, type Handlers } from '../handlers.js';
+import { runTrainingJob, type TrainingJobSpec } from './job.js';
+import { TrainingCancelledError } from './loop.js';
+import type { BackendName } from './backend.js';
+import type { TrainingTask } from '../../src/queue/messages.js';
+
+interface RlPayload {
+  trajectory_groups: unknown[];
+  experimental_config?: Record<string, unknown> | null;
+}
+interface SftPayload {
+  resolved_data_path: string;
+  config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
+}
+
+/** The TF.js backend a device asks for; `cpu` lets the backend module pick (node → wasm). */
+function backendFor(device: string): BackendName | undefined {
+  return device.startsWith('cuda') ? 'tensorflow-gpu' : undefined;
+}
+
+export function specFromTask(task: TrainingTask): TrainingJobSpec {
+  if (!task.baseModelDir) throw new TaskError(400, `base model ${task.baseModel} has no folder on this host`);
+  const common = { modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir };
+  if (task.kind === 'rl') {
+    const p = task.payload as RlPayload;
+    return { ...common, kind: 'rl', trajectoryGroups: p.trajectory_groups as never, experimentalConfig: (p.experimental_config ?? null) as never };
+  }
+  const p = task.payload as SftPayload;
+  let trainJsonl: string;
+  try {
+    trainJsonl = fs.readFileSync(p.resolved_data_path, 'utf8');
+  } catch (err) {
+    throw new TaskError(400, `cannot read the training data ${p.resolved_data_path}: ${(err as Error).message}`);
+  }
+  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null };
+}
+
+export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
+  const backend = backendFor(device);
+  return {
+    async training(task, ctx) {
+      const spec = specFromTask(task);
+      try {
+        await runTrainingJob(spec, (event) => ctx.emit(event.type, event.data), { isCancelled: () => ctx.cancelled(), log: ctx.log, backend });
+      } catch (err) {
+        if (err instanceof TrainingCancelledError) throw new CancelledError();
+        throw err;
+      }
+      if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
+      ctx.checkpoint(task.outputDir);
+      log(`job ${task.jobId}: checkpoint step ${task.step} written`);
+    },
+  };
+}
