@@ -1,6 +1,8 @@
 // /v1/preview/training-jobs…: create RL and SFT jobs, follow them through their events, cancel them.
 import { defineRoute, type RouteDef } from '../route.js';
+import sharp from 'sharp';
 import type { AppContext } from '../context.js';
+import { jobPlotSeries, trainingPlotSvg } from '../../services/training-plot.js';
 import {
   CreateSFTTrainingJob, CreateTrainingJob, EventPage, EventQuery, JobIdParams, TrainingJobDetail, TrainingJobResponse,
 } from '../../schemas/training.js';
@@ -30,6 +32,19 @@ export function trainingJobRoutes(ctx: AppContext): RouteDef[] {
       operationId: 'get_training_job_events_v1_preview_training_jobs__training_job_id__events_get', summary: 'Get Training Job Events', tags,
       auth: 'bearer', params: JobIdParams, query: EventQuery, response: EventPage, errors: { 404: 'Unknown job' },
       handler: ({ auth, params, query }) => ctx.trainingJobs.events(auth.entity, params.training_job_id, query),
+    }),
+    defineRoute({
+      method: 'GET', url: '/v1/preview/training-jobs/:training_job_id/plot.png',
+      operationId: 'plot_training_job_v1_preview_training_jobs__training_job_id__plot_png_get', summary: 'Plot Training Job (PNG)', tags,
+      auth: 'bearer', params: JobIdParams, errors: { 404: 'Unknown job' },
+      handler: async ({ auth, params, reply }) => {
+        const job = ctx.trainingJobs.require(auth.entity, params.training_job_id);
+        const events = ctx.store.events.all(job.id);
+        const svg = trainingPlotSvg(`${job.kind.toUpperCase()} job ${job.id} — ${job.status}`, jobPlotSeries(events));
+        const png = await sharp(Buffer.from(svg)).png().toBuffer();
+        reply.header('content-type', 'image/png').header('cache-control', 'no-store');
+        return png;
+      },
     }),
     defineRoute({
       method: 'POST', url: '/v1/preview/training-jobs/:training_job_id/cancel',
