@@ -165,3 +165,29 @@ describe('inference errors', () => {
     expect(tooLong.body.detail).toMatch(/\d+/);
   });
 });
+
+describe('hardware options', () => {
+  it('calibrates on first request and prices the model from measured throughput', async () => {
+    const r = await s.call('GET', '/inference/cpu/v2/hardware?model=tiny-random-llama', { key });
+    expect(r.status).toBe(200);
+    expect(r.body.hardware.length).toBeGreaterThanOrEqual(1);
+    const option = r.body.hardware[0];
+    expect(option).toMatchObject({ id: expect.any(String), name: expect.any(String), type: expect.any(String) });
+    expect(option.pricing.cents_per_million_input_tokens).toBeGreaterThan(0);
+    expect(option.pricing.cents_per_million_output_tokens).toBeGreaterThan(0);
+    // Prefill is faster than decode per token, so input tokens cost less.
+    expect(option.pricing.cents_per_million_input_tokens).toBeLessThan(option.pricing.cents_per_million_output_tokens);
+    for (const v of Object.values(option.specs)) expect(typeof v).toBe('string');
+    const again = await s.call('GET', '/inference/cpu/v2/hardware?model=tiny-random-llama', { key });
+    expect(again.body).toEqual(r.body); // cached measurement, same prices
+  });
+
+  it('filters by vendor, and answers 422 without a model and 404 for an unknown one', async () => {
+    expect((await s.call('GET', '/inference/nvidia/v2/hardware?model=tiny-random-llama', { key })).body).toEqual({ hardware: [] });
+    expect((await s.call('GET', '/inference/acme/v2/hardware?model=tiny-random-llama', { key })).body).toEqual({ hardware: [] });
+    const missing = await s.call('GET', '/inference/cpu/v2/hardware', { key });
+    expect(missing.status).toBe(422);
+    expect(missing.body.detail[0].loc).toEqual(['query', 'model']);
+    expect((await s.call('GET', '/inference/cpu/v2/hardware?model=nope', { key })).status).toBe(404);
+  });
+});

@@ -33,6 +33,11 @@ export async function run(argv: string[]): Promise<number> {
     ? await (await import(handlersModule)).createHandlers(device, log)
     : await createDefaultHandlers(kind, device, log);
 
+  // Detect devices before the first heartbeat, so the API always knows what this worker runs on.
+  const devices = await detectDevices().catch((err: Error) => {
+    log(`device detection failed: ${err.message}`);
+    return undefined;
+  });
   let host!: WorkerHost;
   const heartbeatMs = Number(process.env.HEARTH_HEARTBEAT_INTERVAL_MS || 1000);
   let stopping = false;
@@ -45,6 +50,7 @@ export async function run(argv: string[]): Promise<number> {
 
   if (args.flags.ipc) {
     host = new WorkerHost(identity, handlers, ipcSend, log);
+    host.setDevices(devices);
     serveOverIpc(host, heartbeatMs, () => shutdown(0));
   } else {
     if (!redisUrl) {
@@ -52,7 +58,7 @@ export async function run(argv: string[]): Promise<number> {
       return 2;
     }
     const { serveOverBullmq } = await import('../../../worker/transport-bullmq.js');
-    const stop = await serveOverBullmq({ identity, handlers, redisUrl, heartbeatMs, log, hostRef: (h) => (host = h) });
+    const stop = await serveOverBullmq({ identity, handlers, redisUrl, heartbeatMs, log, hostRef: (h) => (host = h).setDevices(devices) });
     const graceful = async (signal: string) => {
       log(`${signal}: finishing the current job, then exiting`);
       await stop();
@@ -62,6 +68,5 @@ export async function run(argv: string[]): Promise<number> {
     process.on('SIGINT', () => void graceful('SIGINT'));
     process.stdout.write(`Hearth worker ${identity.id} (${kind}, ${device}) serving BullMQ at ${redisUrl}\n`);
   }
-  detectDevices().then((d) => host.setDevices(d), (err) => log(`device detection failed: ${(err as Error).message}`));
   return new Promise<number>(() => {});
 }
