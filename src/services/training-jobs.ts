@@ -7,6 +7,7 @@ import type { Store } from '../store/sqlite/store.js';
 import { nowIso, TERMINAL_STATUSES, type TrainingEventType, type TrainingJobRecord } from '../store/records.js';
 import { badRequest, conflict, notFound, notImplemented } from '../api/errors.js';
 import { toPage } from './pagination.js';
+import { hearthMetrics } from '../api/plugins/metrics.js';
 import type { ModelsService } from './models.js';
 import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../schemas/training.js';
 
@@ -141,6 +142,7 @@ export class TrainingJobsService {
       if (!job || this.store.events.hasTerminal(jobId)) return false;
       if (job.status === 'queued') this.store.jobs.markRunning(jobId, nowIso());
       this.store.events.append({ id: crypto.randomUUID(), jobId, type, data, createdAt: nowIso() });
+      if (type === 'gradient_step') hearthMetrics.trainingSteps.inc({ model: job.modelId });
       if (type === 'training_ended') this.store.jobs.finish(jobId, 'succeeded', nowIso(), null);
       if (type === 'training_failed') {
         const cancelled = data.cancelled === true;

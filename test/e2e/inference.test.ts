@@ -140,6 +140,12 @@ describe('chat completions through the openai client', () => {
     expect(r.usage!.completion_tokens).toBe(6);
   });
 
+  it('counts generated tokens in /metrics', async () => {
+    const text = await (await fetch(`${s.url}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith('hearth_tokens_generated_total{model="hearth/tiny-random-llama"}'));
+    expect(Number(line?.split(' ').pop())).toBeGreaterThan(0);
+  });
+
   it('books usage per project from the OpenAI-Project header', async () => {
     const r = await s.call('GET', '/v1/usage', { key });
     const row = r.body.data.find((u: { project: string; model: string }) => u.project === 'rollouts' && u.model === MODEL);

@@ -8,6 +8,7 @@ import { HttpError, unavailable } from '../errors.js';
 import { ModelList } from '../../schemas/inference-models.js';
 import { ChatCompletionRequest, ChatCompletionResponse, CompletionRequest, CompletionResponse } from '../../schemas/openai.js';
 import { resolveModel } from '../../services/model-resolver.js';
+import { hearthMetrics } from '../plugins/metrics.js';
 
 const DEFAULT_USAGE_PROJECT = 'inference';
 
@@ -37,7 +38,9 @@ async function runInference(
   const project = usageProject(request);
   let usage: UsageLike['usage'] = null;
   const book = () => {
-    if (usage) ctx.store.usage.add({ entity: auth.entity, project, model: body.model, promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 });
+    if (!usage) return;
+    ctx.store.usage.add({ entity: auth.entity, project, model: body.model, promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 });
+    hearthMetrics.tokensGenerated.inc({ model: model.baseModel }, usage.completion_tokens ?? 0);
   };
   const abort = new AbortController();
   // The client went away: stop generating for it at once.

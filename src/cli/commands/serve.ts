@@ -29,6 +29,11 @@ export async function run(_argv: string[]): Promise<number> {
   });
   if (swept) app.log.warn({ swept }, 'removed checkpoint folders left without a store row');
   await queue.start(ctx.trainingJobs);
+  const depthTimer = setInterval(() => {
+    hearthMetrics.queueDepth.set({ queue: 'inference' }, queue.gateway.inFlight());
+    hearthMetrics.queueDepth.set({ queue: 'training' }, store.jobs.withStatus(['queued']).length);
+  }, 2000);
+  depthTimer.unref();
 
   let closing = false;
   const shutdown = async (signal: string) => {
