@@ -2,22 +2,9 @@
 // ByteLevel pre-tokenizer + decoder, every byte in the base vocabulary, so nothing is ever unknown).
 // Used for Hearth's generated demo models; the `tokenizers` package's own trainer exposes no
 // vocab size or alphabet options in its Node binding.
+import { byteToUnicode } from './byte-level.js';
 
 export const GPT2_SPLIT_REGEX = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
-/** bytes_to_unicode: byte value → printable stand-in character. */
-export function byteToUnicode(): string[] {
-  const bs: number[] = [];
-  for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
-  for (let b = 0xae; b <= 0xff; b++) bs.push(b);
-  const cs = [...bs];
-  let n = 0;
-  for (let b = 0; b < 256; b++) if (!bs.includes(b)) { bs.push(b); cs.push(256 + n++); }
-  const out: string[] = new Array(256);
-  bs.forEach((b, i) => (out[b] = String.fromCodePoint(cs[i])));
-  return out;
-}
 
 export interface BpeTrainOptions {
   /** Target vocabulary size including the 256 bytes and the special tokens. */

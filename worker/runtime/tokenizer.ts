@@ -2,6 +2,7 @@
 // token → bytes table so that decoding is synchronous and incremental decoding never splits a
 // UTF-8 character (TextDecoder in streaming mode holds back incomplete sequences).
 import { Tokenizer as HfTokenizer } from 'tokenizers';
+import { unicodeToByte } from './byte-level.js';
 
 export interface TokenizerFiles {
   /** tokenizer.json contents. */
@@ -12,17 +13,6 @@ export interface TokenizerFiles {
 
 type DecodeStyle = 'byte-level' | 'sentencepiece';
 
-/** GPT-2's printable-character stand-ins for bytes (bytes_to_unicode), inverted: char code → byte. */
-function byteLevelDecoderTable(): Map<number, number> {
-  const bs: number[] = [];
-  for (let b = 0x21; b <= 0x7e; b++) bs.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) bs.push(b);
-  for (let b = 0xae; b <= 0xff; b++) bs.push(b);
-  const cs = [...bs];
-  let n = 0;
-  for (let b = 0; b < 256; b++) if (!bs.includes(b)) { bs.push(b); cs.push(256 + n++); }
-  return new Map(cs.map((c, i) => [c, bs[i]]));
-}
 
 function findDecoders(decoder: any): any[] {
   if (!decoder) return [];
@@ -61,7 +51,7 @@ export class Tokenizer {
     this.vocabSize = size;
     this.bytes = new Array(size).fill(new Uint8Array(0));
     const enc = new TextEncoder();
-    const byteLevel = style === 'byte-level' ? byteLevelDecoderTable() : null;
+    const byteLevel = style === 'byte-level' ? unicodeToByte() : null;
     for (const [piece, id] of vocabEntries) {
       if (byteLevel) {
         this.bytes[id] = Uint8Array.from(Array.from(piece, (ch) => byteLevel.get(ch.codePointAt(0)!) ?? 0x3f));
