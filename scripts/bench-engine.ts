@@ -1,6 +1,6 @@
 // Serving benchmark: the inference engine (continuous batching, sampler, detokenizer) on the ONNX
 // runner with a generated random model. Prints JSON.
-//   npx tsx scripts/bench-serve.ts [--size tiny|s20|m120] [--concurrency 1,4,8] [--prompt 64] [--tokens 64] [--json] [--lora]
+//   npx tsx scripts/bench-engine.ts [--size tiny|s20|m120] [--concurrency 1,4,8] [--prompt 64] [--tokens 64] [--json] [--lora]
 // Reports, per concurrency: output tokens/s over all requests, mean time to first token, and the
 // single-sequence loop of worker/runtime/generate.ts as the no-engine baseline.
 import { mkdtempSync, rmSync } from 'node:fs';

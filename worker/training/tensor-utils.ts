@@ -1,5 +1,6 @@
 // Small helpers on plain Float32Arrays shared by the training files.
 import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import { seededRandom } from '../runtime/generate.js';
 
 /** Row-major [rows, cols] -> [cols, rows]. */
 export function transpose2d(data: Float32Array, rows: number, cols: number): Float32Array {
@@ -11,17 +12,8 @@ export function transpose2d(data: Float32Array, rows: number, cols: number): Flo
   return out;
 }
 
-/** Deterministic PRNG in [0, 1) (mulberry32), for seeded initialisation and shuffling. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG in [0, 1) (mulberry32), for seeded initialisation and shuffling: the runtime's. */
+export const mulberry32 = seededRandom;
 
 /** Standard normal samples (Box-Muller) from a uniform generator. */
 export function normalSampler(random: () => number): () => number {

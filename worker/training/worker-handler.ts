@@ -5,7 +5,6 @@ import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
 import { runTrainingJob, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError } from './loop.js';
-import type { BackendName } from './backend.js';
 import type { TrainingTask } from '../../src/queue/messages.js';
 
 interface RlPayload {
@@ -15,11 +14,6 @@ interface RlPayload {
 interface SftPayload {
   resolved_data_path: string;
   config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
-}
-
-/** The TF.js backend a device asks for; `cpu` lets the backend module pick (node → wasm). */
-function backendFor(device: string): BackendName | undefined {
-  return device.startsWith('cuda') ? 'tensorflow-gpu' : undefined;
 }
 
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
@@ -40,12 +34,14 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
 }
 
 export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
-  const backend = backendFor(device);
+  // The backend module tries tfjs-node-gpu, then tfjs-node, then wasm, and says in one log line what it
+  // chose and why; a cuda worker without tfjs-node-gpu thus trains on the CPU instead of failing.
+  if (device.startsWith('cuda')) log(`training on ${device} needs @tensorflow/tfjs-node-gpu (see docs/gpu.md); otherwise the CPU is used`);
   return {
     async training(task, ctx) {
       const spec = specFromTask(task);
       try {
-        await runTrainingJob(spec, (event) => ctx.emit(event.type, event.data), { isCancelled: () => ctx.cancelled(), log: ctx.log, backend });
+        await runTrainingJob(spec, (event) => ctx.emit(event.type, event.data), { isCancelled: () => ctx.cancelled(), log: ctx.log });
       } catch (err) {
         if (err instanceof TrainingCancelledError) throw new CancelledError();
         throw err;
