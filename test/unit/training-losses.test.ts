@@ -154,6 +154,22 @@ describe('optimizer and schedule', () => {
     expect(opt.steps).toBe(2);
   });
 
+  it('the fused AdamW kernel and the op-by-op update agree', () => {
+    const run = (fused: boolean) => {
+      const p = tf.variable(tf.tensor2d([[0.5, -1], [2, 0.1]]));
+      const opt = new AdamW([p], { beta1: 0.9, beta2: 0.99, epsilon: 1e-8, weightDecay: 0.1 }, fused);
+      for (const g of [[[1, -2], [0.5, 0]], [[-0.3, 0.2], [4, -1]]]) opt.apply([tf.tensor2d(g)], 0.05);
+      const out = Array.from(p.dataSync());
+      opt.dispose();
+      p.dispose();
+      return out;
+    };
+    const fused = run(true);
+    const ops = run(false);
+    fused.forEach((v, i) => expect(v).toBeCloseTo(ops[i], 6));
+    expect(fused[0]).not.toBeCloseTo(0.5, 2);
+  });
+
   it('clips by global norm and reports the pre-clip norm', () => {
     const { grads, norm } = clipByGlobalNorm([tf.tensor1d([3]), tf.tensor1d([4])], 1);
     expect(norm).toBeCloseTo(5, 6);

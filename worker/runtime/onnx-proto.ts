@@ -126,6 +126,8 @@ export class GraphBuilder {
     m.message(8, new Message().string(1, '').int(2, opset));
     if (this.usesMicrosoftDomain[0]) m.message(8, new Message().string(1, 'com.microsoft').int(2, 1));
     m.message(7, g);
+    // Protobuf messages are limited to 2 GB; larger models would need ONNX external data.
+    if (m.length > 2 ** 31 - 1) throw new Error(`the ONNX graph would be ${(m.length / 2 ** 30).toFixed(1)} GB: models over 2 GB (about 500M f32 parameters) need ONNX external data, which Hearth does not write yet; load with weightType 'q4'`);
     return m.toBytes();
   }
 }

@@ -8,7 +8,7 @@ import { createRequire, register } from 'node:module';
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-backend-wasm';
-import { patchWasmBatchMatMul, patchWasmIdentity, registerSegmentSumKernels } from './wasm-kernels.js';
+import { patchWasmBatchMatMul, patchWasmIdentity, registerFusedAdamW, registerSegmentSumKernels } from './wasm-kernels.js';
 
 export type BackendName = 'tensorflow-gpu' | 'tensorflow' | 'wasm' | 'cpu';
 
@@ -60,7 +60,12 @@ let chosen: Promise<TrainingBackend> | null = null;
 export function initTrainingBackend(
   opts: { prefer?: BackendName; log?: (line: string) => void } = {},
 ): Promise<TrainingBackend> {
-  chosen ??= chooseBackend(opts.prefer ?? (process.env.HEARTH_TFJS_BACKEND as BackendName | undefined));
+  // The first successful call decides for the process (a backend cannot be switched under live
+  // tensors); a failed choice is forgotten so that a later call can try again.
+  chosen ??= chooseBackend(opts.prefer ?? (process.env.HEARTH_TFJS_BACKEND as BackendName | undefined)).catch((err: unknown) => {
+    chosen = null;
+    throw err;
+  });
   return chosen.then((b) => {
     (opts.log ?? ((line: string) => process.stderr.write(`${line}\n`)))(
       `[training] TF.js backend: ${b.name} (simd=${b.simd}, threads=${b.threads}) — ${b.reason}`,
@@ -72,7 +77,7 @@ export function initTrainingBackend(
 async function chooseBackend(prefer: BackendName | undefined): Promise<TrainingBackend> {
   const allowed: BackendName[] = ['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu'];
   if (prefer !== undefined && !allowed.includes(prefer)) {
-    throw new Error(`HEARTH_TFJS_BACKEND=${prefer} is not one of ${allowed.join(', ')}`);
+    throw new Error(`TF.js backend "${prefer}" (HEARTH_TFJS_BACKEND or the device) is not one of ${allowed.join(', ')}`);
   }
   tf.enableProdMode();
   const skipped: string[] = [];
@@ -83,12 +88,13 @@ async function chooseBackend(prefer: BackendName | undefined): Promise<TrainingB
     if (failure === null && (await tf.setBackend('tensorflow'))) {
       return { name, tfjsBackend: 'tensorflow', reason: `${pkg} loaded (native TensorFlow)`, simd: true, threads: 0 };
     }
-    if (prefer === name) throw new Error(`HEARTH_TFJS_BACKEND=${name} requested but ${failure ?? `${pkg} did not initialise`}`);
+    if (prefer === name) throw new Error(`TF.js backend ${name} was requested but ${failure ?? `${pkg} did not initialise`}`);
     skipped.push(failure ?? `${pkg} did not initialise`);
   }
 
   await loadGradients();
   registerSegmentSumKernels();
+  registerFusedAdamW();
 
   if (prefer === 'cpu') {
     await tf.setBackend('cpu');

@@ -11,11 +11,11 @@ const PERSISTENT_SHARE = 0.75;
 /**
  * Bytes a job keeps for its whole duration: full fine-tuning holds weights, AdamW's two moments,
  * the accumulated gradients and their clipped copy (5 x 4 bytes per parameter); LoRA holds the
- * frozen base (4 bytes per parameter) plus small adapters.
+ * frozen base (4 bytes per parameter), a transposed copy of the LM head, and small adapters.
  */
 export function persistentTrainingBytes(config: ModelConfig, mode: 'lora' | 'full'): number {
   const params = countParameters(config);
-  return mode === 'full' ? params * 4 * 5 : params * 4;
+  return mode === 'full' ? params * 4 * 5 : (params + config.vocabSize * config.hiddenSize) * 4;
 }
 
 /** Throws a clear error when a wasm-backend job cannot fit in the heap. */

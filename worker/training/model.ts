@@ -62,6 +62,8 @@ export function causalSegmentMask(batch: TokenBatch, slidingWindow: number | nul
 export class LlamaModel {
   /** LoRA adapters, or null for full fine-tuning / plain inference. */
   lora: LoraAdapters | null = null;
+  /** A frozen LM head in both layouts, [d, vocab] and [vocab, d] (one is a cached transpose). */
+  private frozenHeadLayouts: { dByV: tf.Tensor2D; vByD: tf.Tensor2D; cached: tf.Tensor2D } | null = null;
 
   private constructor(
     readonly config: ModelConfig,
@@ -173,8 +175,29 @@ export class LlamaModel {
 
   /** Logits [N, vocab] from hidden states [N, d]. */
   logits(hidden: tf.Tensor2D): tf.Tensor2D {
-    if (this.config.tieWordEmbeddings) return tf.matMul(hidden, this.p('model.embed_tokens.weight') as tf.Tensor2D, false, true);
-    return tf.matMul(hidden, this.p('lm_head.weight') as tf.Tensor2D);
+    const tied = this.config.tieWordEmbeddings;
+    const head = this.p(tied ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Variable;
+    if (head.trainable) return tied ? tf.matMul(hidden, head as tf.Tensor2D, false, true) : tf.matMul(hidden, head as tf.Tensor2D);
+    return this.frozenHead()(hidden) as tf.Tensor2D;
+  }
+
+  /**
+   * h -> h @ head for a frozen head (LoRA), as a custom gradient: the forward product and the
+   * backward one (dh = dy @ head^T) each read the layout they need, so neither transposes the
+   * largest matrix of the model on every micro-batch. Costs one extra vocab x d copy.
+   */
+  private frozenHead(): (h: tf.Tensor) => tf.Tensor {
+    if (!this.frozenHeadLayouts) {
+      const tied = this.config.tieWordEmbeddings;
+      const stored = this.p(tied ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Tensor2D; // tied: [V, d]; untied: [d, V]
+      const cached = tf.tidy(() => tf.keep(tf.transpose(stored)));
+      this.frozenHeadLayouts = tied ? { dByV: cached, vByD: stored, cached } : { dByV: stored, vByD: cached, cached };
+    }
+    const { dByV, vByD } = this.frozenHeadLayouts;
+    return tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => ({
+      value: tf.matMul(args[0] as tf.Tensor2D, dByV),
+      gradFunc: (dy: tf.Tensor) => tf.matMul(dy as tf.Tensor2D, vByD),
+    }));
   }
 
   /** Logits [B, T, vocab] for a batch (inference/tests). */
@@ -206,6 +229,7 @@ export class LlamaModel {
 
   dispose(): void {
     for (const v of this.params.values()) v.dispose();
+    this.frozenHeadLayouts?.cached.dispose();
     this.lora?.dispose();
   }
 }

@@ -3,8 +3,8 @@
 //
 // 1. BatchMatMul: the stock wasm kernel uses XNNPACK only for a plain 2-D `[M,K]x[K,N]` product.
 //    Every backward GEMM (transposed operands) and every batched attention GEMM falls into a
-//    scalar triple loop (~1-2 GFLOP/s). The replacement makes operands contiguous with the wasm
-//    Transpose kernel, folds `[...,M,K]x[K,N]` into one GEMM and loops over batches with
+//    scalar triple loop (~1-2 GFLOP/s). The replacement makes operands contiguous (a blocked JS
+//    transpose, faster than the wasm Transpose kernel), folds `[...,M,K]x[K,N]` into one GEMM and loops over batches with
 //    zero-copy views on the wasm heap, so every call takes the XNNPACK path.
 // 2. UnsortedSegmentSum (the gradient of `gather`, i.e. of the embedding): missing on wasm, and
 //    O(segments * rows) on cpu. Both get a plain scatter-add.
@@ -15,10 +15,14 @@
 //    replacement shares the buffer and bumps its reference count, as the cpu backend and the wasm
 //    Reshape kernel do.
 //
+// 4. AdamW: ~13 elementwise ops (each a full pass and a new buffer) become one JS loop over the
+//    buffers (optimizer.ts adamwUpdate), registered as the kernel HearthAdamW on wasm and cpu.
+//
 // These use wasm backend internals (dataIdMap, wasm.tfjs.disposeData, makeOutput with a memory
 // offset), so tfjs must stay at exactly 4.22.x; test/unit/training-backend.test.ts checks the
 // numbers against the cpu backend.
 import * as tf from '@tensorflow/tfjs-core';
+import { adamwUpdate, FUSED_ADAMW_KERNEL, type AdamWStep } from './optimizer.js';
 
 /** The parts of BackendWasm (tfjs-backend-wasm 4.22) these kernels touch. */
 interface WasmBackendInternals {
@@ -39,14 +43,53 @@ interface CpuBackendInternals {
 }
 
 const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+
+/**
+ * Kernels are registered process-wide, and a process may load this module more than once (test
+ * runners re-import modules per file): patched kernels carry this mark so they are not wrapped twice.
+ */
+const PATCHED = Symbol.for('hearth.training.patchedKernel');
+const isPatched = (k: tf.KernelConfig | undefined) => k !== undefined && PATCHED in k.kernelFunc;
+function markPatched(kernelFunc: tf.KernelFunc): tf.KernelFunc {
+  return Object.assign(kernelFunc, { [PATCHED]: true });
+}
 const shapeBytes = (shape: number[]) => new Uint8Array(new Int32Array(shape).buffer);
+
+/**
+ * [..., rows, cols] -> [..., cols, rows] into a new tensor, as a cache-blocked JS loop on the wasm
+ * heap: 2-3x faster than the wasm Transpose kernel for the large matrices of the backward pass.
+ */
+function swapLastTwoDims(backend: WasmBackendInternals, x: tf.TensorInfo): tf.TensorInfo {
+  const rank = x.shape.length;
+  const rows = x.shape[rank - 2];
+  const cols = x.shape[rank - 1];
+  const outShape = [...x.shape.slice(0, -2), cols, rows];
+  const out = backend.makeOutput(outShape, 'float32');
+  // Views are taken after makeOutput: an allocation may grow (and detach) the wasm heap.
+  const src = backend.typedArrayFromHeap(x) as Float32Array;
+  const dst = backend.typedArrayFromHeap(out) as Float32Array;
+  const block = 32;
+  const matrix = rows * cols;
+  for (let base = 0; base < src.length; base += matrix) {
+    for (let r0 = 0; r0 < rows; r0 += block) {
+      const r1 = Math.min(r0 + block, rows);
+      for (let c0 = 0; c0 < cols; c0 += block) {
+        const c1 = Math.min(c0 + block, cols);
+        for (let r = r0; r < r1; r++) {
+          const from = base + r * cols;
+          for (let c = c0; c < c1; c++) dst[base + c * rows + r] = src[from + c];
+        }
+      }
+    }
+  }
+  return out;
+}
 
 /** Replace the wasm BatchMatMul kernel; call once after `tf.setBackend('wasm')`. */
 export function patchWasmBatchMatMul(): void {
   const original = tf.getKernel(tf.BatchMatMul, 'wasm');
   if (!original) throw new Error('wasm BatchMatMul kernel not registered; is tfjs-backend-wasm loaded?');
-  const transposeKernel = tf.getKernel(tf.Transpose, 'wasm');
-  if (!transposeKernel) throw new Error('wasm Transpose kernel not registered');
+  if (isPatched(original)) return;
   const wasmBackend = tf.findBackend('wasm') as unknown as WasmBackendInternals;
   // The C++ entry point: (aId, aShape, aRank, bId, bShape, bRank, transposeA, transposeB, outId).
   const gemm = wasmBackend.wasm.cwrap(tf.BatchMatMul, null, [
@@ -88,14 +131,8 @@ export function patchWasmBatchMatMul(): void {
     const n = transposeB ? b.shape[b.shape.length - 2] : b.shape[b.shape.length - 1];
     if (k !== kb) throw new Error(`matMul: inner dimensions differ (${a.shape} x ${b.shape}, transposeA=${transposeA}, transposeB=${transposeB})`);
 
-    const swapLastTwo = (t: tf.TensorInfo): tf.TensorInfo => {
-      const perm = t.shape.map((_, i) => i);
-      perm[perm.length - 2] = perm.length - 1;
-      perm[perm.length - 1] = perm.length - 2;
-      return transposeKernel.kernelFunc({ inputs: { x: t }, backend: args.backend, attrs: { perm } }) as tf.TensorInfo;
-    };
-    const aC = transposeA ? swapLastTwo(a) : a; // [..., m, k]
-    const bC = transposeB ? swapLastTwo(b) : b; // [..., k, n]
+    const aC = transposeA ? swapLastTwoDims(backend, a) : a; // [..., m, k]
+    const bC = transposeB ? swapLastTwoDims(backend, b) : b; // [..., k, n]
     const batchShape = batchShapeA.length >= batchShapeB.length ? batchShapeA : batchShapeB;
     const out = backend.makeOutput([...batchShape, m, n], 'float32');
     const id = (t: tf.TensorInfo) => backend.dataIdMap.get(t.dataId).id;
@@ -131,7 +168,7 @@ export function patchWasmBatchMatMul(): void {
   };
 
   tf.unregisterKernel(tf.BatchMatMul, 'wasm');
-  tf.registerKernel({ kernelName: tf.BatchMatMul, backendName: 'wasm', kernelFunc });
+  tf.registerKernel({ kernelName: tf.BatchMatMul, backendName: 'wasm', kernelFunc: markPatched(kernelFunc) });
 }
 
 /** segment-sum of rows: out[segmentIds[i]] += x[i]; ids outside [0, numSegments) are dropped. */
@@ -184,6 +221,7 @@ export function registerSegmentSumKernels(): void {
 export function patchWasmIdentity(): void {
   const original = tf.getKernel(tf.Identity, 'wasm');
   if (!original) throw new Error('wasm Identity kernel not registered');
+  if (isPatched(original)) return;
   const kernelFunc: tf.KernelFunc = (args) => {
     const { x } = args.inputs as { x: tf.TensorInfo };
     if (x.dtype === 'string') return original.kernelFunc(args);
@@ -191,5 +229,30 @@ export function patchWasmIdentity(): void {
     return { dataId: x.dataId, shape: [...x.shape], dtype: x.dtype };
   };
   tf.unregisterKernel(tf.Identity, 'wasm');
-  tf.registerKernel({ kernelName: tf.Identity, backendName: 'wasm', kernelFunc });
+  tf.registerKernel({ kernelName: tf.Identity, backendName: 'wasm', kernelFunc: markPatched(kernelFunc) });
+}
+
+/** Register the fused AdamW kernel (see 4. above) for the wasm and cpu backends. */
+export function registerFusedAdamW(): void {
+  const wasmKernel: tf.KernelFunc = (args) => {
+    const backend = args.backend as unknown as WasmBackendInternals;
+    const { param, grad, m, v } = args.inputs as Record<string, tf.TensorInfo>;
+    const outs = [param, m, v].map((t) => backend.makeOutput([...t.shape], 'float32'));
+    // Views are taken after all allocations: an allocation may grow (and detach) the wasm heap.
+    const view = (t: tf.TensorInfo) => backend.typedArrayFromHeap(t) as Float32Array;
+    adamwUpdate(view(param), view(grad), view(m), view(v), view(outs[0]), view(outs[1]), view(outs[2]), args.attrs as unknown as AdamWStep);
+    return outs;
+  };
+  const cpuKernel: tf.KernelFunc = (args) => {
+    const backend = args.backend as unknown as CpuBackendInternals;
+    const { param, grad, m, v } = args.inputs as Record<string, tf.TensorInfo>;
+    const values = (t: tf.TensorInfo) => backend.data.get(t.dataId).values;
+    const size = sizeOf(param.shape);
+    const [p2, m2, v2] = [0, 1, 2].map(() => new Float32Array(size));
+    adamwUpdate(values(param), values(grad), values(m), values(v), p2, m2, v2, args.attrs as unknown as AdamWStep);
+    return [p2, m2, v2].map((data) => backend.makeTensorInfo([...param.shape], 'float32', data));
+  };
+  for (const [backendName, kernelFunc] of [['wasm', wasmKernel], ['cpu', cpuKernel]] as const) {
+    if (!tf.getKernel(FUSED_ADAMW_KERNEL, backendName)) tf.registerKernel({ kernelName: FUSED_ADAMW_KERNEL, backendName, kernelFunc });
+  }
 }
