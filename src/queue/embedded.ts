@@ -35,6 +35,8 @@ export class EmbeddedQueue implements QueueAdapter {
   private onExit: (workerId: string, reason: string, tasks: string[]) => void = () => {};
   private closing = false;
   private readonly backoffMs = new Map<number, number>();
+  /** Inference tasks that arrived while no inference worker was ready (at start, or during a restart). */
+  private waitingInference: InferenceTask[] = [];
   private readonly log: (msg: string) => void;
 
   constructor(private readonly opts: EmbeddedOptions) {
@@ -62,6 +64,9 @@ export class EmbeddedQueue implements QueueAdapter {
         child.workerId = msg.worker.id;
         child.load = msg.worker.load;
         this.backoffMs.delete(slot);
+        if (child.kind === 'inference' && this.waitingInference.length) {
+          for (const task of this.waitingInference.splice(0)) void this.startInference(task);
+        }
       }
       if (msg.type === 'training.event' && (msg.event.type === 'training_ended' || msg.event.type === 'training_failed')) child.tasks.delete(msg.jobId);
       if (msg.type === 'inference.done' || msg.type === 'inference.error') child.tasks.delete(msg.requestId);
@@ -104,13 +109,19 @@ export class EmbeddedQueue implements QueueAdapter {
 
   async startInference(task: InferenceTask): Promise<void> {
     const candidates = this.ready('inference');
-    if (candidates.length === 0) throw new Error('no inference worker is running yet');
+    if (candidates.length === 0) {
+      if (!this.opts.workers.some((w) => w.kind === 'inference')) throw new Error('this server runs no inference worker (HEARTH_WORKERS)');
+      // One is starting or restarting: hold the task (the gateway fails it after HEARTH_QUEUE_TIMEOUT).
+      this.waitingInference.push(task);
+      return;
+    }
     const child = candidates.reduce((a, b) => (a.tasks.size <= b.tasks.size ? a : b));
     child.tasks.add(task.requestId);
     await this.send(child, { type: 'inference.run', task });
   }
 
   async cancelInference(requestId: string): Promise<void> {
+    this.waitingInference = this.waitingInference.filter((t) => t.requestId !== requestId);
     for (const c of this.children.values()) {
       if (c.tasks.has(requestId)) {
         c.tasks.delete(requestId);
