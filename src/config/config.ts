@@ -28,6 +28,8 @@ export interface Config {
   maxTrainingQueuePerModel: number;
   /** Seconds a request may wait for a worker to pick it up before it fails with 503. */
   queueTimeoutSec: number;
+  /** On SIGTERM, seconds running training jobs (embedded workers) get to finish before they are cancelled. */
+  shutdownGraceSec: number;
 }
 
 export function parseWorkers(spec: string): Config['workers'] {
@@ -68,6 +70,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxQueuePerModel: int(env, 'HEARTH_MAX_QUEUE_PER_MODEL', 256),
     maxTrainingQueuePerModel: int(env, 'HEARTH_MAX_TRAINING_QUEUE_PER_MODEL', 16),
     queueTimeoutSec: int(env, 'HEARTH_QUEUE_TIMEOUT', 120),
+    shutdownGraceSec: int(env, 'HEARTH_SHUTDOWN_GRACE', 60),
   };
 }
 

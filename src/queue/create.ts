@@ -18,7 +18,7 @@ export async function createQueue(
     const { BullmqQueue } = await import('./bullmq.js');
     adapter = new BullmqQueue({ redisUrl: config.redisUrl, prefix: config.queuePrefix, log: hooks.log });
   } else {
-    adapter = new EmbeddedQueue({ workers: config.workers, env: { HEARTH_HOME: config.home, ...hooks.workerEnv }, log: hooks.log });
+    adapter = new EmbeddedQueue({ workers: config.workers, env: { HEARTH_HOME: config.home, ...hooks.workerEnv }, log: hooks.log, shutdownGraceMs: config.shutdownGraceSec * 1000 });
   }
   return new QueueService(adapter, store, catalog, {
     home: config.home,

@@ -23,6 +23,8 @@ interface Child {
 
 export interface EmbeddedOptions {
   workers: { kind: WorkerKind; device: string }[];
+  /** On shutdown, how long running training jobs may take to finish before they are cancelled (ms). */
+  shutdownGraceMs?: number;
   env?: NodeJS.ProcessEnv;
   log?: (msg: string) => void;
 }
@@ -134,9 +136,25 @@ export class EmbeddedQueue implements QueueAdapter {
     return { ok: true, error: null, durationMs: 0 };
   }
 
-  /** Ask every child to stop and wait for them (bounded), killing stragglers. */
+  /**
+   * Stop the workers. Running training jobs first get `shutdownGraceMs` to finish (their events still reach
+   * the store), then are cancelled at their next step; then every child is asked to exit, and killed if it
+   * has not within `timeoutMs`.
+   */
   async close(timeoutMs = 5000): Promise<void> {
     this.closing = true;
+    const busy = () => [...this.children.values()].filter((c) => c.kind === 'training' && c.tasks.size > 0 && c.proc.exitCode === null);
+    const waitIdle = async (ms: number) => {
+      const deadline = Date.now() + ms;
+      while (busy().length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    };
+    if (busy().length) {
+      const grace = this.opts.shutdownGraceMs ?? 60_000;
+      this.log(`embedded queue: waiting up to ${Math.round(grace / 1000)} s for ${busy().length} running training job(s) to finish`);
+      await waitIdle(grace);
+      for (const c of busy()) for (const jobId of c.tasks) await this.send(c, { type: 'training.cancel', jobId }).catch(() => {});
+      await waitIdle(timeoutMs);
+    }
     const exits = [...this.children.values()].map(
       (c) =>
         new Promise<void>((resolve) => {

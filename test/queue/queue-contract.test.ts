@@ -221,6 +221,22 @@ describe('embedded queue restart', () => {
   });
 });
 
+describe('embedded queue shutdown', () => {
+  it('lets a running training job finish before the workers stop', async () => {
+    const c = await new Cluster('embedded').start(tempHome(), 'training:cpu');
+    const modelId = await c.model('finishing');
+    const job = await c.server.call('POST', '/v1/preview/training-jobs', { key: c.key, body: rlBody(modelId, { steps: 20, stepMs: 50 }) });
+    await waitFor(async () => (await c.events(job.body.id)).some((e) => e.type === 'gradient_step'), 'the first gradient step');
+    await c.server.ctx.queue!.close(); // what `hearth serve` does on SIGTERM, after the HTTP server closed
+    const status = c.server.store.jobs.getById(job.body.id)!.status;
+    const events = c.server.store.events.all(job.body.id).map((e) => e.type);
+    expect(status).toBe('succeeded');
+    expect(events.filter((t) => t === 'gradient_step')).toHaveLength(20);
+    expect(events[events.length - 1]).toBe('training_ended');
+    await c.stop();
+  });
+});
+
 describe('BullMQ workers on one Redis', () => {
   it('share the load: two inference workers both take requests', async () => {
     const c = await new Cluster('bullmq').start();
