@@ -6,6 +6,7 @@ const COMMANDS: Record<string, string> = {
   worker: 'run a worker: --kind inference|training --device cpu|cuda:N --redis <url>',
   models: 'import, list, remove and export base models',
   generate: 'raw text generation with a local model (no chat template)',
+  bench: 'bench hardware --model <id>: measure a model on this device and print its prices',
 };
 
 type Command = { run: (argv: string[]) => Promise<number> };
