@@ -21,8 +21,15 @@ export interface InferenceContext {
 export interface Handlers {
   training?: (task: TrainingTask, ctx: TrainingContext) => Promise<void>;
   inference?: (task: InferenceTask, ctx: InferenceContext) => Promise<unknown>;
+  /** Running totals sent with every heartbeat (inference: steps by batch size). */
+  stats?: () => WorkerStats;
   /** Release models, threads, sessions. */
   close?: () => Promise<void>;
+}
+
+export interface WorkerStats {
+  /** Number of engine steps per batch size ("8" → 120 steps of 8 sequences), since the worker started. */
+  batchSizeCounts?: Record<string, number>;
 }
 
 export class CancelledError extends Error {

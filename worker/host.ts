@@ -41,7 +41,7 @@ export class WorkerHost {
       type: 'heartbeat',
       worker: {
         id: this.identity.id, kind: this.identity.kind, device: this.identity.device, host: os.hostname(), pid: process.pid,
-        load: this.load, lastSeenMs: Date.now(), devices: this.devices, tasks: [...this.inflight.keys()],
+        load: this.load, lastSeenMs: Date.now(), devices: this.devices, tasks: [...this.inflight.keys()], stats: this.handlers.stats?.(),
       },
     };
   }

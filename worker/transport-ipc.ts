@@ -37,9 +37,12 @@ export function serveOverIpc(host: WorkerHost, heartbeatMs: number, onShutdown: 
         break;
     }
   });
-  // The parent is gone (crash or kill -9): nothing would collect our results, so stop.
-  process.on('disconnect', () => {
+  // The parent is gone (crash or kill -9): nothing would collect our results, so stop. It may have gone while
+  // this worker was still loading (before this listener existed): then the event is past, so check now too.
+  const parentGone = () => {
     clearInterval(timer);
     void onShutdown();
-  });
+  };
+  process.on('disconnect', parentGone);
+  if (!process.connected) parentGone();
 }

@@ -1,11 +1,13 @@
 // The Fastify application: parsing, auth, routes, errors and the OpenAPI document. No I/O of its own
 // beyond what the services do; `hearth serve` (src/cli/commands/serve.ts) owns the process around it.
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import type { Socket } from 'node:net';
 import crypto from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
 import { errorBody, HttpError, ValidationError, type ErrorStyle } from './errors.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 import { registerAuth } from './plugins/auth.js';
 import { registerRoutes, type RouteDef } from './route.js';
 import { buildOpenApi } from './openapi.js';
@@ -26,6 +28,8 @@ function jsonInvalid(err: Error, position: number | null) {
 
 function parseJson(text: string, parse: (text: string) => unknown = JSON.parse): unknown {
   if (text.trim() === '') return undefined;
+  // FastAPI's answer when json.loads hits its recursion limit; deeper values would overflow our own stack later.
+  if (nestsDeeperThan(text)) throw new HttpError(400, `There was an error parsing the body: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
   try {
     return parse(text);
   } catch (err) {
@@ -47,6 +51,31 @@ function slimIssues(err: ValidationError) {
   });
 }
 
+/**
+ * Errors Fastify raises before any route runs (bad percent-encoding, overlong path parameter), answered in
+ * the API's shape instead of Fastify's `{error, code, message, statusCode}`. The URL is not echoed back.
+ */
+function frameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  const style: ErrorStyle = request.url.startsWith('/table/') ? 'reason' : 'detail';
+  if (err.code === 'FST_ERR_BAD_URL') return reply.code(400).send(errorBody(style, 'Malformed URL: invalid percent-encoding'));
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return reply.code(414).send(errorBody(style, 'A path parameter is too long'));
+  return reply.code(err.statusCode ?? 400).send(errorBody(style, 'Bad Request'));
+}
+
+/** Requests Node cannot parse as HTTP: answer `{"detail"}` like every other error, then drop the connection. */
+function clientError(err: NodeJS.ErrnoException, socket: Socket) {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, text, detail] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'Request timed out']
+    : err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'Request headers are too large']
+    : [400, 'Bad Request', 'Malformed HTTP request'];
+  const body = JSON.stringify({ detail });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
+
 export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: opts.logger ?? false,
@@ -55,6 +84,10 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : crypto.randomUUID();
     },
+    // Fastify's default (100) would answer 414 before a too-long id reaches validation (422 with a loc).
+    routerOptions: { maxParamLength: 1024 },
+    frameworkErrors: frameworkError,
+    clientErrorHandler: clientError,
     forceCloseConnections: false,
     return503OnClosing: true,
   });

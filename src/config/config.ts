@@ -30,6 +30,8 @@ export interface Config {
   queueTimeoutSec: number;
   /** On SIGTERM, seconds running training jobs (embedded workers) get to finish before they are cancelled. */
   shutdownGraceSec: number;
+  /** Folders whose files SFT jobs may name as file:// training data (empty: file:// only for uploaded datasets). */
+  dataDirs: string[];
 }
 
 export function parseWorkers(spec: string): Config['workers'] {
@@ -71,6 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxTrainingQueuePerModel: int(env, 'HEARTH_MAX_TRAINING_QUEUE_PER_MODEL', 16),
     queueTimeoutSec: int(env, 'HEARTH_QUEUE_TIMEOUT', 120),
     shutdownGraceSec: int(env, 'HEARTH_SHUTDOWN_GRACE', 60),
+    dataDirs: (env.HEARTH_DATA_DIRS ?? '').split(':').filter(Boolean).map((d) => path.resolve(d)),
   };
 }
 

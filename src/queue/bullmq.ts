@@ -34,17 +34,32 @@ export class BullmqQueue implements QueueAdapter {
     this.redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
     this.reader = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
     this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
+    // Connection errors (Redis restarting) are retried by ioredis; say so once per outage, not per attempt.
+    let down = false;
+    const onError = (err: Error) => {
+      if (!down) this.log(`bullmq: Redis connection lost (${err.message}); reconnecting`);
+      down = true;
+    };
+    for (const emitter of [this.redis, this.reader, this.training, this.inference]) emitter.on('error', onError);
+    this.redis.on('ready', () => {
+      if (down) this.log('bullmq: Redis connection back');
+      down = false;
+    });
   }
 
   async start(sink: (msg: WorkerMessage) => void): Promise<void> {
     const stream = reportsStream(this.opts.prefix);
+    await this.createGroup(stream, '$');
+    this.running = true;
+    this.loop = this.readLoop(stream, sink);
+  }
+
+  private async createGroup(stream: string, from: '$' | '0'): Promise<void> {
     try {
-      await this.redis.xgroup('CREATE', stream, REPORTS_GROUP, '$', 'MKSTREAM');
+      await this.redis.xgroup('CREATE', stream, REPORTS_GROUP, from, 'MKSTREAM');
     } catch (err) {
       if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
     }
-    this.running = true;
-    this.loop = this.readLoop(stream, sink);
   }
 
   private async readLoop(stream: string, sink: (msg: WorkerMessage) => void): Promise<void> {
@@ -56,7 +71,11 @@ export class BullmqQueue implements QueueAdapter {
         reply = (await this.reader.xreadgroup('GROUP', REPORTS_GROUP, this.consumer, 'COUNT', 1000, 'BLOCK', 1000, 'STREAMS', stream, cursor)) as StreamReply;
       } catch (err) {
         if (!this.running) return;
-        this.log(`bullmq: reading worker reports failed (${(err as Error).message}); retrying`);
+        const message = (err as Error).message;
+        this.log(`bullmq: reading worker reports failed (${message}); retrying`);
+        // Redis restarted without its data: the group is gone. Recreate it from the stream's start, so the
+        // reports workers sent since the restart are read too.
+        if (message.includes('NOGROUP')) await this.createGroup(stream, '0').catch(() => {});
         await new Promise((r) => setTimeout(r, 500));
         continue;
       }
@@ -86,8 +105,16 @@ export class BullmqQueue implements QueueAdapter {
   }
 
   async startTraining(task: TrainingTask): Promise<void> {
-    // jobId = training job id: adding it again after an API restart is a no-op.
-    await this.training.add('train', task, { jobId: task.jobId, removeOnComplete: true, removeOnFail: 1000, attempts: 1 });
+    // jobId = training job id: adding it again after an API restart is a no-op. Finished jobs stay an hour,
+    // so a resubmission that races a job's last reports finds it and adds nothing.
+    await this.training.add('train', task, { jobId: task.jobId, removeOnComplete: { age: 3600 }, removeOnFail: 1000, attempts: 1 });
+  }
+
+  async resubmitTraining(task: TrainingTask): Promise<boolean> {
+    if (await this.training.getJob(task.jobId)) return false;
+    this.log(`bullmq: training job ${task.jobId} is no longer in Redis (restarted without its data?); queueing it again`);
+    await this.startTraining(task);
+    return true;
   }
 
   async cancelTraining(jobId: string): Promise<void> {
@@ -104,13 +131,20 @@ export class BullmqQueue implements QueueAdapter {
     if (!removed) await this.redis.publish(controlChannel(this.opts.prefix), JSON.stringify({ type: 'inference.cancel', requestId }));
   }
 
-  async health(): Promise<QueueHealth> {
+  async health(timeoutMs = 2000): Promise<QueueHealth> {
     const t0 = performance.now();
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await this.redis.ping();
+      // Commands wait while ioredis reconnects: bound the wait, so a health check never hangs on a Redis outage.
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      });
+      await Promise.race([this.redis.ping(), late]);
       return { ok: true, error: null, durationMs: performance.now() - t0 };
     } catch (err) {
       return { ok: false, error: `Redis: ${(err as Error).message}`, durationMs: performance.now() - t0 };
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -44,6 +44,8 @@ export const WorkerInfoMsg = z.object({
   devices: z.unknown().optional(),
   /** Ids of the training jobs and inference requests in flight on this worker (lost-work detection). */
   tasks: z.array(z.string()).default([]),
+  /** Running totals from the worker's engine (see worker/handlers.ts WorkerStats). */
+  stats: z.object({ batchSizeCounts: z.record(z.string(), z.number()).optional() }).optional(),
 });
 
 export const TrainingEventMsg = z.object({

@@ -17,6 +17,7 @@ export interface WorkerInfo {
   devices?: unknown;
   /** Training job ids and inference request ids in flight there. */
   tasks: string[];
+  stats?: { batchSizeCounts?: Record<string, number> };
 }
 
 export interface QueueHealth {
@@ -46,6 +47,11 @@ export interface QueueAdapter {
   /** A training task can be handed over now (embedded: an idle training worker exists; Redis: always). */
   canStartTraining(): boolean;
   startTraining(task: TrainingTask): Promise<void>;
+  /**
+   * Hand a task over again if the transport lost it (Redis restarted without persistence); resolves true when
+   * it did. Only for transports where that is safe and cannot run a job twice (BullMQ: same job id).
+   */
+  resubmitTraining?(task: TrainingTask): Promise<boolean>;
   cancelTraining(jobId: string): Promise<void>;
   startInference(task: InferenceTask): Promise<void>;
   cancelInference(requestId: string): Promise<void>;

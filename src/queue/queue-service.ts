@@ -10,6 +10,7 @@ import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { TrainingDispatcher, TrainingJobsService } from '../services/training-jobs.js';
 import type { BaseModelCatalog } from '../services/base-models.js';
 import { HttpError } from '../api/errors.js';
+import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../api/plugins/metrics.js';
 
 export interface QueueServiceOptions {
   home: string;
@@ -29,6 +30,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   private scheduler!: TrainingScheduler;
   private jobs!: TrainingJobsService;
   private timer: NodeJS.Timeout | null = null;
+  private resubmitting = false;
   private readonly log: (msg: string) => void;
 
   constructor(
@@ -73,7 +75,9 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   }
 
   async enqueueTraining(_job: TrainingJobRecord): Promise<void> {
-    await this.scheduler.pump();
+    // The job is stored: answer now. Handing it over may wait on Redis (down, reconnecting), and the
+    // scheduler fails the job itself if the hand-over fails.
+    void this.scheduler.pump();
   }
 
   async cancelTraining(jobId: string): Promise<void> {
@@ -102,6 +106,8 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     switch (msg.type) {
       case 'heartbeat':
         this.registry.update(msg.worker as WorkerInfo);
+        recordHeartbeat(hearthMetrics, msg.worker);
+        recordEngineStats(hearthMetrics, msg.worker.id, msg.worker.stats?.batchSizeCounts);
         this.opts.onHeartbeat?.(msg.worker as WorkerInfo);
         if (msg.worker.kind === 'training' && msg.worker.tasks.length === 0) void this.scheduler.pump();
         break;
@@ -159,5 +165,13 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       }
     }
     this.gateway.reap((id) => this.registry.isLive(id, now), now);
+    // Asks Redis, which may be slow or down: one pass at a time, never blocking the rest of reconcile.
+    if (!this.resubmitting) {
+      this.resubmitting = true;
+      this.scheduler
+        .resubmitQueued()
+        .catch((err: Error) => this.log(`could not check queued training jobs: ${err.message}`))
+        .finally(() => (this.resubmitting = false));
+    }
   }
 }

@@ -58,6 +58,9 @@ export class TrainingScheduler {
         }
         this.active.set(job.id, job.modelId);
         busyModels.add(job.modelId);
+        // The step folder has no row (the step comes after the latest one): it is what a crash left between
+        // the worker's rename and its report. Workers never overwrite a checkpoint, so clear it first.
+        fs.rmSync(task.outputDir, { recursive: true, force: true });
         try {
           await this.adapter.startTraining(task);
         } catch (err) {
@@ -68,6 +71,22 @@ export class TrainingScheduler {
     } finally {
       this.pumping = false;
     }
+  }
+
+  /**
+   * Jobs handed over but not started yet may have been lost by the transport (Redis restarted without its
+   * data): hand them over again where the adapter can do that safely. Returns the ids queued again.
+   */
+  async resubmitQueued(): Promise<string[]> {
+    if (!this.adapter.resubmitTraining) return [];
+    const again: string[] = [];
+    for (const jobId of this.activeJobs()) {
+      const job = this.store.jobs.getById(jobId);
+      if (job?.status !== 'queued') continue;
+      const task = this.taskFor(job);
+      if (typeof task !== 'string' && (await this.adapter.resubmitTraining(task))) again.push(jobId);
+    }
+    return again;
   }
 
   private taskFor(job: TrainingJobRecord): TrainingTask | string {

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { datasetsDir } from '../config/config.js';
 import { ValidationError, type ValidationIssue } from '../api/errors.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../api/json-depth.js';
 
 /** Problems of SFT JSONL text: each line must be an object with a non-empty `messages` array. */
 export function validateSftJsonl(text: string, maxIssues = 20): { rows: number; issues: ValidationIssue[] } {
@@ -15,6 +16,11 @@ export function validateSftJsonl(text: string, maxIssues = 20): { rows: number; 
     if (!line) continue;
     const loc = ['body', `line ${i + 1}`];
     let row: unknown;
+    // Rows are walked recursively when training reads them: refuse what the JSON body parser refuses.
+    if (nestsDeeperThan(line)) {
+      issues.push({ loc, msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' });
+      continue;
+    }
     try {
       row = JSON.parse(line);
     } catch (err) {

@@ -114,9 +114,13 @@ export class ModelsService {
   sweepOrphanCheckpointDirs(): number {
     if (!fs.existsSync(this.checkpointsRoot)) return 0;
     const known = new Set(this.store.checkpoints.allPaths().map((p) => path.resolve(p)));
+    // A model with a running job may get a checkpoint whose report has not been read yet (Redis mode: workers
+    // carry on while the API is down), so its folder is left alone; the scheduler clears a stale step folder
+    // before it hands out that step again.
+    const busy = new Set(this.store.jobs.withStatus(['running']).map((j) => j.modelId));
     let removed = 0;
     for (const modelDir of fs.readdirSync(this.checkpointsRoot, { withFileTypes: true })) {
-      if (!modelDir.isDirectory()) continue;
+      if (!modelDir.isDirectory() || busy.has(modelDir.name)) continue;
       const full = path.join(this.checkpointsRoot, modelDir.name);
       for (const step of fs.readdirSync(full, { withFileTypes: true })) {
         const p = path.resolve(full, step.name);

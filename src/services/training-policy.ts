@@ -16,7 +16,7 @@ import { writeTableRowsJsonl } from '../tables/read-table-rows.js';
 const ENGINE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../worker/training/worker-handler.ts');
 
 /** The policy of this build's training engine, or null when the build has none (job creation answers 501). */
-export async function trainingPolicy(config: Pick<Config, 'home'>, tables: TableStore | null): Promise<TrainingPolicy | null> {
+export async function trainingPolicy(config: Pick<Config, 'home' | 'dataDirs'>, tables: TableStore | null): Promise<TrainingPolicy | null> {
   if (!fs.existsSync(ENGINE) && !fs.existsSync(ENGINE.replace(/\.ts$/, '.js'))) return null;
   const rlConfig = '../../worker/training/rl-config.js'; // loaded only in builds that have the engine
   const { unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } = (await import(rlConfig)) as Record<string, (c: unknown) => string[]>;
@@ -28,7 +28,7 @@ export async function trainingPolicy(config: Pick<Config, 'home'>, tables: Table
 }
 
 export async function resolveSftData(
-  config: Pick<Config, 'home'>,
+  config: Pick<Config, 'home' | 'dataDirs'>,
   entity: string,
   url: string,
   tables: TableStore | null,
@@ -36,8 +36,21 @@ export async function resolveSftData(
   const parsed = parseDataUrl(url);
   if ('error' in parsed) return parsed;
   switch (parsed.scheme) {
-    case 'file':
-      return fs.existsSync(parsed.path) && fs.statSync(parsed.path).isFile() ? { path: parsed.path } : { error: `training data file ${parsed.path} does not exist on the server` };
+    case 'file': {
+      // Server files are readable only inside the folders the operator lists in HEARTH_DATA_DIRS (off by
+      // default: any key holder could otherwise train on, and probe, any file the server can read), and
+      // Hearth's own state under HEARTH_HOME only in the caller's own datasets folder. Everything else
+      // answers like a missing file, so it reveals nothing.
+      const missing = { error: `training data file ${parsed.path} does not exist on the server or is outside HEARTH_DATA_DIRS` };
+      if (!fs.existsSync(parsed.path) || !fs.statSync(parsed.path).isFile()) return missing;
+      const real = fs.realpathSync(parsed.path);
+      const home = fs.realpathSync(config.home);
+      const ownDatasets = path.join(datasetsDir(home), entity);
+      const allowed = [ownDatasets, ...config.dataDirs.filter((d) => fs.existsSync(d)).map((d) => fs.realpathSync(d))];
+      if (!allowed.some((dir) => isInside(real, dir))) return missing;
+      if (isInside(real, home) && !isInside(real, ownDatasets)) return missing;
+      return { path: real };
+    }
     case 'dataset': {
       const file = parsed.entity === entity ? new Datasets(config.home).file(parsed.entity, parsed.project, parsed.name, parsed.version) : null;
       return file ? { path: file } : { error: `dataset ${url} not found; upload it with POST /v1/preview/datasets?project=<p>&name=<n>` };
@@ -54,4 +67,10 @@ export async function resolveSftData(
       return { path: file };
     }
   }
+}
+
+/** `file` is `dir` or below it (both already resolved). */
+function isInside(file: string, dir: string): boolean {
+  const rel = path.relative(dir, file);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }

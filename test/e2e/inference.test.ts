@@ -144,6 +144,11 @@ describe('chat completions through the openai client', () => {
     const text = await (await fetch(`${s.url}/metrics`)).text();
     const line = text.split('\n').find((l) => l.startsWith('hearth_tokens_generated_total{model="hearth/tiny-random-llama"}'));
     expect(Number(line?.split(' ').pop())).toBeGreaterThan(0);
+    // Engine steps by batch size arrive with the worker's heartbeats.
+    await waitFor(async () => {
+      const t = await (await fetch(`${s.url}/metrics`)).text();
+      return Number(/^hearth_batch_size_count (\S+)/m.exec(t)?.[1] ?? 0) > 0;
+    }, 'batch sizes in /metrics', 5_000, 100);
   });
 
   it('books usage per project from the OpenAI-Project header', async () => {

@@ -195,6 +195,8 @@ export class Engine {
 
   /** Running totals for metrics (Prometheus counters/gauges on the worker side). */
   /** tokensComputed: every position run through the model (prefill, decode and recompute). */
+  /** Steps run, by number of sequences in the step (the API's hearth_batch_size histogram). */
+  readonly batchSizeCounts = new Map<number, number>();
   readonly counters = { steps: 0, tokensComputed: 0, generatedTokens: 0, preemptions: 0, prefixTokensReused: 0, requests: 0 };
 
   get stats() {
@@ -249,6 +251,7 @@ export class Engine {
       for (const id of this.deferredFrees.splice(0)) this.model.free(id);
     }
     this.counters.steps++;
+    this.batchSizeCounts.set(items.length, (this.batchSizeCounts.get(items.length) ?? 0) + 1);
     for (const it of items) this.counters.tokensComputed += it.numTokens;
     items.forEach((item, i) => {
       try {

@@ -31,6 +31,7 @@ function envNumber(name: string): number | undefined {
 
 export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
   const models = new Map<string, Promise<ServedModel>>();
+  const loadedEngines = new Set<ServedModel>();
 
   const serve = (model: NonNullable<InferenceTask['model']>): Promise<ServedModel> => {
     const key = model.baseModelDir ?? model.baseModel;
@@ -49,7 +50,9 @@ export async function createHandlers(device: string, log: (m: string) => void): 
           `inference engine ready: ${model.baseModel} on ${loaded.runner.device} (${loaded.runner.attention} attention, context ${loaded.runner.maxPositions}, ` +
             `KV budget ${o.kvCacheTokens} tokens, max ${o.maxNumSeqs} sequences / ${o.maxBatchedTokens} tokens per step, loaded in ${Math.round(loaded.loadMs)} ms)`,
         );
-        return { loaded, hearth };
+        const ready = { loaded, hearth };
+        loadedEngines.add(ready);
+        return ready;
       })();
       models.set(key, served);
       served.catch(() => models.delete(key)); // let a later request retry a failed load
@@ -92,6 +95,12 @@ export async function createHandlers(device: string, log: (m: string) => void): 
             if (ctx.signal.aborted) h.cancel();
           });
       });
+    },
+
+    stats() {
+      const batchSizeCounts: Record<string, number> = {};
+      for (const served of loadedEngines) for (const [size, n] of served.hearth.engine.batchSizeCounts) batchSizeCounts[size] = (batchSizeCounts[size] ?? 0) + n;
+      return { batchSizeCounts };
     },
 
     async close() {

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
 import { runTrainingJob, type TrainingJobSpec } from './job.js';
-import { TrainingCancelledError } from './loop.js';
+import { TrainingCancelledError, type TrainingEvent } from './loop.js';
 import type { TrainingTask } from '../../src/queue/messages.js';
 
 interface RlPayload {
@@ -41,7 +41,13 @@ export async function createHandlers(device: string, log: (m: string) => void): 
     async training(task, ctx) {
       const spec = specFromTask(task);
       try {
-        await runTrainingJob(spec, (event) => ctx.emit(event.type, event.data), { isCancelled: () => ctx.cancelled(), log: ctx.log });
+        // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
+        // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
+        const emit = async (event: TrainingEvent) => {
+          ctx.emit(event.type, event.data);
+          await new Promise((resolve) => setImmediate(resolve));
+        };
+        await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });
       } catch (err) {
         if (err instanceof TrainingCancelledError) throw new CancelledError();
         throw err;

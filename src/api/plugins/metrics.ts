@@ -76,6 +76,19 @@ export function recordHeartbeat(
   metrics.workerLastSeen.set({ kind: worker.kind, device: worker.device, host: worker.host }, atMs / 1000);
 }
 
+const lastBatchCounts = new Map<string, Record<string, number>>();
+
+/** Call with each inference worker heartbeat: observes the engine steps run since its previous one. */
+export function recordEngineStats(metrics: HearthMetrics, workerId: string, batchSizeCounts: Record<string, number> | undefined): void {
+  if (!batchSizeCounts) return;
+  const previous = lastBatchCounts.get(workerId) ?? {};
+  for (const [size, total] of Object.entries(batchSizeCounts)) {
+    const fresh = total - (previous[size] ?? 0);
+    for (let i = 0; i < fresh; i++) metrics.batchSize.observe(Number(size));
+  }
+  lastBatchCounts.set(workerId, { ...batchSizeCounts });
+}
+
 export interface RegisterMetricsOptions {
   /** Default '/metrics'. */
   path?: string;

@@ -7,7 +7,8 @@ import { createContext } from '../../services/container.js';
 import { BaseModelCatalog } from '../../services/base-models.js';
 import { createQueue } from '../../queue/create.js';
 import { buildApp } from '../../api/app.js';
-import { hearthMetrics, recordHeartbeat } from '../../api/plugins/metrics.js';
+import { productionLoggerOptions } from '../../api/logger.js';
+import { hearthMetrics } from '../../api/plugins/metrics.js';
 import { trainingPolicy } from '../../services/training-policy.js';
 import { TableStore } from '../../tables/table-store.js';
 import { ensureDemoModel } from '../../models/demo-model.js';
@@ -19,13 +20,11 @@ export async function run(_argv: string[]): Promise<number> {
   const demo = await ensureDemoModel(config.home);
   if (demo) process.stdout.write(`Installed the demo model ${demo.id} (random weights; import a real model with "hearth models import")\n`);
   const catalog = new BaseModelCatalog(modelsDir(config.home));
-  const queue = await createQueue(config, store, catalog, {
-    onHeartbeat: (w) => recordHeartbeat(hearthMetrics, w),
-  });
+  const queue = await createQueue(config, store, catalog);
   const ctx = createContext(config, store, { catalog, queue, dispatcher: queue, policy: await trainingPolicy(config, new TableStore(store.db)) });
   const swept = ctx.models.sweepOrphanCheckpointDirs();
   const app = await buildApp(ctx, {
-    logger: { level: config.logLevel, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+    logger: productionLoggerOptions(config.logLevel),
   });
   if (swept) app.log.warn({ swept }, 'removed checkpoint folders left without a store row');
   await queue.start(ctx.trainingJobs);
