@@ -5,8 +5,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Suites start real servers and worker processes; on 2 cores, fewer forks is faster and steadier.
+    // Test files start real servers and worker processes of their own; on 2 cores, running two such files at
+    // once oversubscribes the CPU and makes timing-bound fault tests flaky. One file at a time.
     pool: 'forks',
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    poolOptions: { forks: { maxForks: 1, minForks: 1 } },
   },
 });

@@ -88,7 +88,8 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
     routerOptions: { maxParamLength: 1024 },
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError,
-    forceCloseConnections: false,
+    // On close, drop idle keep-alive connections at once and let in-flight requests finish.
+    forceCloseConnections: 'idle',
     return503OnClosing: true,
   });
 

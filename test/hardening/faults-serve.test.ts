@@ -171,7 +171,7 @@ describe('kill -9 of hearth serve under writes', () => {
     const env = { HEARTH_WORKERS: 'inference:cpu,training:cpu' };
     let p = await startServe({ ...ENV, ...env, HEARTH_HOME: home, HEARTH_HEARTBEAT_INTERVAL_MS: '200' });
     running.push(p);
-    await waitFor(async () => (await fetch(`${p.url}/v1/system-check`)).status === 200, 'both workers', 30_000, 200);
+    await waitFor(async () => (await fetch(`${p.url}/v1/system-check`)).status === 200, 'both workers', 60_000, 200);
     const workerPids = childPids(p.child.pid!);
     expect(workerPids.length).toBe(2);
 
