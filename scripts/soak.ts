@@ -5,17 +5,14 @@
 // until the duration or the request count is reached, then stops the server and prints JSON: errors by kind
 // (429s apart: they are the limits working), p50/p99 latency per operation, RSS of the server and its workers
 // over time (/proc/<pid>/status VmRSS) and RSS growth after warm-up.
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { dbPath } from '../src/config/config.js';
 import { Store } from '../src/store/sqlite/store.js';
 import { ApiKeys } from '../src/services/api-keys.js';
+import { startServe as startServeProcess } from '../test/helpers/process.js';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name: string, fallback: string | null) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : fallback;
@@ -38,41 +35,9 @@ const quantile = (xs: number[], p: number) => {
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
+// ---- the server under test: `hearth serve` as users run it (embedded queue, both workers) ----
 
-// ---- the server under test ----
-
-async function startServe(home: string): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(REPO, 'bin/hearth.js'), 'serve'], {
-    env: { ...process.env, HEARTH_HOME: home, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', HEARTH_WORKERS: 'inference:cpu,training:cpu', REDIS_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (d) => (out = (out + d).slice(-20_000)));
-  child.stderr!.on('data', (d) => (out = (out + d).slice(-20_000)));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`hearth serve did not start:\n${out}`)), 60_000);
-    child.stdout!.on('data', () => {
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`hearth serve exited with ${code}:\n${out}`)));
-  });
-  return { child, url, output: () => out };
-}
+const startServe = (home: string) => startServeProcess({ HEARTH_HOME: home, HOST: '127.0.0.1', HEARTH_WORKERS: 'inference:cpu,training:cpu' }, 60_000);
 
 /** RSS in MiB of a process, or null when it is gone. */
 function rssMb(pid: number): number | null {

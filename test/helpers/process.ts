@@ -33,7 +33,8 @@ export interface ServeProcess {
 /** Start `hearth serve` and wait until it prints its URL. */
 export async function startServe(env: Record<string, string>, timeoutMs = 30_000): Promise<ServeProcess> {
   const port = env.PORT ?? String(await freePort());
-  const child = spawn(process.execPath, [HEARTH_BIN, 'serve'], { env: { ...process.env, LOG_LEVEL: 'warn', ...env, PORT: port }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // REDIS_URL from the caller's environment (CI exports one) would switch serve to BullMQ: embedded unless asked.
+  const child = spawn(process.execPath, [HEARTH_BIN, 'serve'], { env: { ...process.env, REDIS_URL: '', LOG_LEVEL: 'warn', ...env, PORT: port }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
