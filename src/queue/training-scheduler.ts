@@ -48,9 +48,11 @@ export class TrainingScheduler {
     this.pumping = true;
     try {
       const busyModels = new Set(this.active.values());
-      for (const job of this.store.jobs.withStatus(['queued'])) {
-        if (this.active.has(job.id) || busyModels.has(job.modelId)) continue;
+      for (const head of this.store.jobs.queuedHeads()) {
+        if (this.active.has(head.id) || busyModels.has(head.modelId)) continue;
         if (!this.adapter.canStartTraining()) break;
+        const job = this.store.jobs.getById(head.id);
+        if (!job || job.status !== 'queued') continue;
         const task = this.taskFor(job);
         if (typeof task === 'string') {
           this.fail(job.id, task);

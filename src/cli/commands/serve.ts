@@ -30,7 +30,7 @@ export async function run(_argv: string[]): Promise<number> {
   await queue.start(ctx.trainingJobs);
   const depthTimer = setInterval(() => {
     hearthMetrics.queueDepth.set({ queue: 'inference' }, queue.gateway.inFlight());
-    hearthMetrics.queueDepth.set({ queue: 'training' }, store.jobs.withStatus(['queued']).length);
+    hearthMetrics.queueDepth.set({ queue: 'training' }, store.jobs.countWithStatus('queued'));
   }, 2000);
   depthTimer.unref();
 

@@ -43,6 +43,15 @@ export class JobsRepo {
     return (this.db.prepare(`SELECT * FROM training_jobs WHERE status IN (${marks}) ORDER BY created_at`).all(...statuses) as Row[]).map(toRecord);
   }
 
+  /** Queued jobs, oldest first, without their payloads (RL payloads can be tens of MB: parse only the one dispatched). */
+  queuedHeads(): { id: string; modelId: string }[] {
+    return this.db.prepare("SELECT id, model_id AS modelId FROM training_jobs WHERE status = 'queued' ORDER BY created_at").all() as { id: string; modelId: string }[];
+  }
+
+  countWithStatus(status: JobStatus): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM training_jobs WHERE status = ?').get(status) as { n: number }).n;
+  }
+
   activeForModel(modelId: string): TrainingJobRecord[] {
     return (this.db.prepare("SELECT * FROM training_jobs WHERE model_id = ? AND status IN ('queued','running')").all(modelId) as Row[]).map(toRecord);
   }
