@@ -35,6 +35,10 @@ export async function startServe(env: Record<string, string>, timeoutMs = 30_000
   const port = env.PORT ?? String(await freePort());
   // REDIS_URL from the caller's environment (CI exports one) would switch serve to BullMQ: embedded unless asked.
   const child = spawn(process.execPath, [HEARTH_BIN, 'serve'], { env: { ...process.env, REDIS_URL: '', LOG_LEVEL: 'warn', ...env, PORT: port }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // A test that times out never reaches its `finally`: take the server down with the test process.
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
+  child.once('exit', () => process.removeListener('exit', reap));
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
