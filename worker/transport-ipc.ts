@@ -13,10 +13,13 @@ export function ipcSend(msg: WorkerMessage): Promise<void> {
 
 export function serveOverIpc(host: WorkerHost, heartbeatMs: number, onShutdown: () => Promise<void>): void {
   if (!process.send) throw new Error('--ipc needs a parent process with an IPC channel (the embedded queue starts workers this way)');
-  const send = ipcSend;
-  const beat = () => void send(host.heartbeat());
+  const beat = () => void ipcSend(host.heartbeat());
   beat();
   const timer = setInterval(beat, heartbeatMs);
+  const stop = () => {
+    clearInterval(timer);
+    void onShutdown();
+  };
   process.on('message', (raw: ApiToWorker) => {
     switch (raw.type) {
       case 'training.run':
@@ -32,17 +35,12 @@ export function serveOverIpc(host: WorkerHost, heartbeatMs: number, onShutdown: 
         host.cancel(raw.requestId);
         break;
       case 'shutdown':
-        clearInterval(timer);
-        void onShutdown();
+        stop();
         break;
     }
   });
   // The parent is gone (crash or kill -9): nothing would collect our results, so stop. It may have gone while
   // this worker was still loading (before this listener existed): then the event is past, so check now too.
-  const parentGone = () => {
-    clearInterval(timer);
-    void onShutdown();
-  };
-  process.on('disconnect', parentGone);
-  if (!process.connected) parentGone();
+  process.on('disconnect', stop);
+  if (!process.connected) stop();
 }

@@ -3,7 +3,6 @@ import type { Config } from '../config/config.js';
 import { checkpointsDir } from '../config/config.js';
 import type { Store } from '../store/sqlite/store.js';
 import type { BaseModelCatalog } from '../services/base-models.js';
-import type { WorkerInfo } from './port.js';
 import { EmbeddedQueue } from './embedded.js';
 import { QueueService } from './queue-service.js';
 
@@ -11,7 +10,7 @@ export async function createQueue(
   config: Config,
   store: Store,
   catalog: BaseModelCatalog,
-  hooks: { log?: (m: string) => void; onHeartbeat?: (w: WorkerInfo) => void; workerEnv?: NodeJS.ProcessEnv } = {},
+  hooks: { log?: (m: string) => void; workerEnv?: NodeJS.ProcessEnv } = {},
 ): Promise<QueueService> {
   let adapter;
   if (config.redisUrl) {
@@ -28,6 +27,5 @@ export async function createQueue(
     maxTrainingQueuePerModel: config.maxTrainingQueuePerModel,
     queueTimeoutMs: config.queueTimeoutSec * 1000,
     log: hooks.log,
-    onHeartbeat: hooks.onHeartbeat,
   });
 }

@@ -21,7 +21,6 @@ export interface QueueServiceOptions {
   queueTimeoutMs: number;
   reconcileEveryMs?: number;
   log?: (msg: string) => void;
-  onHeartbeat?: (w: WorkerInfo) => void;
 }
 
 export class QueueService implements TrainingDispatcher, WorkerDirectory {
@@ -108,7 +107,6 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         this.registry.update(msg.worker as WorkerInfo);
         recordHeartbeat(hearthMetrics, msg.worker);
         recordEngineStats(hearthMetrics, msg.worker.id, msg.worker.stats?.batchSizeCounts);
-        this.opts.onHeartbeat?.(msg.worker as WorkerInfo);
         if (msg.worker.kind === 'training' && msg.worker.tasks.length === 0) void this.scheduler.pump();
         break;
       case 'training.started':
