@@ -1,4 +1,4 @@
-// Decode benchmark: `npm run bench:decode` (tsx scripts/bench-decode.ts [--models stories,s20,m120] [--attention gqa|standard] [--weights f32|q4] [--threads N]).
+// Decode benchmark: `npm run bench:decode` (tsx scripts/bench-decode.ts [--models stories,s20,m120] [--attention gqa|standard] [--weights f32|q4] [--q4-block 128] [--threads N]).
 // For each model, in its own child process (so peak RSS is per model): load time, prefill tok/s
 // (S = 128, 512), single-stream decode tok/s from context 128 and 512 (median and best of 3), batch-8 decode tok/s, the
 // per-token time outside ORT, and peak RSS. Session: 2 intra-op threads, spinning off. Prints JSON.
@@ -12,6 +12,8 @@ import { makeTinyModel, type TinySize } from '../src/models/tiny-model.js';
 import { loadModel, type LoadedModel } from '../worker/runtime/load-model.js';
 import { argmax } from '../worker/runtime/generate.js';
 import type { AttentionKind } from '../worker/runtime/llama-graph.js';
+import { Q4_BLOCK } from '../worker/runtime/q4.js';
+import { machineLabel } from './machine.js';
 
 const STORIES = fileURLToPath(new URL('../../shared/models/stories260K/stories260K.gguf', import.meta.url));
 
@@ -52,7 +54,7 @@ async function decode(m: LoadedModel, ctx: number, steps: number, batch: number)
   return { tokPerSec: (steps * batch) / (wall / 1000), overheadMs: outside / steps };
 }
 
-async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f32' | 'q4' = 'f32', threads = 2): Promise<Record<string, unknown>> {
+async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f32' | 'q4' = 'f32', threads = 2, q4Block = Q4_BLOCK): Promise<Record<string, unknown>> {
   const work = mkdtempSync(join(tmpdir(), 'hearth-bench-'));
   try {
     let dir: string;
@@ -65,7 +67,7 @@ async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f3
       makeTinyModel({ dir, size: spec as TinySize, seed: 1, std: 0.05 });
     }
     const t0 = performance.now();
-    const m = await loadModel(dir, { maxContext: 1024, attention, intraOpThreads: threads, weightType });
+    const m = await loadModel(dir, { maxContext: 1024, attention, intraOpThreads: threads, weightType, q4Block });
     const loadMs = performance.now() - t0;
     await prefill(m, 16, 2); // warm-up
     const result: Record<string, unknown> = {
@@ -73,6 +75,7 @@ async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f3
       params: m.config.vocabSize * m.config.hiddenSize, // overwritten below
       attention: m.runner.attention,
       weights: weightType,
+      ...(weightType === 'q4' ? { q4_block: q4Block } : {}),
       threads,
       load_ms: Math.round(loadMs),
       prefill_128_tok_s: Math.round(await prefill(m, 128, 5)),
@@ -111,18 +114,19 @@ async function main(argv: string[]): Promise<void> {
   const attention = flag('attention') as AttentionKind | undefined;
   const weights = (flag('weights') ?? 'f32') as 'f32' | 'q4';
   const threads = Number(flag('threads') ?? 2);
+  const q4Block = Number(flag('q4-block') ?? Q4_BLOCK);
   const one = flag('one');
-  if (one) { process.stdout.write(JSON.stringify(await benchOne(one, attention, weights, threads)) + '\n'); return; }
+  if (one) { process.stdout.write(JSON.stringify(await benchOne(one, attention, weights, threads, q4Block)) + '\n'); return; }
   const models = (flag('models') ?? 'stories,s20,m120').split(',');
   const results = [];
   for (const spec of models) {
-    const args = [fileURLToPath(import.meta.url), '--one', spec, '--weights', weights, '--threads', String(threads), ...(attention ? ['--attention', attention] : [])];
+    const args = [fileURLToPath(import.meta.url), '--one', spec, '--weights', weights, '--threads', String(threads), '--q4-block', String(q4Block), ...(attention ? ['--attention', attention] : [])];
     const child = spawnSync(process.execPath, ['--import', 'tsx', ...args], { encoding: 'utf8', maxBuffer: 1 << 24 });
     const line = child.stdout.trim().split('\n').pop() ?? '';
     try { results.push(JSON.parse(line)); } catch { results.push({ model: spec, error: (child.stderr || line).slice(-500) }); }
   }
   const load = (await import('node:os')).loadavg().map((x) => Number(x.toFixed(2)));
-  process.stdout.write(JSON.stringify({ date: new Date().toISOString(), machine: '2-core Xeon, 24 GiB, no GPU', threads, spinning: false, loadavg_after: load, results }, null, 2) + '\n');
+  process.stdout.write(JSON.stringify({ date: new Date().toISOString(), machine: machineLabel(), threads, spinning: false, loadavg_after: load, results }, null, 2) + '\n');
 }
 
 await main(process.argv.slice(2));

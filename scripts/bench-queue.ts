@@ -13,6 +13,7 @@ import { BaseModelCatalog } from '../src/services/base-models.js';
 import { createQueue } from '../src/queue/create.js';
 import { createContext } from '../src/services/container.js';
 import type { QueueService } from '../src/queue/queue-service.js';
+import { machineLabel } from './machine.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const N = Number(process.env.BENCH_N || 2000);
@@ -76,7 +77,7 @@ async function run(mode: 'embedded' | 'bullmq') {
 const out = {
   bench: 'queue',
   date: new Date().toISOString(),
-  machine: `${os.cpus().length} cores ${os.cpus()[0]?.model ?? ''}, ${Math.round(os.totalmem() / 2 ** 30)} GiB`,
+  machine: machineLabel(),
   jobs: N,
   in_flight_for_throughput: IN_FLIGHT,
   embedded: await run('embedded'),

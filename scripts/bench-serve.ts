@@ -14,6 +14,7 @@ import { startServer, type TestServer } from '../test/helpers/server.js';
 import { waitFor } from '../test/helpers/wait.js';
 import { loadModel } from '../worker/runtime/load-model.js';
 import { createEngineFromRuntime } from '../worker/inference/serve-loop.js';
+import { machineLabel } from './machine.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const STORIES = path.resolve(REPO, '../shared/models/stories260K/stories260K.gguf');
@@ -138,6 +139,6 @@ for (const { name, id } of ids) {
 }
 await s.close();
 process.stdout.write(
-  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: `${os.cpus().length} cores ${os.cpus()[0]?.model}`, load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, results }, null, 2)}\n`,
+  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, results }, null, 2)}\n`,
 );
 process.exit(0);

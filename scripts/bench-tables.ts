@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { prepareRow, type PreparedRow } from '../src/tables/digest.js';
 import { parseLosslessJson } from '../src/tables/lossless-parse.js';
 import { TABLES_SCHEMA_SQL, TableStore, type ProjectScope } from '../src/tables/table-store.js';
+import { machineLabel } from './machine.js';
 
 const scope: ProjectScope = { entity: 'bench', project: 'tables' };
 const maxRows = Number(process.env.BENCH_TABLES_MAX_ROWS ?? 1_000_000);
@@ -61,7 +62,7 @@ function main(): void {
   db.pragma('synchronous = NORMAL');
   db.exec(TABLES_SCHEMA_SQL);
   const store = new TableStore(db);
-  const results: Record<string, unknown> = { date: new Date().toISOString(), machine: '2-core Xeon, 24 GiB, no GPU' };
+  const results: Record<string, unknown> = { date: new Date().toISOString(), machine: machineLabel() };
 
   try {
     // Create of 10k rows, parse included (the HTTP layer adds little beyond this). The first run

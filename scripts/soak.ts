@@ -12,6 +12,7 @@ import { dbPath } from '../src/config/config.js';
 import { Store } from '../src/store/sqlite/store.js';
 import { ApiKeys } from '../src/services/api-keys.js';
 import { startServe as startServeProcess } from '../test/helpers/process.js';
+import { machineLabel } from './machine.js';
 
 const arg = (name: string, fallback: string | null) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -240,7 +241,7 @@ async function main() {
     const errorCount = [...stats.errors.values()].reduce((a, b) => a + b, 0);
     const result = {
       date: new Date().toISOString(),
-      machine: `${os.cpus().length} cpu ${os.cpus()[0]?.model ?? ''}, ${Math.round(os.totalmem() / 2 ** 30)} GiB`,
+      machine: machineLabel(),
       config: { duration_s: DURATION_S, concurrency: CONCURRENCY, max_requests: Number.isFinite(MAX_REQUESTS) ? MAX_REQUESTS : null, warmup_s: WARMUP_S, jobs: JOBS },
       elapsed_s: Math.round(elapsedS * 10) / 10,
       requests: stats.requests,

@@ -6,7 +6,7 @@ import { buildDecoderGraph, type AttentionKind } from '../../worker/runtime/llam
 import { createSession, ModelRunner } from '../../worker/runtime/runner.js';
 import { randomWeights, tinyConfig } from '../../src/models/tiny-model.js';
 import { referenceLogits } from './runtime-reference.js';
-import { dequantizeQ4, quantizeQ4 } from '../../worker/runtime/q4.js';
+import { dequantizeQ4, q4BlockFor, quantizeQ4 } from '../../worker/runtime/q4.js';
 
 const SMALL = { hiddenSize: 64, numHeads: 4, numKvHeads: 2, headDim: 16, intermediateSize: 96, numLayers: 2, vocabSize: 300 };
 
@@ -120,7 +120,8 @@ describe('decoder graph vs reference forward', () => {
     const m = model('llama', { tieWordEmbeddings: false, hiddenSize: 64, intermediateSize: 128 });
     const rounded: Weights = new Map([...m.weights].map(([name, t]) => {
       const isMatrix = t.shape.length === 2 && name !== 'model.embed_tokens.weight';
-      return [name, isMatrix ? { shape: t.shape, data: dequantizeQ4(quantizeQ4(t.data, t.shape[0], t.shape[1]), t.shape[0], t.shape[1]) } : t];
+      const [N, K] = t.shape;
+      return [name, isMatrix ? { shape: t.shape, data: dequantizeQ4(quantizeQ4(t.data, N, K, q4BlockFor(K)!), N, K) } : t];
     }));
     const ref = referenceLogits(m.config, rounded, TOKENS.slice(0, 6));
     const exact = referenceLogits(m.config, m.weights, TOKENS.slice(0, 6));
@@ -134,8 +135,9 @@ describe('decoder graph vs reference forward', () => {
       expect(maxDiff(ref[5], exact[5]) / scale).toBeGreaterThan(0.001); // the rounding is real
       await r.release();
     }
-    const q = quantizeQ4(Float32Array.from({ length: 64 }, (_, i) => i - 20), 2, 32);
+    const q = quantizeQ4(Float32Array.from({ length: 64 }, (_, i) => i - 20), 2, 32, 32);
     expect(dequantizeQ4(q, 2, 32)[0]).toBeCloseTo(-20, 5); // the largest magnitude maps exactly to -8·d
+    expect([q4BlockFor(768), q4BlockFor(64), q4BlockFor(96), q4BlockFor(8)]).toEqual([128, 64, 32, null]);
   });
 
   it('refuses a model with a missing tensor, naming it', () => {

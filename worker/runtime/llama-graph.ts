@@ -3,7 +3,8 @@
 //   inputs  input_ids, attention_mask, position_ids [int64], past_key_values.{i}.key|value [f32, B,KV,P,hd]
 //           (+ num_logits_to_keep [int64 [1]] in Hearth's runner graph)
 //   outputs logits [B, num_logits_to_keep, V] (trailing positions), and either present.{i}.key|value
-//           (exports, forExport) or new_key_values.{i}.key|value (the runner graph; see GraphOptions)
+//           (exports, and every 'gqa' graph) or new_key_values.{i}.key|value (the runner's explicit-mask
+//           graphs; see GraphOptions)
 // Three attention forms, all with the KV cache right-padded (row b valid at [0, len_b)):
 //   'gqa'      com.microsoft:GroupQueryAttention (fastest on CPU for head_dim % 16 == 0; smaller heads
 //              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns).
@@ -13,7 +14,7 @@
 import type { ModelConfig, Weights } from './model-config.js';
 import { DataType, GraphBuilder, float } from './onnx-proto.js';
 import { ropeTables } from './rope.js';
-import { quantizeQ4 } from './q4.js';
+import { q4BlockFor, quantizeQ4 } from './q4.js';
 
 export type AttentionKind = 'gqa' | 'standard' | 'onnx23';
 
@@ -21,9 +22,12 @@ export interface GraphOptions {
   attention: AttentionKind;
   /**
    * Exported graphs follow the Optimum interface exactly: full `present.{i}.key|value` outputs and no
-   * `num_logits_to_keep` input. Hearth's own runner graph (default) instead outputs only the new
-   * tokens' keys/values, `new_key_values.{i}.key|value` [B, KV, S, hd]: onnxruntime-node copies every
-   * output into fresh JS memory, so returning the whole cache would copy it twice per step.
+   * `num_logits_to_keep` input. Hearth's own runner graph (default) takes `num_logits_to_keep`, and:
+   * - 'gqa': outputs `present.{i}.key|value` too; the runner binds the past buffer as the present
+   *   output, so GroupQueryAttention appends the new keys/values in place (ORT's shared-buffer mode).
+   * - 'standard'/'onnx23': outputs only the new tokens' keys/values, `new_key_values.{i}.key|value`
+   *   [B, KV, S, hd], which the runner appends: onnxruntime-node copies every output it allocates into
+   *   fresh JS memory, so returning the whole cache would copy it twice per step.
    */
   forExport?: boolean;
   /**
@@ -33,10 +37,12 @@ export interface GraphOptions {
    */
   lora?: boolean;
   /**
-   * 'q4': projections and LM head as com.microsoft:MatMulNBits (4-bit, block 32, int8 activations):
-   * about 2× faster decode and 6× smaller. Matrices whose input size is not a multiple of 32 stay f32.
+   * 'q4': projections and LM head as com.microsoft:MatMulNBits (4-bit, block 128, int8 activations):
+   * 2-5× faster decode and 6× smaller. Matrices whose input size is not a multiple of 16 stay f32.
    */
   weightType?: 'f32' | 'q4';
+  /** Preferred block length of the 4-bit weights (default Q4_BLOCK = 128; see q4BlockFor for input sizes it does not divide). */
+  q4Block?: number;
   /** Delete each layer's projection weights from the map once converted (lower peak memory at load). */
   consumeWeights?: boolean;
   /** Rows of the rotary tables = longest supported context. */
@@ -238,12 +244,13 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
   // SkipSimplifiedLayerNormalization (output 3 = x + branch) in one node instead of Add + norm.
   // y = input · Wᵀ for W in HF [out = N, in = K] layout: a MatMul on Wᵀ, or MatMulNBits on 4-bit W.
   const linear = (name: string, input: string, wOutIn: Float32Array, N: number, K: number, output?: string): string => {
-    if (opts.weightType === 'q4' && K % 32 === 0) {
-      const q = quantizeQ4(wOutIn, N, K);
-      const packed = g.initializer(name + '.q4', DataType.UINT8, [N, K / 32, 16], q.packed);
-      const scales = g.floats(name + '.q4_scales', [N * (K / 32)], q.scales);
+    const block = opts.weightType === 'q4' ? q4BlockFor(K, opts.q4Block) : null;
+    if (block !== null) {
+      const q = quantizeQ4(wOutIn, N, K, block);
+      const packed = g.initializer(name + '.q4', DataType.UINT8, [N, K / block, block / 2], q.packed);
+      const scales = g.floats(name + '.q4_scales', [N * (K / block)], q.scales);
       return g.node('MatMulNBits', [input, packed, scales], {
-        outputs: output ? [output] : 1, domain: 'com.microsoft', attrs: { K, N, bits: 4, block_size: 32, accuracy_level: 4 },
+        outputs: output ? [output] : 1, domain: 'com.microsoft', attrs: { K, N, bits: 4, block_size: block, accuracy_level: 4 },
       })[0];
     }
     return g.node('MatMul', [input, g.floats(name + '_t', [K, N], transpose(wOutIn, N, K))], { outputs: output ? [output] : 1 })[0];
@@ -280,7 +287,9 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
     // New keys/values as [B, KV, S, hp], the runner's graph outputs.
     const toHeads = (t: string, heads: number) => g.op('Transpose', [g.op('Reshape', [t, g.int64s([0, 0, heads, hp])])], { perm: { ints: [0, 2, 1, 3] } });
     let newK = '', newV = '';
-    if (gqa && opts.forExport) {
+    if (gqa) {
+      // Rotary inside GQA. The runner binds each layer's cache buffer as both past and present
+      // (ORT's shared-buffer mode): GQA writes the new keys/values in place, nothing is copied.
       let query = qkv, key = '', value = '';
       if (config.qkNorm) {
         const [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
@@ -294,21 +303,6 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
         [query, key, value, pastK, pastV, gqaShared!.seqlensK, gqaShared!.totalLen, cosTable, sinTable, positionIds],
         { outputs: [g.fresh('attn'), presentK, presentV], domain: 'com.microsoft',
           attrs: { num_heads: H, kv_num_heads: KV, do_rotary: 1, rotary_interleaved: 0, scale: float(1 / Math.sqrt(hd)) } });
-    } else if (gqa) {
-      // Rotary outside GQA so the rotated new keys can be returned.
-      let [q, k, v] = g.node('Split', [qkv, g.int64s([H * hp, KV * hp, KV * hp])], { outputs: 3, attrs: { axis: -1 } });
-      if (config.qkNorm) {
-        q = g.op('Reshape', [rmsNorm(g.op('Reshape', [q, g.int64s([0, 0, H, hd])]), p + 'self_attn.q_norm.weight'), g.int64s([0, 0, H * hd])]);
-        k = g.op('Reshape', [rmsNorm(g.op('Reshape', [k, g.int64s([0, 0, KV, hd])]), p + 'self_attn.k_norm.weight'), g.int64s([0, 0, KV * hd])]);
-      }
-      const qr = g.op('RotaryEmbedding', [q, positionIds, cosTable, sinTable], { num_heads: H, interleaved: 0 }, 'com.microsoft');
-      const kr = g.op('RotaryEmbedding', [k, positionIds, cosTable, sinTable], { num_heads: KV, interleaved: 0 }, 'com.microsoft');
-      [attn] = g.node('GroupQueryAttention',
-        [qr, kr, v, pastK, pastV, gqaShared!.seqlensK, gqaShared!.totalLen],
-        { outputs: [g.fresh('attn'), g.fresh('present_k'), g.fresh('present_v')], domain: 'com.microsoft',
-          attrs: { num_heads: H, kv_num_heads: KV, do_rotary: 0, scale: float(1 / Math.sqrt(hd)) } });
-      newK = toHeads(kr, KV);
-      newV = toHeads(v, KV);
     } else if (onnx23) {
       let [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
       if (config.qkNorm) {
@@ -350,7 +344,7 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
       const ctxHeads = g.op('Reshape', [ctx, g.int64s([0, H, -1, hd])]);
       attn = g.op('Reshape', [heads(ctxHeads), g.int64s([0, 0, H * hd])]);
     }
-    if (!opts.forExport) {
+    if (!opts.forExport && !gqa) {
       g.node('Identity', [newK], { outputs: [`new_key_values.${i}.key`] });
       g.node('Identity', [newV], { outputs: [`new_key_values.${i}.value`] });
     }
@@ -373,7 +367,7 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
   g.output('logits', DataType.FLOAT, ['batch_size', 'num_logits', V]);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
-      if (opts.forExport) g.output(`present.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'total_sequence_length', hp]);
+      if (opts.forExport || gqa) g.output(`present.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'total_sequence_length', hp]);
       else g.output(`new_key_values.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'sequence_length', hp]);
     }
   }

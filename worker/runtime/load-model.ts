@@ -21,6 +21,8 @@ export interface LoadOptions {
   intraOpThreads?: number;
   /** 'q4' = 4-bit weights at run time (MatMulNBits), quantized at load. Default 'f32'. */
   weightType?: 'f32' | 'q4';
+  /** Preferred 4-bit block length (default 128; see q4.ts). */
+  q4Block?: number;
   /** Build the graph with per-row LoRA inputs, so adapters can be served without merging. */
   lora?: boolean;
   log?: (line: string) => void;
@@ -78,7 +80,7 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
     maxPositions = config.slidingWindow;
   }
   const attention = opts.attention ?? defaultAttention(config);
-  const bytes = buildDecoderGraph(config, weights, { attention, maxPositions, lora: opts.lora, weightType: opts.weightType, consumeWeights: true });
+  const bytes = buildDecoderGraph(config, weights, { attention, maxPositions, lora: opts.lora, weightType: opts.weightType, q4Block: opts.q4Block, consumeWeights: true });
   weights.clear(); // the graph holds its own (transposed) copies; free ours before ORT makes another
   const { session, device } = await createSession(bytes, { device: opts.device, intraOpThreads: opts.intraOpThreads, log: opts.log });
   const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false);
