@@ -1,17 +1,20 @@
-// npm run bench:serve — the service as clients see it: a Hearth API on loopback (embedded queue, one inference
-// worker process), closed-loop streaming clients at concurrency 1, 8 and 32. Per model and concurrency:
+// npm run bench:serve — the service as clients see it: `hearth serve` in its own process (embedded queue, one
+// inference worker process) on loopback, and closed-loop streaming clients in this process at concurrency 1, 8
+// and 32 (node:http with keep-alive, as SDK clients do). Every request has its own prompt (a request number
+// first), so no request rides on another's cached prefix: TTFT includes a real prefill. Per model and concurrency:
 // aggregate output tokens/s, time to first token p50/p99, inter-token latency p50/p99. The API+queue overhead
-// per request is TTFT at concurrency 1 over HTTP minus the same request's TTFT on the bare engine in-process.
+// per request is TTFT at concurrency 1 over HTTP minus TTFT on the bare engine in this process (tokenize +
+// prefill + first token + formatting; no HTTP, queue or IPC), measured in alternation (see pairedTtft).
 //   npx tsx scripts/bench-serve.ts [--models s20,stories] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeTinyModel } from '../src/models/tiny-model.js';
 import { adoptGeneratedFolder, importModel, modelsRoot } from '../src/models/model-store.js';
-import { startServer, type TestServer } from '../test/helpers/server.js';
-import { waitFor } from '../test/helpers/wait.js';
+import { startServe } from '../test/helpers/process.js';
 import { loadModel } from '../worker/runtime/load-model.js';
 import { createEngineFromRuntime } from '../worker/inference/serve-loop.js';
 import { machineLabel } from './machine.js';
@@ -26,6 +29,7 @@ const MODELS = arg('models', 's20,stories').split(',');
 const CONCURRENCY = arg('concurrency', '1,8,32').split(',').map(Number);
 const TOKENS = Number(arg('tokens', '64'));
 const PROMPT_WORDS = Number(arg('prompt', '64'));
+const KEY = 'hearth_bench_serve_key_0123456789';
 
 const q = (xs: number[], p: number) => {
   if (!xs.length) return NaN;
@@ -36,45 +40,62 @@ const r2 = (x: number) => Math.round(x * 100) / 100;
 
 interface Sample { ttftMs: number; itlMs: number[]; tokens: number }
 
+let requestNumber = 0;
+/** A prompt no other request shares (a request number first): no prefix-cache hits between requests. */
+const freshPrompt = () => `${requestNumber++} ${Array.from({ length: PROMPT_WORDS - 1 }, (_, i) => ['once', 'upon', 'a', 'time', 'there', 'was', 'little', 'girl'][i % 8]).join(' ')}`;
+
 /** One streaming completion over HTTP; arrival time of each chunk. */
-async function streamOnce(s: TestServer, key: string, model: string, prompt: string): Promise<Sample> {
-  const t0 = performance.now();
-  const res = await fetch(`${s.url}/v1/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model, prompt, max_tokens: TOKENS, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+function streamOnce(url: URL, agent: http.Agent, model: string, maxTokens = TOKENS): Promise<Sample> {
+  const body = JSON.stringify({ model, prompt: freshPrompt(), max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const arrivals: number[] = [];
+    let tokens = 0;
+    let buffer = '';
+    const req = http.request(
+      { host: url.hostname, port: url.port, path: '/v1/completions', method: 'POST', agent, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        res.setEncoding('utf8');
+        if (res.statusCode !== 200) {
+          let text = '';
+          res.on('data', (d: string) => (text += d)).on('end', () => reject(new Error(`HTTP ${res.statusCode}: ${text}`)));
+          return;
+        }
+        res.on('data', (part: string) => {
+          const now = performance.now();
+          buffer += part;
+          let i: number;
+          while ((i = buffer.indexOf('\n\n')) >= 0) {
+            const event = buffer.slice(0, i);
+            buffer = buffer.slice(i + 2);
+            if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
+            const chunk = JSON.parse(event.slice(6)) as { choices: { text?: string }[]; usage?: { completion_tokens: number } | null };
+            if (chunk.usage) tokens = chunk.usage.completion_tokens;
+            if (chunk.choices.length) arrivals.push(now);
+          }
+        });
+        res.on('end', () => resolve({ ttftMs: arrivals[0] - t0, itlMs: arrivals.slice(1).map((t, k) => t - arrivals[k]), tokens }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
   });
-  if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
-  const arrivals: number[] = [];
-  let tokens = 0;
-  let buffer = '';
-  const decoder = new TextDecoder();
-  for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buffer += decoder.decode(part, { stream: true });
-    let i: number;
-    while ((i = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, i);
-      buffer = buffer.slice(i + 2);
-      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-      const chunk = JSON.parse(event.slice(6)) as { choices: { text?: string }[]; usage?: { completion_tokens: number } | null };
-      if (chunk.usage) tokens = chunk.usage.completion_tokens;
-      if (chunk.choices.length) arrivals.push(performance.now());
-    }
-  }
-  return { ttftMs: arrivals[0] - t0, itlMs: arrivals.slice(1).map((t, k) => t - arrivals[k]), tokens };
 }
 
-async function closedLoop(s: TestServer, key: string, model: string, prompt: string, concurrency: number) {
-  const total = Math.max(8, concurrency * 3);
+async function closedLoop(url: URL, model: string, concurrency: number) {
+  const total = Math.max(24, concurrency * 4);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   let started = 0;
   const samples: Sample[] = [];
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (started++ < total) samples.push(await streamOnce(s, key, model, prompt));
+      while (started++ < total) samples.push(await streamOnce(url, agent, model));
     }),
   );
   const secs = (performance.now() - t0) / 1000;
+  agent.destroy();
   const itl = samples.flatMap((x) => x.itlMs);
   return {
     concurrency,
@@ -85,25 +106,33 @@ async function closedLoop(s: TestServer, key: string, model: string, prompt: str
   };
 }
 
-/** TTFT of the same request on the engine in this process (no HTTP, no queue, no IPC). */
-async function bareEngineTtft(dir: string, prompt: string): Promise<number> {
-  const loaded = await loadModel(dir, { lora: true });
+/**
+ * API+queue overhead: TTFT over HTTP (concurrency 1) against the bare engine in this process (no HTTP, no
+ * queue, no IPC), one request of each in turn so that drifts in machine speed hit both alike.
+ */
+async function pairedTtft(url: URL, id: string, dir: string, pairs: number): Promise<{ http: number; bare: number }> {
+  const loaded = await loadModel(dir, { lora: true }); // as the worker loads it
   const hearth = createEngineFromRuntime(loaded, { kvCacheBytes: 2 ** 28 });
-  const once = () =>
+  const bareOnce = () =>
     new Promise<number>((resolve, reject) => {
       const t0 = performance.now();
       let first: number | null = null;
-      void hearth.submit({ kind: 'completion', body: { model: 'm', prompt, max_tokens: 1, temperature: 0, ignore_eos: true, stream: true }, model: 'm', adapter: null }, (e) => {
+      void hearth.submit({ kind: 'completion', body: { model: 'm', prompt: freshPrompt(), max_tokens: 1, temperature: 0, ignore_eos: true, stream: true }, model: 'm', adapter: null }, (e) => {
         if (e.type === 'chunk') first ??= performance.now() - t0;
         else if (e.type === 'end') resolve(first ?? performance.now() - t0);
         else if (e.type === 'error') reject(new Error(e.message));
       });
     });
-  for (let i = 0; i < 3; i++) await once();
-  const xs: number[] = [];
-  for (let i = 0; i < 15; i++) xs.push(await once());
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const http1: number[] = [], bare: number[] = [];
+  for (let i = 0; i < 3; i++) await bareOnce();
+  for (let i = 0; i < pairs; i++) {
+    bare.push(await bareOnce());
+    http1.push((await streamOnce(url, agent, id, 1)).ttftMs);
+  }
+  agent.destroy();
   await loaded.runner.release();
-  return q(xs, 0.5);
+  return { http: q(http1, 0.5), bare: q(bare, 0.5) };
 }
 
 const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-bench-serve-'));
@@ -122,22 +151,29 @@ for (const name of MODELS) {
   }
 }
 
-const s = await startServer({ home, env: { HEARTH_WORKERS: 'inference:cpu', HEARTH_RATE_LIMIT: '0' }, queue: { workerEnv: { HEARTH_MAX_NUM_SEQS: '32', HEARTH_KV_CACHE_MB: '512' } } });
-const key = s.key('bench');
-await waitFor(() => s.ctx.queue!.liveWorkers('inference').length > 0, 'an inference worker', 60_000);
-const prompt = Array.from({ length: PROMPT_WORDS }, (_, i) => ['once', 'upon', 'a', 'time', 'there', 'was', 'little', 'girl'][i % 8]).join(' ');
+const server = await startServe({
+  HEARTH_HOME: home, HEARTH_API_KEY: KEY, HEARTH_WORKERS: 'inference:cpu', HEARTH_RATE_LIMIT: '0',
+  HEARTH_MAX_NUM_SEQS: '32', HEARTH_KV_CACHE_MB: '512',
+}, 60_000);
+const url = new URL(server.url);
 
 const results: Record<string, unknown> = {};
 for (const { name, id } of ids) {
-  for (let i = 0; i < 3; i++) await streamOnce(s, key, id, prompt); // warm-up: load the model
+  await closedLoop(url, id, 1); // warm-up: loads the model in the worker
   const levels = [];
-  for (const c of CONCURRENCY) levels.push(await closedLoop(s, key, id, prompt, c));
-  const dir = s.ctx.catalog.get(id)!.dir;
-  const engineTtft = await bareEngineTtft(dir, prompt);
-  const httpTtft = (levels.find((l) => l.concurrency === 1)?.ttft_ms.p50 ?? NaN) as number;
-  results[name] = { model: id, levels, bare_engine_ttft_ms_p50: r2(engineTtft), api_queue_overhead_ms: r2(httpTtft - engineTtft) };
+  for (const c of CONCURRENCY) levels.push(await closedLoop(url, id, c));
+  const paired = await pairedTtft(url, id, path.join(modelsRoot(home), ...id.split('/')), 24);
+  const single = levels.find((l) => l.concurrency === 1)?.output_tokens_per_s;
+  const eight = levels.find((l) => l.concurrency === 8)?.output_tokens_per_s;
+  results[name] = {
+    model: id, levels,
+    ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
+    api_queue_overhead_ms: r2(paired.http - paired.bare),
+    ttft_http_over_bare: r2(paired.http / paired.bare),
+    ...(single && eight ? { throughput_c8_over_c1: r2(eight / single) } : {}),
+  };
 }
-await s.close();
+await server.stop();
 process.stdout.write(
   `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, results }, null, 2)}\n`,
 );

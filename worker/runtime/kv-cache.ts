@@ -1,16 +1,15 @@
 // KV caches. Each sequence owns a SequenceKv: per layer, key and value arrays of shape
 // [numKvHeads, capacity, headDim] whose first `length` positions are valid (the rest is room to grow,
-// which the graph masks out). The runner feeds these arrays to ORT as the past (no copy); GQA graphs
-// write the new positions into them in place, the others return them for append().
+// which the graph masks out). The runner feeds these arrays to ORT as the past (no copy) and appends
+// the few new positions the graph returns.
 // While the runner decodes the same set of sequences step after step, their caches live together in
 // one right-padded batch tensor per layer (BatchKv); touching a member's keys/values (or changing the
 // batch) copies each row back out first.
 
 /**
- * Spare positions allocated when a cache grows. Small on purpose: the explicit-mask graphs attend over
- * the masked slots, so they pay per step for the whole capacity. (GroupQueryAttention used to as well,
- * copying the full past buffer into a fresh present: 3.9 → 11 ms/token on the ~20M model when capacity
- * went 128 → 6144; it now appends in place, see runner.ts.)
+ * Spare positions allocated when a cache grows. Small on purpose: every graph form pays per step for
+ * the whole capacity (explicit-mask graphs attend over the masked slots; GroupQueryAttention copies the
+ * full past buffer: measured 3.9 → 11 ms/token on the ~20M model when capacity went 128 → 6144).
  */
 export const KV_HEADROOM = 32;
 

@@ -3,8 +3,7 @@
 //   inputs  input_ids, attention_mask, position_ids [int64], past_key_values.{i}.key|value [f32, B,KV,P,hd]
 //           (+ num_logits_to_keep [int64 [1]] in Hearth's runner graph)
 //   outputs logits [B, num_logits_to_keep, V] (trailing positions), and either present.{i}.key|value
-//           (exports, and every 'gqa' graph) or new_key_values.{i}.key|value (the runner's explicit-mask
-//           graphs; see GraphOptions)
+//           (exports, forExport) or new_key_values.{i}.key|value (the runner graph; see GraphOptions)
 // Three attention forms, all with the KV cache right-padded (row b valid at [0, len_b)):
 //   'gqa'      com.microsoft:GroupQueryAttention (fastest on CPU for head_dim % 16 == 0; smaller heads
 //              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns).
@@ -22,12 +21,11 @@ export interface GraphOptions {
   attention: AttentionKind;
   /**
    * Exported graphs follow the Optimum interface exactly: full `present.{i}.key|value` outputs and no
-   * `num_logits_to_keep` input. Hearth's own runner graph (default) takes `num_logits_to_keep`, and:
-   * - 'gqa': outputs `present.{i}.key|value` too; the runner binds the past buffer as the present
-   *   output, so GroupQueryAttention appends the new keys/values in place (ORT's shared-buffer mode).
-   * - 'standard'/'onnx23': outputs only the new tokens' keys/values, `new_key_values.{i}.key|value`
-   *   [B, KV, S, hd], which the runner appends: onnxruntime-node copies every output it allocates into
-   *   fresh JS memory, so returning the whole cache would copy it twice per step.
+   * `num_logits_to_keep` input. Hearth's own runner graph (default) instead outputs only the new
+   * tokens' keys/values, `new_key_values.{i}.key|value` [B, KV, S, hd]: onnxruntime-node copies every
+   * output into JS memory (even one given as a preallocated fetch), so returning the whole cache
+   * would copy it once more per step and churn the garbage collector (measured: 1.4 MB per token on
+   * the ~20M model at context 170, a major GC every ~40 tokens).
    */
   forExport?: boolean;
   /**
@@ -194,13 +192,16 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
 
   // Per-forward shared values.
   let attnShared: { cosF: string; sinS: string; bias: string } | null = null;
-  let gqaShared: { seqlensK: string; totalLen: string } | null = null;
+  let gqaShared: { seqlensK: string; totalLen: string; newIndex: string | null } | null = null;
   if (gqa) {
     const one = g.int64s([1], []);
     const sum = g.op('ReduceSum', [mask, g.int64s([1])], { keepdims: 0 });
     const seqlensK = g.op('Cast', [g.op('Sub', [sum, one])], { to: DataType.INT32 });
     const totalLen = g.op('Cast', [g.op('Squeeze', [g.op('Shape', [mask], { start: 1, end: 2 }), g.int64s([0])])], { to: DataType.INT32 });
-    gqaShared = { seqlensK, totalLen };
+    // The runner graph returns only the new positions of each row's present keys/values: row b's
+    // new tokens sit at present positions position_ids[b, :], so gather along that axis.
+    const newIndex = opts.forExport ? null : g.op('Expand', [g.op('Unsqueeze', [positionIds, g.int64s([1, 3])]), g.int64s([1, KV, 1, hp])]);
+    gqaShared = { seqlensK, totalLen, newIndex };
   } else {
     // RoPE as x·cosF + concat(x2, x1)·sinS, with cosF = [cos, cos] and sinS = [-sin, sin]
     // (the onnx23 form uses the RotaryEmbedding op on the tables instead).
@@ -288,8 +289,9 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
     const toHeads = (t: string, heads: number) => g.op('Transpose', [g.op('Reshape', [t, g.int64s([0, 0, heads, hp])])], { perm: { ints: [0, 2, 1, 3] } });
     let newK = '', newV = '';
     if (gqa) {
-      // Rotary inside GQA. The runner binds each layer's cache buffer as both past and present
-      // (ORT's shared-buffer mode): GQA writes the new keys/values in place, nothing is copied.
+      // Rotary inside GQA (do_rotary). onnxruntime-node cannot bind a JS buffer as an output (it
+      // copies outputs back), so the runner graph keeps the present to itself and returns the new
+      // positions, gathered out of it (2 nodes instead of rotary/split/reshape/transpose: 7).
       let query = qkv, key = '', value = '';
       if (config.qkNorm) {
         const [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
@@ -299,10 +301,15 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
         key = g.op('Reshape', [kn, g.int64s([0, 0, KV * hd])]);
         value = v;
       }
-      [attn] = g.node('GroupQueryAttention',
+      let presK: string, presV: string;
+      [attn, presK, presV] = g.node('GroupQueryAttention',
         [query, key, value, pastK, pastV, gqaShared!.seqlensK, gqaShared!.totalLen, cosTable, sinTable, positionIds],
-        { outputs: [g.fresh('attn'), presentK, presentV], domain: 'com.microsoft',
+        { outputs: [g.fresh('attn'), opts.forExport ? presentK : g.fresh('present_k'), opts.forExport ? presentV : g.fresh('present_v')], domain: 'com.microsoft',
           attrs: { num_heads: H, kv_num_heads: KV, do_rotary: 1, rotary_interleaved: 0, scale: float(1 / Math.sqrt(hd)) } });
+      if (!opts.forExport) {
+        newK = g.op('GatherElements', [presK, gqaShared!.newIndex!], { axis: 2 });
+        newV = g.op('GatherElements', [presV, gqaShared!.newIndex!], { axis: 2 });
+      }
     } else if (onnx23) {
       let [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
       if (config.qkNorm) {
@@ -344,7 +351,7 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
       const ctxHeads = g.op('Reshape', [ctx, g.int64s([0, H, -1, hd])]);
       attn = g.op('Reshape', [heads(ctxHeads), g.int64s([0, 0, H * hd])]);
     }
-    if (!opts.forExport && !gqa) {
+    if (!opts.forExport) {
       g.node('Identity', [newK], { outputs: [`new_key_values.${i}.key`] });
       g.node('Identity', [newV], { outputs: [`new_key_values.${i}.value`] });
     }
@@ -367,7 +374,7 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
   g.output('logits', DataType.FLOAT, ['batch_size', 'num_logits', V]);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
-      if (opts.forExport || gqa) g.output(`present.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'total_sequence_length', hp]);
+      if (opts.forExport) g.output(`present.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'total_sequence_length', hp]);
       else g.output(`new_key_values.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'sequence_length', hp]);
     }
   }

@@ -3,9 +3,8 @@
 //
 // forward() takes any mix of sequences (different cached lengths, different numbers of new tokens)
 // and returns logits per sequence. Every layout is right-padded: row b's cache holds its valid
-// positions first and (masked) spare room after. The past is fed to ORT without copying; GQA graphs
-// append the new tokens' keys/values to it in place (the buffer is bound as the present output too),
-// the explicit-mask graphs return them and they are appended in JS. A batch's caches stay packed in
+// positions first and (masked) spare room after. The graph returns only the new tokens' keys/values,
+// which are appended in JS; the past is fed to ORT without copying. A batch's caches stay packed in
 // one [B, KV, P, hd] tensor per layer for as long as the same sequences are decoded together.
 import * as ort from 'onnxruntime-node';
 import type { ModelConfig } from './model-config.js';
@@ -77,8 +76,6 @@ export class ModelRunner {
   /** Head size of the KV tensors (GQA pads small heads to a multiple of 16). */
   readonly cacheHeadDim: number;
   readonly timing: RunnerTiming = { calls: 0, ortMs: 0, totalMs: 0 };
-  /** The graph appends new keys/values to the fed cache buffers itself (GQA's shared-buffer mode). */
-  private readonly inPlace: boolean;
   constructor(
     readonly session: ort.InferenceSession,
     readonly config: ModelConfig,
@@ -91,7 +88,6 @@ export class ModelRunner {
   ) {
     this.vocab = config.vocabSize;
     this.cacheHeadDim = cacheHeadDim(config, attention);
-    this.inPlace = attention === 'gqa';
   }
 
   /** A fresh, empty cache for one sequence. */
@@ -130,9 +126,9 @@ export class ModelRunner {
     return result;
   }
 
-  private async run(feeds: Record<string, ort.Tensor>, fetches?: Record<string, ort.Tensor | null>): Promise<ort.InferenceSession.ReturnType> {
+  private async run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
     const t0 = performance.now();
-    const out = await (fetches ? this.session.run(feeds, fetches) : this.session.run(feeds));
+    const out = await this.session.run(feeds);
     this.timing.ortMs += performance.now() - t0;
     return out;
   }
@@ -140,13 +136,11 @@ export class ModelRunner {
   private async forwardOne(item: ForwardItem, opts: ForwardOptions): Promise<Float32Array[]> {
     const kv = item.kv;
     kv.batch?.detachAll(); // a sequence leaving a batch takes its rows with it
-    const S = item.tokens.length, L = kv.length;
-    if (this.inPlace) kv.reserve(L + S); // GQA writes the new positions straight into the buffer
-    const P = kv.capacity;
-    return this.runPadded([item], [L], P, (i, kind) => (kind === 'key' ? kv.keys[i] : kv.values[i]), opts, (newK, newV) => {
-      if (newK && newV) kv.append(newK, newV, 0, S, 0, S);
-      else kv.length += S;
+    const S = item.tokens.length, L = kv.length, P = kv.capacity;
+    const logits = await this.runPadded([item], [L], P, (i, kind) => (kind === 'key' ? kv.keys[i] : kv.values[i]), opts, (newK, newV) => {
+      kv.append(newK, newV, 0, S, 0, S);
     });
+    return logits;
   }
 
   private async forwardBatch(items: ForwardItem[], opts: ForwardOptions): Promise<Float32Array[]> {
@@ -163,10 +157,8 @@ export class ModelRunner {
       batch = BatchKv.pack(seqs, need + KV_HEADROOM);
     }
     const lengths = seqs.map((s) => s.length);
-    const need = Math.max(...items.map((it, b) => lengths[b] + it.tokens.length));
-    if (this.inPlace && need > batch.P) batch.grow(need + KV_HEADROOM);
     const logits = await this.runPadded(items, lengths, batch.P, (i, kind) => (kind === 'key' ? batch.keys[i] : batch.values[i]), opts, (newK, newV) => {
-      if (!newK || !newV) { items.forEach((it, b) => (seqs[b].length += it.tokens.length)); return; }
+      const need = Math.max(...items.map((it, b) => lengths[b] + it.tokens.length));
       if (need > batch.P) batch.grow(need + KV_HEADROOM);
       items.forEach((it, b) => batch.append(b, newK, newV, S, S - it.tokens.length, it.tokens.length));
     });
@@ -175,9 +167,7 @@ export class ModelRunner {
 
   /**
    * One ORT run over right-padded caches: row b has lengths[b] valid positions out of P; its new
-   * tokens are right-aligned in the [B, S] input so every row's last token is at S − 1. In-place
-   * graphs (GQA) need P ≥ every row's new length and have written the new positions on return;
-   * `store` then gets nulls, else the new tokens' keys/values to append.
+   * tokens are right-aligned in the [B, S] input so every row's last token is at S − 1.
    */
   private async runPadded(
     items: ForwardItem[],
@@ -185,7 +175,7 @@ export class ModelRunner {
     P: number,
     past: (layer: number, kind: 'key' | 'value') => Float32Array,
     opts: ForwardOptions,
-    store: (newKeys: Float32Array[] | null, newValues: Float32Array[] | null) => void,
+    store: (newKeys: Float32Array[], newValues: Float32Array[]) => void,
   ): Promise<Float32Array[]> {
     const { numLayers, numKvHeads: KV } = this.config;
     const hd = this.cacheHeadDim;
@@ -216,18 +206,12 @@ export class ModelRunner {
       num_logits_to_keep: new ort.Tensor('int64', BigInt64Array.of(opts.allLogits ? BigInt(S) : 1n), [1]),
       ...this.loraFeeds(items),
     };
-    // In place: each layer's cache tensor is fed as the past and bound as the present output.
-    const fetches: Record<string, ort.Tensor | null> = { logits: null };
     for (let i = 0; i < numLayers; i++) {
-      for (const kind of ['key', 'value'] as const) {
-        const t = new ort.Tensor('float32', past(i, kind).subarray(0, B * KV * P * hd), [B, KV, P, hd]);
-        feeds[`past_key_values.${i}.${kind}`] = t;
-        if (this.inPlace) fetches[`present.${i}.${kind}`] = t;
-      }
+      feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', past(i, 'key').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
+      feeds[`past_key_values.${i}.value`] = new ort.Tensor('float32', past(i, 'value').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
     }
-    const out = await this.run(feeds, this.inPlace ? fetches : undefined);
-    if (this.inPlace) store(null, null);
-    else store(
+    const out = await this.run(feeds);
+    store(
       Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.key`].data as Float32Array),
       Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.value`].data as Float32Array),
     );
