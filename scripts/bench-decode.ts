@@ -13,7 +13,7 @@ import { loadModel, type LoadedModel } from '../worker/runtime/load-model.js';
 import { argmax } from '../worker/runtime/generate.js';
 import type { AttentionKind } from '../worker/runtime/llama-graph.js';
 import { Q4_BLOCK } from '../worker/runtime/q4.js';
-import { machineLabel } from './machine.js';
+import { machineLabel, speedProbe } from './machine.js';
 
 const STORIES = fileURLToPath(new URL('../../shared/models/stories260K/stories260K.gguf', import.meta.url));
 
@@ -66,6 +66,7 @@ async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f3
       dir = join(work, spec);
       makeTinyModel({ dir, size: spec as TinySize, seed: 1, std: 0.05 });
     }
+    const probeBefore = speedProbe();
     const t0 = performance.now();
     const m = await loadModel(dir, { maxContext: 1024, attention, intraOpThreads: threads, weightType, q4Block });
     const loadMs = performance.now() - t0;
@@ -99,6 +100,7 @@ async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f3
       overhead_outside_ort_ms_per_token: Number(d128.median.overheadMs.toFixed(3)),
       overhead_outside_ort_ms_per_batch8_step_ctx128: Number(b8.median.overheadMs.toFixed(3)),
       peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024),
+      speed_probe_ms: { before: probeBefore, after: speedProbe() },
     });
     const { listFolderTensors } = await import('../worker/runtime/safetensors.js');
     result.params = listFolderTensors(dir).reduce((a, e) => a + e.shape.reduce((x, y) => x * y, 1), 0);

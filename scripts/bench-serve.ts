@@ -17,7 +17,7 @@ import { adoptGeneratedFolder, importModel, modelsRoot } from '../src/models/mod
 import { startServe } from '../test/helpers/process.js';
 import { loadModel } from '../worker/runtime/load-model.js';
 import { createEngineFromRuntime } from '../worker/inference/serve-loop.js';
-import { machineLabel } from './machine.js';
+import { machineLabel, speedProbe } from './machine.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const STORIES = path.resolve(REPO, '../shared/models/stories260K/stories260K.gguf');
@@ -151,6 +151,7 @@ for (const name of MODELS) {
   }
 }
 
+const probeBefore = speedProbe();
 const server = await startServe({
   HEARTH_HOME: home, HEARTH_API_KEY: KEY, HEARTH_WORKERS: 'inference:cpu', HEARTH_RATE_LIMIT: '0',
   HEARTH_MAX_NUM_SEQS: '32', HEARTH_KV_CACHE_MB: '512',
@@ -175,6 +176,6 @@ for (const { name, id } of ids) {
 }
 await server.stop();
 process.stdout.write(
-  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, results }, null, 2)}\n`,
+  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), speed_probe_ms: { before: probeBefore, after: speedProbe() }, load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, results }, null, 2)}\n`,
 );
 process.exit(0);

@@ -11,7 +11,7 @@
 //   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask): few nodes, which
 //              helps very small models.
 import type { ModelConfig, Weights } from './model-config.js';
-import { DataType, GraphBuilder, float } from './onnx-proto.js';
+import { DataType, GraphBuilder, float, type Dim } from './onnx-proto.js';
 import { ropeTables } from './rope.js';
 import { q4BlockFor, quantizeQ4 } from './q4.js';
 
@@ -164,11 +164,52 @@ function padRopeTables(t: { cos: Float32Array; sin: Float32Array }, positions: n
 
 export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: GraphOptions): Uint8Array {
   verifyWeights(config, weights);
-  const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, intermediateSize: F, vocabSize: V } = config;
+  const hd = config.headDim;
   if (opts.attention === 'gqa' && hd % 16 !== 0 && config.qkNorm) throw new Error(`GroupQueryAttention needs head_dim % 16 == 0 with q/k norm (head_dim ${hd}); use the standard attention graph`);
+  const onnx23 = opts.attention === 'onnx23';
+  const root = new GraphBuilder();
+  const outputs = decoderOutputs(config, opts);
+  if (!opts.lora) {
+    decoderBody(root, config, weights, opts, false, '');
+  } else {
+    // Two bodies over the same weights (initializers live once, in the root graph): with the LoRA
+    // inputs, and without them for batches that carry no adapter, chosen per run by `use_lora`. The
+    // rank-0 LoRA nodes (12 per layer) otherwise cost base-model requests 10% (~20M) to 45% (~1M).
+    const withLora = root.subgraph(), base = root.subgraph();
+    decoderBody(withLora, config, weights, opts, true, '.lora');
+    decoderBody(base, config, weights, opts, false, '.base');
+    for (const [name, dims] of outputs) { withLora.output(name + '.lora', DataType.FLOAT, dims); base.output(name + '.base', DataType.FLOAT, dims); }
+    const useLora = root.input('use_lora', DataType.BOOL, []);
+    root.node('If', [useLora], { outputs: outputs.map(([name]) => name), attrs: { then_branch: { graph: withLora, name: 'with_lora' }, else_branch: { graph: base, name: 'base' } } });
+  }
+  for (const [name, dims] of outputs) root.output(name, DataType.FLOAT, dims);
+  return root.toModelBytes('hearth_decoder', onnx23 ? 23 : 17);
+}
+
+/** Graph outputs: logits first, then the KV outputs (see GraphOptions.forExport). */
+function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]][] {
+  const hp = cacheHeadDim(config, opts.attention);
+  const out: [string, Dim[]][] = [['logits', ['batch_size', 'num_logits', config.vocabSize]]];
+  for (let i = 0; i < config.numLayers; i++) {
+    for (const kind of ['key', 'value']) {
+      if (opts.forExport) out.push([`present.${i}.${kind}`, ['batch_size', config.numKvHeads, 'total_sequence_length', hp]]);
+      else out.push([`new_key_values.${i}.${kind}`, ['batch_size', config.numKvHeads, 'sequence_length', hp]]);
+    }
+  }
+  return out;
+}
+
+/**
+ * The decoder's nodes in graph `g` (the root, or an If branch whose outputs carry `suffix`). Weights
+ * are read lazily: a second body finds its initializers made by the first (and the originals may be
+ * consumed by then).
+ */
+function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opts: GraphOptions, lora: boolean, suffix: string): void {
+  const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, intermediateSize: F, vocabSize: V } = config;
   const hp = cacheHeadDim(config, opts.attention); // head size inside the graph
-  const g = new GraphBuilder();
   const w = (name: string) => weights.get(name)!.data;
+  /** An f32 initializer computed only if no body made it yet. */
+  const floatsOnce = (name: string, dims: number[], data: () => Float32Array) => (g.hasInitializer(name) ? name : g.floats(name, dims, data()));
   const eps = float(config.rmsNormEps);
   const gqa = opts.attention === 'gqa';
   const onnx23 = opts.attention === 'onnx23';
@@ -184,11 +225,11 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
     }
   }
 
-  const rope = padRopeTables(ropeTables(config, opts.maxPositions), opts.maxPositions, hd / 2, hp / 2);
-  const cosTable = g.floats('rope_cos', [opts.maxPositions, hp / 2], rope.cos);
-  const sinTable = g.floats('rope_sin', [opts.maxPositions, hp / 2], rope.sin);
+  const rope = g.hasInitializer('rope_cos') ? null : padRopeTables(ropeTables(config, opts.maxPositions), opts.maxPositions, hd / 2, hp / 2);
+  const cosTable = floatsOnce('rope_cos', [opts.maxPositions, hp / 2], () => rope!.cos);
+  const sinTable = floatsOnce('rope_sin', [opts.maxPositions, hp / 2], () => rope!.sin);
   const rmsNorm = (x: string, weightName: string, scale = 1) =>
-    g.op('SimplifiedLayerNormalization', [x, g.floats(weightName, [weights.get(weightName)!.shape[0]], scale === 1 ? w(weightName) : scaled(w(weightName), scale))], { axis: -1, epsilon: eps, stash_type: 1 });
+    g.op('SimplifiedLayerNormalization', [x, floatsOnce(weightName, [weights.get(weightName)!.shape[0]], () => (scale === 1 ? w(weightName) : scaled(w(weightName), scale)))], { axis: -1, epsilon: eps, stash_type: 1 });
 
   // Per-forward shared values.
   let attnShared: { cosF: string; sinS: string; bias: string } | null = null;
@@ -234,7 +275,7 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
   // y + (x·A)·B per batch row, when the graph takes LoRA inputs.
   const loraDims = { qkv: [D, (H + 2 * KV) * hp], o: [H * hp, D], gate_up: [D, 2 * F], down: [F, D] } as const;
   const withLora = (layer: number, group: keyof typeof loraDims, input: string, y: string): string => {
-    if (!opts.lora) return y;
+    if (!lora) return y;
     const [inDim, outDim] = loraDims[group];
     const a = g.input(`lora.${layer}.${group}.a`, DataType.FLOAT, ['batch_size', inDim, `lora_rank_${group}`]);
     const b = g.input(`lora.${layer}.${group}.b`, DataType.FLOAT, ['batch_size', `lora_rank_${group}`, outDim]);
@@ -244,24 +285,24 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
   // Residual stream x; a branch output waits in `pending` until the next norm, which adds it with
   // SkipSimplifiedLayerNormalization (output 3 = x + branch) in one node instead of Add + norm.
   // y = input · Wᵀ for W in HF [out = N, in = K] layout: a MatMul on Wᵀ, or MatMulNBits on 4-bit W.
-  const linear = (name: string, input: string, wOutIn: Float32Array, N: number, K: number, output?: string): string => {
+  const linear = (name: string, input: string, wOutIn: () => Float32Array, N: number, K: number, output?: string): string => {
     const block = opts.weightType === 'q4' ? q4BlockFor(K, opts.q4Block) : null;
     if (block !== null) {
-      const q = quantizeQ4(wOutIn, N, K, block);
-      const packed = g.initializer(name + '.q4', DataType.UINT8, [N, K / block, block / 2], q.packed);
-      const scales = g.floats(name + '.q4_scales', [N * (K / block)], q.scales);
+      const q = g.hasInitializer(name + '.q4') ? null : quantizeQ4(wOutIn(), N, K, block);
+      const packed = g.hasInitializer(name + '.q4') ? name + '.q4' : g.initializer(name + '.q4', DataType.UINT8, [N, K / block, block / 2], q!.packed);
+      const scales = floatsOnce(name + '.q4_scales', [N * (K / block)], () => q!.scales);
       return g.node('MatMulNBits', [input, packed, scales], {
         outputs: output ? [output] : 1, domain: 'com.microsoft', attrs: { K, N, bits: 4, block_size: block, accuracy_level: 4 },
       })[0];
     }
-    return g.node('MatMul', [input, g.floats(name + '_t', [K, N], transpose(wOutIn, N, K))], { outputs: output ? [output] : 1 })[0];
+    return g.node('MatMul', [input, floatsOnce(name + '_t', [K, N], () => transpose(wOutIn(), N, K))], { outputs: output ? [output] : 1 })[0];
   };
 
-  let x = g.op('Gather', [g.floats('model.embed_tokens.weight', [V, D], w('model.embed_tokens.weight')), inputIds], { axis: 0 });
+  let x = g.op('Gather', [floatsOnce('model.embed_tokens.weight', [V, D], () => w('model.embed_tokens.weight')), inputIds], { axis: 0 });
   let pending: string | null = null;
   const addAndNorm = (weightName: string): string => {
     if (pending === null) return rmsNorm(x, weightName);
-    const gamma = g.floats(weightName, [D], w(weightName));
+    const gamma = floatsOnce(weightName, [D], () => w(weightName));
     const [normed, , , sum] = g.node('SkipSimplifiedLayerNormalization', [x, pending, gamma], {
       outputs: [g.fresh('normed'), '', '', g.fresh('residual')], domain: 'com.microsoft', attrs: { epsilon: eps },
     });
@@ -273,14 +314,18 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
     const p = `model.layers.${i}.`;
     const h = addAndNorm(p + 'input_layernorm.weight');
     // Fused QKV projection.
-    const wq = config.qkNorm ? w(p + 'self_attn.q_proj.weight') : scaled(w(p + 'self_attn.q_proj.weight'), qScale);
     const pad = (data: Float32Array, heads: number, cols: number, rotary: boolean) => padHeads(data, heads, hd, hp, cols, rotary);
-    const wqkv = concat([pad(wq, H, D, true), pad(w(p + 'self_attn.k_proj.weight'), KV, D, true), pad(w(p + 'self_attn.v_proj.weight'), KV, D, false)]);
+    const wqkv = () => {
+      const wq = config.qkNorm ? w(p + 'self_attn.q_proj.weight') : scaled(w(p + 'self_attn.q_proj.weight'), qScale);
+      return concat([pad(wq, H, D, true), pad(w(p + 'self_attn.k_proj.weight'), KV, D, true), pad(w(p + 'self_attn.v_proj.weight'), KV, D, false)]);
+    };
     let qkv = withLora(i, 'qkv', h, linear(p + 'self_attn.qkv_proj.weight', h, wqkv, (H + 2 * KV) * hp, D));
     if (config.attentionBias) {
-      const bq = config.qkNorm ? w(p + 'self_attn.q_proj.bias') : scaled(w(p + 'self_attn.q_proj.bias'), qScale);
-      const b = concat([pad(bq, H, 1, true), pad(w(p + 'self_attn.k_proj.bias'), KV, 1, true), pad(w(p + 'self_attn.v_proj.bias'), KV, 1, false)]);
-      qkv = g.op('Add', [qkv, g.floats(p + 'self_attn.qkv_proj.bias', [b.length], b)]);
+      const bias = () => {
+        const bq = config.qkNorm ? w(p + 'self_attn.q_proj.bias') : scaled(w(p + 'self_attn.q_proj.bias'), qScale);
+        return concat([pad(bq, H, 1, true), pad(w(p + 'self_attn.k_proj.bias'), KV, 1, true), pad(w(p + 'self_attn.v_proj.bias'), KV, 1, false)]);
+      };
+      qkv = g.op('Add', [qkv, floatsOnce(p + 'self_attn.qkv_proj.bias', [(H + 2 * KV) * hp], bias)]);
     }
     const pastK = `past_key_values.${i}.key`, pastV = `past_key_values.${i}.value`;
     const presentK = `present.${i}.key`, presentV = `present.${i}.value`;
@@ -352,39 +397,30 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
       attn = g.op('Reshape', [heads(ctxHeads), g.int64s([0, 0, H * hd])]);
     }
     if (!opts.forExport) {
-      g.node('Identity', [newK], { outputs: [`new_key_values.${i}.key`] });
-      g.node('Identity', [newV], { outputs: [`new_key_values.${i}.value`] });
+      g.node('Identity', [newK], { outputs: [`new_key_values.${i}.key${suffix}`] });
+      g.node('Identity', [newV], { outputs: [`new_key_values.${i}.value${suffix}`] });
     }
     // o_proj^T is [H·hd, D]: its rows follow the (padded) value layout of the attention output.
-    const wo = hp === hd ? w(p + 'self_attn.o_proj.weight') : transpose(pad(transpose(w(p + 'self_attn.o_proj.weight'), D, H * hd), H, D, false), H * hp, D);
+    const wo = () => (hp === hd ? w(p + 'self_attn.o_proj.weight') : transpose(pad(transpose(w(p + 'self_attn.o_proj.weight'), D, H * hd), H, D, false), H * hp, D));
     pending = withLora(i, 'o', attn, linear(p + 'self_attn.o_proj.weight', attn, wo, D, H * hp));
 
     // SwiGLU MLP with one fused gate|up projection.
     const h2 = addAndNorm(p + 'post_attention_layernorm.weight');
-    const wgu = concat([w(p + 'mlp.gate_proj.weight'), w(p + 'mlp.up_proj.weight')]);
+    const wgu = () => concat([w(p + 'mlp.gate_proj.weight'), w(p + 'mlp.up_proj.weight')]);
     const gu = withLora(i, 'gate_up', h2, linear(p + 'mlp.gate_up_proj.weight', h2, wgu, 2 * F, D));
     const [gate, up] = g.node('Split', [gu, g.int64s([F, F])], { outputs: 2, attrs: { axis: -1 } });
     const act = g.op('Mul', [g.op('Mul', [gate, g.op('Sigmoid', [gate])]), up]);
-    pending = withLora(i, 'down', act, linear(p + 'mlp.down_proj.weight', act, w(p + 'mlp.down_proj.weight'), D, F));
+    pending = withLora(i, 'down', act, linear(p + 'mlp.down_proj.weight', act, () => w(p + 'mlp.down_proj.weight'), D, F));
     // The graph holds transformed copies of this layer's weights now; drop the originals early.
     if (opts.consumeWeights) for (const name of [...weights.keys()]) if (name.startsWith(p) && !name.endsWith('norm.weight')) weights.delete(name);
   }
 
-  // Outputs: logits first (see GraphOptions.forExport for the KV outputs).
-  g.output('logits', DataType.FLOAT, ['batch_size', 'num_logits', V]);
-  for (let i = 0; i < config.numLayers; i++) {
-    for (const kind of ['key', 'value']) {
-      if (opts.forExport) g.output(`present.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'total_sequence_length', hp]);
-      else g.output(`new_key_values.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'sequence_length', hp]);
-    }
-  }
   // Logits only for trailing positions (saves S·V·D FLOPs in prefill). Hearth's runner feeds
   // `num_logits_to_keep` (1, or S for prompt scoring); exported graphs keep exactly the last position
   // so they need only the standard inputs. (onnxruntime-node cannot feed initializer-backed inputs.)
   let last = addAndNorm('model.norm.weight');
   const keep = opts.forExport ? g.int64s([1]) : g.input('num_logits_to_keep', DataType.INT64, [1]);
   last = g.op('Slice', [last, g.op('Neg', [keep]), g.int64s([2 ** 31 - 1]), g.int64s([1])]);
-  const head = config.tieWordEmbeddings ? w('model.embed_tokens.weight') : w('lm_head.weight');
-  linear('lm_head.weight', last, head, V, D, 'logits');
-  return g.toModelBytes('hearth_decoder', onnx23 ? 23 : 17);
+  const head = () => (config.tieWordEmbeddings ? w('model.embed_tokens.weight') : w('lm_head.weight'));
+  linear('lm_head.weight', last, head, V, D, 'logits' + suffix);
 }

@@ -40,10 +40,10 @@ function varint(v: bigint): Uint8Array {
 }
 
 /** An attribute value: integers and strings as is; floats wrapped with `float()`; lists of ints or floats. */
-export type AttrValue = number | string | { float: number } | { ints: number[] } | { floats: number[] };
+export type AttrValue = number | string | { float: number } | { ints: number[] } | { floats: number[] } | { graph: GraphBuilder; name: string };
 export const float = (x: number) => ({ float: x });
 
-const ATTR_TYPE = { FLOAT: 1, INT: 2, STRING: 3, FLOATS: 6, INTS: 7 };
+const ATTR_TYPE = { FLOAT: 1, INT: 2, STRING: 3, GRAPH: 5, FLOATS: 6, INTS: 7 };
 
 function attribute(name: string, v: AttrValue): Message {
   const a = new Message().string(1, name);
@@ -51,6 +51,7 @@ function attribute(name: string, v: AttrValue): Message {
   if (typeof v === 'string') return a.string(4, v).int(20, ATTR_TYPE.STRING);
   if ('float' in v) return a.float(2, v.float).int(20, ATTR_TYPE.FLOAT);
   if ('ints' in v) { for (const x of v.ints) a.int(8, x); return a.int(20, ATTR_TYPE.INTS); }
+  if ('graph' in v) return a.message(6, v.graph.graphProto(v.name)).int(20, ATTR_TYPE.GRAPH);
   for (const x of v.floats) a.float(7, x);
   return a.int(20, ATTR_TYPE.FLOATS);
 }
@@ -72,11 +73,21 @@ export class GraphBuilder {
   private outputs: Message[] = [];
   private counter = 0;
   readonly usesMicrosoftDomain: boolean[] = [false];
+  private get root(): GraphBuilder { return this.parent ? this.parent.root : this; }
 
   /** A fresh value name with a readable prefix. */
-  fresh(prefix: string): string { return `${prefix}_${this.counter++}`; }
+  fresh(prefix: string): string { return this.parent ? this.parent.fresh(prefix) : `${prefix}_${this.counter++}`; }
+  private readonly inputNames = new Set<string>();
+  private readonly initializerNames = new Set<string>();
 
-  input(name: string, elemType: DataTypeId, dims: Dim[]): string { this.inputs.push(valueInfo(name, elemType, dims)); return name; }
+  /** Declare a graph input (in a subgraph: on the root graph, once per name). */
+  input(name: string, elemType: DataTypeId, dims: Dim[]): string {
+    if (this.parent) return this.parent.input(name, elemType, dims);
+    if (!this.inputNames.has(name)) { this.inputNames.add(name); this.inputs.push(valueInfo(name, elemType, dims)); }
+    return name;
+  }
+  /** Whether an initializer of this name exists already (weights shared by several subgraphs). */
+  hasInitializer(name: string): boolean { return this.parent ? this.parent.hasInitializer(name) : this.initializerNames.has(name); }
   output(name: string, elemType: DataTypeId, dims: Dim[]): void { this.outputs.push(valueInfo(name, elemType, dims)); }
 
   /** Add a node; returns its output names (fresh names unless given). */
@@ -87,7 +98,7 @@ export class GraphBuilder {
     for (const o of outs) n.string(2, o);
     n.string(3, opts.name ?? this.fresh(`n_${op}`)).string(4, op);
     for (const [k, v] of Object.entries(opts.attrs ?? {})) n.message(5, attribute(k, v));
-    if (opts.domain) { n.string(7, opts.domain); if (opts.domain === 'com.microsoft') this.usesMicrosoftDomain[0] = true; }
+    if (opts.domain) { n.string(7, opts.domain); if (opts.domain === 'com.microsoft') this.root.usesMicrosoftDomain[0] = true; }
     this.nodes.push(n);
     return outs;
   }
@@ -97,6 +108,9 @@ export class GraphBuilder {
   }
 
   initializer(name: string, elemType: DataTypeId, dims: number[], raw: Uint8Array): string {
+    if (this.parent) return this.parent.initializer(name, elemType, dims, raw);
+    if (this.initializerNames.has(name)) return name;
+    this.initializerNames.add(name);
     const t = new Message();
     for (const d of dims) t.int(1, d);
     t.int(2, elemType).string(8, name).bytes(9, raw);
@@ -114,14 +128,31 @@ export class GraphBuilder {
     return this.floats(name, [], new Float32Array([value]));
   }
 
-  /** Serialize to an ONNX ModelProto (IR 8, opset 17 + com.microsoft 1 when used). */
-  toModelBytes(graphName: string, opset = 17): Uint8Array {
+  /**
+   * A subgraph (an If branch): its own nodes and outputs; inputs and initializers go to the parent,
+   * whose values the subgraph reads from the outer scope, so weights exist once. Names share one counter.
+   */
+  subgraph(): GraphBuilder {
+    const sub = new GraphBuilder();
+    sub.parent = this;
+    return sub;
+  }
+  private parent: GraphBuilder | null = null;
+
+  /** The GraphProto message (for a model, or as an If branch). */
+  graphProto(graphName: string): Message {
     const g = new Message();
     for (const n of this.nodes) g.message(1, n);
     g.string(2, graphName);
     for (const t of this.initializers) g.message(5, t);
     for (const i of this.inputs) g.message(11, i);
     for (const o of this.outputs) g.message(12, o);
+    return g;
+  }
+
+  /** Serialize to an ONNX ModelProto (IR 8, opset 17 + com.microsoft 1 when used). */
+  toModelBytes(graphName: string, opset = 17): Uint8Array {
+    const g = this.graphProto(graphName);
     const m = new Message().int(1, 8).string(2, 'hearth');
     m.message(8, new Message().string(1, '').int(2, opset));
     if (this.usesMicrosoftDomain[0]) m.message(8, new Message().string(1, 'com.microsoft').int(2, 1));

@@ -236,9 +236,11 @@ export class ModelRunner {
     const adapters = items.map((it) => it.adapter ?? null);
     const c = this.loraCache;
     if (c && c.adapters.length === adapters.length && c.adapters.every((a, i) => a === adapters[i])) return c.feeds;
+    // The graph runs its LoRA branch only when a row carries an adapter (see buildDecoderGraph).
+    const useLora = adapters.some((a) => a !== null && LORA_GROUPS.some((group) => a.groups[group].rank > 0));
     const B = items.length;
     const dims = loraGroupDims(this.config, this.attention);
-    const feeds: Record<string, ort.Tensor> = {};
+    const feeds: Record<string, ort.Tensor> = { use_lora: new ort.Tensor('bool', [useLora], []) };
     for (const group of LORA_GROUPS) {
       const [inDim, outDim] = dims[group];
       const rank = Math.max(0, ...adapters.map((a) => a?.groups[group].rank ?? 0));
