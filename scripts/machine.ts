@@ -10,7 +10,8 @@ export function machineLabel(): string {
 /**
  * A fixed single-thread workload (1M exp/log and 32 MB of memory traffic), in ms: the project's boxes are
  * virtual machines on shared hosts whose speed drifts by up to 2x between minutes, so every bench prints
- * this next to its numbers. Compare runs only when their probes agree (on an idle AMD EPYC box: ~12 ms).
+ * this next to its numbers (lower is faster). Compare runs only when their probes agree; on 2026-11-22's AMD
+ * EPYC box it drifted between 19 and 48 ms within an hour.
  */
 export function speedProbe(): number {
   const a = new Float64Array(1 << 20);
