@@ -13,7 +13,7 @@
 import type { ModelConfig, Weights } from './model-config.js';
 import { DataType, GraphBuilder, float, type Dim } from './onnx-proto.js';
 import { ropeTables } from './rope.js';
-import { q4BlockFor, quantizeQ4 } from './q4.js';
+import { q4BlockFor, quantizeQ4, type Q4Weights } from './q4.js';
 
 export type AttentionKind = 'gqa' | 'standard' | 'onnx23';
 
@@ -201,15 +201,14 @@ function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]
 
 /**
  * The decoder's nodes in graph `g` (the root, or an If branch whose outputs carry `suffix`). Weights
- * are read lazily: a second body finds its initializers made by the first (and the originals may be
- * consumed by then).
+ * are read lazily (GraphBuilder makes each named initializer once): a second body reuses what the
+ * first made, whose source weights may be consumed by then.
  */
 function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opts: GraphOptions, lora: boolean, suffix: string): void {
   const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, intermediateSize: F, vocabSize: V } = config;
   const hp = cacheHeadDim(config, opts.attention); // head size inside the graph
+  // Weights are given to the builder as thunks: only the first body computes (and reads) them.
   const w = (name: string) => weights.get(name)!.data;
-  /** An f32 initializer computed only if no body made it yet. */
-  const floatsOnce = (name: string, dims: number[], data: () => Float32Array) => (g.hasInitializer(name) ? name : g.floats(name, dims, data()));
   const eps = float(config.rmsNormEps);
   const gqa = opts.attention === 'gqa';
   const onnx23 = opts.attention === 'onnx23';
@@ -225,11 +224,12 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
     }
   }
 
-  const rope = g.hasInitializer('rope_cos') ? null : padRopeTables(ropeTables(config, opts.maxPositions), opts.maxPositions, hd / 2, hp / 2);
-  const cosTable = floatsOnce('rope_cos', [opts.maxPositions, hp / 2], () => rope!.cos);
-  const sinTable = floatsOnce('rope_sin', [opts.maxPositions, hp / 2], () => rope!.sin);
+  let rope: { cos: Float32Array; sin: Float32Array } | undefined;
+  const ropeTablesOnce = () => (rope ??= padRopeTables(ropeTables(config, opts.maxPositions), opts.maxPositions, hd / 2, hp / 2));
+  const cosTable = g.floats('rope_cos', [opts.maxPositions, hp / 2], () => ropeTablesOnce().cos);
+  const sinTable = g.floats('rope_sin', [opts.maxPositions, hp / 2], () => ropeTablesOnce().sin);
   const rmsNorm = (x: string, weightName: string, scale = 1) =>
-    g.op('SimplifiedLayerNormalization', [x, floatsOnce(weightName, [weights.get(weightName)!.shape[0]], () => (scale === 1 ? w(weightName) : scaled(w(weightName), scale)))], { axis: -1, epsilon: eps, stash_type: 1 });
+    g.op('SimplifiedLayerNormalization', [x, g.floats(weightName, [weights.get(weightName)!.shape[0]], () => (scale === 1 ? w(weightName) : scaled(w(weightName), scale)))], { axis: -1, epsilon: eps, stash_type: 1 });
 
   // Per-forward shared values.
   let attnShared: { cosF: string; sinS: string; bias: string } | null = null;
@@ -288,21 +288,22 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const linear = (name: string, input: string, wOutIn: () => Float32Array, N: number, K: number, output?: string): string => {
     const block = opts.weightType === 'q4' ? q4BlockFor(K, opts.q4Block) : null;
     if (block !== null) {
-      const q = g.hasInitializer(name + '.q4') ? null : quantizeQ4(wOutIn(), N, K, block);
-      const packed = g.hasInitializer(name + '.q4') ? name + '.q4' : g.initializer(name + '.q4', DataType.UINT8, [N, K / block, block / 2], q!.packed);
-      const scales = floatsOnce(name + '.q4_scales', [N * (K / block)], () => q!.scales);
+      let q: Q4Weights | undefined;
+      const quantized = () => (q ??= quantizeQ4(wOutIn(), N, K, block));
+      const packed = g.initializer(name + '.q4', DataType.UINT8, [N, K / block, block / 2], () => quantized().packed);
+      const scales = g.floats(name + '.q4_scales', [N * (K / block)], () => quantized().scales);
       return g.node('MatMulNBits', [input, packed, scales], {
         outputs: output ? [output] : 1, domain: 'com.microsoft', attrs: { K, N, bits: 4, block_size: block, accuracy_level: 4 },
       })[0];
     }
-    return g.node('MatMul', [input, floatsOnce(name + '_t', [K, N], () => transpose(wOutIn(), N, K))], { outputs: output ? [output] : 1 })[0];
+    return g.node('MatMul', [input, g.floats(name + '_t', [K, N], () => transpose(wOutIn(), N, K))], { outputs: output ? [output] : 1 })[0];
   };
 
-  let x = g.op('Gather', [floatsOnce('model.embed_tokens.weight', [V, D], () => w('model.embed_tokens.weight')), inputIds], { axis: 0 });
+  let x = g.op('Gather', [g.floats('model.embed_tokens.weight', [V, D], () => w('model.embed_tokens.weight')), inputIds], { axis: 0 });
   let pending: string | null = null;
   const addAndNorm = (weightName: string): string => {
     if (pending === null) return rmsNorm(x, weightName);
-    const gamma = floatsOnce(weightName, [D], () => w(weightName));
+    const gamma = g.floats(weightName, [D], () => w(weightName));
     const [normed, , , sum] = g.node('SkipSimplifiedLayerNormalization', [x, pending, gamma], {
       outputs: [g.fresh('normed'), '', '', g.fresh('residual')], domain: 'com.microsoft', attrs: { epsilon: eps },
     });
@@ -325,7 +326,7 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
         const bq = config.qkNorm ? w(p + 'self_attn.q_proj.bias') : scaled(w(p + 'self_attn.q_proj.bias'), qScale);
         return concat([pad(bq, H, 1, true), pad(w(p + 'self_attn.k_proj.bias'), KV, 1, true), pad(w(p + 'self_attn.v_proj.bias'), KV, 1, false)]);
       };
-      qkv = g.op('Add', [qkv, floatsOnce(p + 'self_attn.qkv_proj.bias', [(H + 2 * KV) * hp], bias)]);
+      qkv = g.op('Add', [qkv, g.floats(p + 'self_attn.qkv_proj.bias', [(H + 2 * KV) * hp], bias)]);
     }
     const pastK = `past_key_values.${i}.key`, pastV = `past_key_values.${i}.value`;
     const presentK = `present.${i}.key`, presentV = `present.${i}.value`;

@@ -72,13 +72,15 @@ export class GraphBuilder {
   private inputs: Message[] = [];
   private outputs: Message[] = [];
   private counter = 0;
+  private readonly inputNames = new Set<string>();
+  private readonly initializerNames = new Set<string>();
+  /** Set on subgraphs (If branches): inputs, initializers and fresh names belong to the root graph. */
+  private parent: GraphBuilder | null = null;
   readonly usesMicrosoftDomain: boolean[] = [false];
   private get root(): GraphBuilder { return this.parent ? this.parent.root : this; }
 
   /** A fresh value name with a readable prefix. */
   fresh(prefix: string): string { return this.parent ? this.parent.fresh(prefix) : `${prefix}_${this.counter++}`; }
-  private readonly inputNames = new Set<string>();
-  private readonly initializerNames = new Set<string>();
 
   /** Declare a graph input (in a subgraph: on the root graph, once per name). */
   input(name: string, elemType: DataTypeId, dims: Dim[]): string {
@@ -86,8 +88,6 @@ export class GraphBuilder {
     if (!this.inputNames.has(name)) { this.inputNames.add(name); this.inputs.push(valueInfo(name, elemType, dims)); }
     return name;
   }
-  /** Whether an initializer of this name exists already (weights shared by several subgraphs). */
-  hasInitializer(name: string): boolean { return this.parent ? this.parent.hasInitializer(name) : this.initializerNames.has(name); }
   output(name: string, elemType: DataTypeId, dims: Dim[]): void { this.outputs.push(valueInfo(name, elemType, dims)); }
 
   /** Add a node; returns its output names (fresh names unless given). */
@@ -107,18 +107,23 @@ export class GraphBuilder {
     return this.node(op, inputs, { attrs, domain })[0];
   }
 
-  initializer(name: string, elemType: DataTypeId, dims: number[], raw: Uint8Array): string {
+  /**
+   * A named constant, made once: asking again for the same name (another subgraph over the same weights)
+   * returns it without calling `raw`, so data may be given lazily and its source freed after first use.
+   */
+  initializer(name: string, elemType: DataTypeId, dims: number[], raw: Uint8Array | (() => Uint8Array)): string {
     if (this.parent) return this.parent.initializer(name, elemType, dims, raw);
     if (this.initializerNames.has(name)) return name;
     this.initializerNames.add(name);
     const t = new Message();
     for (const d of dims) t.int(1, d);
-    t.int(2, elemType).string(8, name).bytes(9, raw);
+    t.int(2, elemType).string(8, name).bytes(9, typeof raw === 'function' ? raw() : raw);
     this.initializers.push(t);
     return name;
   }
-  floats(name: string, dims: number[], data: Float32Array): string {
-    return this.initializer(name, DataType.FLOAT, dims, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  floats(name: string, dims: number[], data: Float32Array | (() => Float32Array)): string {
+    const bytes = (d: Float32Array) => new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+    return this.initializer(name, DataType.FLOAT, dims, typeof data === 'function' ? () => bytes(data()) : bytes(data));
   }
   int64s(values: number[], dims: number[] = [values.length], name = this.fresh('const_i64')): string {
     const b = new BigInt64Array(values.map((v) => BigInt(v)));
@@ -137,7 +142,6 @@ export class GraphBuilder {
     sub.parent = this;
     return sub;
   }
-  private parent: GraphBuilder | null = null;
 
   /** The GraphProto message (for a model, or as an If branch). */
   graphProto(graphName: string): Message {

@@ -236,14 +236,14 @@ export class ModelRunner {
     const adapters = items.map((it) => it.adapter ?? null);
     const c = this.loraCache;
     if (c && c.adapters.length === adapters.length && c.adapters.every((a, i) => a === adapters[i])) return c.feeds;
-    // The graph runs its LoRA branch only when a row carries an adapter (see buildDecoderGraph).
-    const useLora = adapters.some((a) => a !== null && LORA_GROUPS.some((group) => a.groups[group].rank > 0));
     const B = items.length;
     const dims = loraGroupDims(this.config, this.attention);
-    const feeds: Record<string, ort.Tensor> = { use_lora: new ort.Tensor('bool', [useLora], []) };
+    const feeds: Record<string, ort.Tensor> = {};
+    let useLora = false;
     for (const group of LORA_GROUPS) {
       const [inDim, outDim] = dims[group];
       const rank = Math.max(0, ...adapters.map((a) => a?.groups[group].rank ?? 0));
+      useLora ||= rank > 0;
       for (let layer = 0; layer < this.config.numLayers; layer++) {
         const a = new Float32Array(B * inDim * rank), b = new Float32Array(B * rank * outDim);
         adapters.forEach((ad, row) => {
@@ -257,6 +257,8 @@ export class ModelRunner {
         feeds[`lora.${layer}.${group}.b`] = new ort.Tensor('float32', b, [B, rank, outDim]);
       }
     }
+    // The graph runs its LoRA branch only when some row carries an adapter (see buildDecoderGraph).
+    feeds.use_lora = new ort.Tensor('bool', [useLora], []);
     this.loraCache = { adapters, feeds };
     return feeds;
   }
