@@ -138,6 +138,7 @@ describe('decoder graph vs reference forward', () => {
     const q = quantizeQ4(Float32Array.from({ length: 64 }, (_, i) => i - 20), 2, 32, 32);
     expect(dequantizeQ4(q, 2, 32)[0]).toBeCloseTo(-20, 5); // the largest magnitude maps exactly to -8·d
     expect([q4BlockFor(768), q4BlockFor(64), q4BlockFor(96), q4BlockFor(8)]).toEqual([128, 64, 32, null]);
+    expect(() => q4BlockFor(768, Number('x'))).toThrow(/power of two in 16\.\.256/); // a bad --q4-block never falls back to f32 silently
   });
 
   it('refuses a model with a missing tensor, naming it', () => {

@@ -12,8 +12,13 @@ export const Q4_BLOCK = 128;
 
 /** The block length used for an input size K: the preferred one if it divides K, else the largest smaller power of two (≥ 16) that does; null = keep f32. */
 export function q4BlockFor(K: number, preferred = Q4_BLOCK): number | null {
+  checkBlock(preferred);
   for (let b = preferred; b >= 16; b /= 2) if (K % b === 0) return b;
   return null;
+}
+
+function checkBlock(block: number): void {
+  if (!Number.isInteger(Math.log2(block)) || block < 16 || block > 256) throw new Error(`4-bit block length must be a power of two in 16..256 (got ${block})`);
 }
 
 export interface Q4Weights {
@@ -24,7 +29,7 @@ export interface Q4Weights {
 
 /** Quantize a row-major [N, K] matrix (K % block == 0). Scale = value of largest magnitude / −8, like Q4_0. */
 export function quantizeQ4(w: Float32Array, N: number, K: number, block = Q4_BLOCK): Q4Weights {
-  if (!Number.isInteger(Math.log2(block)) || block < 16 || block > 256) throw new Error(`4-bit block length must be a power of two in 16..256 (got ${block})`);
+  checkBlock(block);
   if (K % block !== 0) throw new Error(`4-bit quantization needs K % ${block} == 0 (K = ${K})`);
   const blocks = K / block;
   const half = block / 2;
