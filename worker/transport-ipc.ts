@@ -3,11 +3,29 @@
 import type { ApiToWorker, WorkerMessage } from '../src/queue/messages.js';
 import type { WorkerHost } from './host.js';
 
+/**
+ * Messages made in the same tick leave as one IPC message (an array, in order). The engine emits a delta
+ * for every running stream after each model step; one channel write per step instead of one per stream
+ * is what keeps the pipe's cost flat as the batch grows (each write is a syscall and a wake-up of the API).
+ */
+let outbox: { msgs: WorkerMessage[]; done: (() => void)[] } | null = null;
+
+function flush(): void {
+  const box = outbox!;
+  outbox = null;
+  if (!process.send || !process.connected) return box.done.forEach((d) => d());
+  process.send(box.msgs.length === 1 ? box.msgs[0] : box.msgs, undefined, undefined, () => box.done.forEach((d) => d()));
+}
+
 /** Send one message to the parent; resolves once handed to the channel (or at once when it is gone). */
 export function ipcSend(msg: WorkerMessage): Promise<void> {
   return new Promise<void>((resolve) => {
-    if (!process.send || !process.connected) return resolve();
-    process.send(msg, undefined, undefined, () => resolve());
+    if (!outbox) {
+      outbox = { msgs: [], done: [] };
+      queueMicrotask(flush);
+    }
+    outbox.msgs.push(msg);
+    outbox.done.push(resolve);
   });
 }
 

@@ -58,7 +58,9 @@ export class EmbeddedQueue implements QueueAdapter {
     });
     const child: Child = { slot, kind, device, proc, workerId: null, tasks: new Set(), load: 0 };
     this.children.set(slot, child);
-    proc.on('message', (raw) => {
+    // A worker sends the messages it made in one tick as one array (worker/transport-ipc.ts).
+    proc.on('message', (raw) => (Array.isArray(raw) ? raw.forEach(receive) : receive(raw)));
+    const receive = (raw: unknown) => {
       const parsed = WorkerMessageSchema.safeParse(raw);
       if (!parsed.success) return this.log(`embedded queue: ignoring a malformed message from worker ${slot}`);
       const msg = parsed.data;
@@ -73,7 +75,7 @@ export class EmbeddedQueue implements QueueAdapter {
       if (msg.type === 'training.event' && (msg.event.type === 'training_ended' || msg.event.type === 'training_failed')) child.tasks.delete(msg.jobId);
       if (msg.type === 'inference.done' || msg.type === 'inference.error') child.tasks.delete(msg.requestId);
       this.sink(msg);
-    });
+    };
     proc.on('exit', (code, signal) => {
       if (this.children.get(slot) === child) this.children.delete(slot);
       const reason = signal ? `killed by ${signal}` : `exited with code ${code}`;

@@ -100,6 +100,27 @@ describe('sampler', () => {
     expect(() => sampleToken(logits, defaultSamplingParams(), { ...ctx, allowed: new Uint8Array(4) }, createRng(0))).toThrow(/no token/);
   });
 
+  it("greedy on untouched logits uses the model's log Z; processed logits never do", () => {
+    const x = Float32Array.of(1, 3, 2);
+    const lse = Math.log(Math.exp(1) + Math.exp(3) + Math.exp(2));
+    const greedy = defaultSamplingParams({ temperature: 0, topLogprobs: 2 });
+    // A deliberately wrong log Z shows which one was used.
+    const given = sampleToken(x, greedy, { ...ctx, logSumExp: lse + 1 }, createRng(0));
+    expect(given.tokenId).toBe(1);
+    expect(given.logprob).toBeCloseTo(3 - lse - 1, 6);
+    expect(given.topLogprobs.map((t) => t.id)).toEqual([1, 2]);
+    expect(given.topLogprobs[1].logprob).toBeCloseTo(2 - lse - 1, 6);
+    // Absent (NaN): computed here.
+    expect(sampleToken(x, greedy, { ...ctx, logSumExp: NaN }, createRng(0)).logprob).toBeCloseTo(3 - lse, 6);
+    // A penalty changes the logits the logprob is taken from: the model's log Z does not apply.
+    const penalized = sampleToken(x, { ...greedy, presencePenalty: 1 }, { promptIds: [], outputIds: [1], logSumExp: lse + 1 }, createRng(0));
+    expect(penalized.logprob).toBeCloseTo(2 - Math.log(Math.exp(1) + Math.exp(2) + Math.exp(2)), 6);
+    // So does temperature sampling (log Z of the scaled logits), unless logprobs are raw.
+    const warm = defaultSamplingParams({ temperature: 0.5, topK: 1 });
+    expect(sampleToken(x, warm, { ...ctx, logSumExp: lse + 1 }, createRng(0)).logprob).toBeCloseTo(0, 6);
+    expect(sampleToken(x, warm, { ...ctx, logSumExp: lse + 1, logprobsMode: 'raw' }, createRng(0)).logprob).toBeCloseTo(3 - lse - 1, 6);
+  });
+
   it("raw mode reports the model's own logprobs", () => {
     const p = defaultSamplingParams({ temperature: 0.3, topK: 1 });
     const r = sampleToken(logits, p, { ...ctx, logprobsMode: 'raw' }, createRng(0));

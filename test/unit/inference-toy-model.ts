@@ -3,7 +3,7 @@
 // it keeps as its "KV cache"), and it checks that the engine feeds positions in order: a
 // scheduling bug (wrong pastLength, skipped or repeated chunk) throws or changes the output.
 
-import type { ModelPort, StepItem, TokenizerPort } from '../../worker/inference/model-port.js';
+import type { ModelPort, StepItem, StepOutput, TokenizerPort } from '../../worker/inference/model-port.js';
 
 /** Vocabulary: 0 = </s> (special, EOS), 1 = <|pad|> (special), then text pieces. */
 export const TOY_PIECES: string[] = [
@@ -96,7 +96,7 @@ export class ToyModel implements ModelPort {
       };
   }
 
-  async step(batch: StepItem[]): Promise<Float32Array[]> {
+  async step(batch: StepItem[]): Promise<StepOutput[]> {
     this.steps.push(batch.map((b) => ({ ...b, tokens: [...b.tokens] })));
     if (!this.mixedAdapterBatches && new Set(batch.map((b) => b.adapter)).size > 1) throw new Error('mixed adapters in one step');
     await Promise.resolve();
@@ -114,7 +114,8 @@ export class ToyModel implements ModelPort {
         logits[j] = (mix(mix(c.hash, j + 7), adapterSalt) / 2 ** 32 - 0.5) * scale;
         logits[j] += this.opts.boost?.get(j) ?? 0;
       }
-      return logits;
+      // Like a graph without a logits_lse output: the sampler computes it.
+      return { logits, logSumExp: NaN };
     });
   }
 

@@ -6,6 +6,7 @@ import { buildDecoderGraph, type AttentionKind } from '../../worker/runtime/llam
 import { createSession, ModelRunner } from '../../worker/runtime/runner.js';
 import { randomWeights, tinyConfig } from '../../src/models/tiny-model.js';
 import { referenceLogits } from './runtime-reference.js';
+import { logSumExp } from '../../worker/inference/sampler.js';
 import { dequantizeQ4, q4BlockFor, quantizeQ4 } from '../../worker/runtime/q4.js';
 
 const SMALL = { hiddenSize: 64, numHeads: 4, numKvHeads: 2, headDim: 16, intermediateSize: 96, numLayers: 2, vocabSize: 300 };
@@ -93,6 +94,10 @@ describe('decoder graph vs reference forward', () => {
       expect(maxDiff(more[0], referenceLogits(m.config, m.weights, [1, 2, 3, 4, 7, 8, 9]).at(-1)!)).toBeLessThan(2e-3);
       expect(maxDiff(more[1], referenceLogits(m.config, m.weights, [5, 6, 10, 11, 12]).at(-1)!)).toBeLessThan(2e-3);
       expect(maxDiff(more[2], referenceLogits(m.config, m.weights, [...prompts[2], ...next[2], 13]).at(-1)!)).toBeLessThan(2e-3);
+      // The graph's log Σ exp of each row, which the sampler uses for logprobs, is that of the returned logits.
+      const rows = await r.forwardRows([{ tokens: [14], kv: kv2[0] }, { tokens: [15, 16], kv: r.newSequence() }]);
+      for (const row of rows) expect(row.logSumExp).toBeCloseTo(logSumExp(row.logits), 4);
+      expect(rows[0].logSumExp).not.toBeCloseTo(rows[1].logSumExp, 2);
       await r.release();
     });
   }

@@ -4,7 +4,7 @@
 
 import { BlockManager } from './block-manager.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
-import type { ModelPort, StepItem, TokenizerPort } from './model-port.js';
+import type { ModelPort, StepItem, StepOutput, TokenizerPort } from './model-port.js';
 import { createRng, randomSeed } from './rng.js';
 import { sampleToken } from './sampler.js';
 import type { SamplingParams } from './sampling-params.js';
@@ -243,9 +243,9 @@ export class Engine {
       adapter: seq.adapter,
     }));
     this.stepping = true;
-    let logits: Float32Array[];
+    let outputs: StepOutput[];
     try {
-      logits = await this.model.step(batch);
+      outputs = await this.model.step(batch);
     } finally {
       this.stepping = false;
       for (const id of this.deferredFrees.splice(0)) this.model.free(id);
@@ -255,7 +255,7 @@ export class Engine {
     for (const it of items) this.counters.tokensComputed += it.numTokens;
     items.forEach((item, i) => {
       try {
-        this.afterStep(item, logits[i]);
+        this.afterStep(item, outputs[i]);
       } catch (err) {
         // A failure in one sequence (e.g. its constraint) ends that request only.
         const stream = this.streams.get(item.seq.id);
@@ -266,7 +266,7 @@ export class Engine {
     });
   }
 
-  private afterStep({ seq, numTokens, samples }: ScheduledItem, logits: Float32Array): void {
+  private afterStep({ seq, numTokens, samples }: ScheduledItem, { logits, logSumExp }: StepOutput): void {
     if (seq.isFinished) return; // cancelled while the step ran
     seq.numComputed += numTokens;
     if (!samples) return;
@@ -282,6 +282,7 @@ export class Engine {
         allowed: stream.constraint?.allowedTokens() ?? null,
         blocked: seq.outputIds.length < p.minTokens ? stopIds : undefined,
         logprobsMode: this.options.logprobsMode,
+        logSumExp,
       },
       seq.rng,
     );

@@ -15,6 +15,14 @@ export interface StepItem {
   adapter: string | null;
 }
 
+/** One sequence's result of a step. */
+export interface StepOutput {
+  /** Logits at the last position of the item's tokens (length vocabSize). */
+  logits: Float32Array;
+  /** log Σ exp(logits) when the model computed it (saves the sampler an exp over the vocabulary), else NaN. */
+  logSumExp: number;
+}
+
 export interface ModelPort {
   readonly vocabSize: number;
   /** Longest sequence (prompt + output) the model can attend over. */
@@ -23,10 +31,10 @@ export interface ModelPort {
   readonly mixedAdapterBatches: boolean;
   /**
    * Runs one forward step over a batch and returns, for every item, the logits at the last
-   * position of `tokens` (length vocabSize). After the step the runner holds
-   * pastLength + tokens.length cached positions for each sequence.
+   * position of `tokens`. After the step the runner holds pastLength + tokens.length cached
+   * positions for each sequence.
    */
-  step(batch: StepItem[]): Promise<Float32Array[]>;
+  step(batch: StepItem[]): Promise<StepOutput[]>;
   /** Forgets a sequence's KV cache (finished, cancelled or preempted). Idempotent. */
   free(seqId: number): void;
   /**

@@ -11,7 +11,7 @@
 import type { LoadedModel } from '../runtime/load-model.js';
 import type { LoraAdapter } from '../runtime/lora.js';
 import type { SequenceKv } from '../runtime/kv-cache.js';
-import type { ChatMessage, ChatTemplatePort, ModelPort, ServableModel, StepItem, TokenizerPort, ToolDefinition } from './model-port.js';
+import type { ChatMessage, ChatTemplatePort, ModelPort, ServableModel, StepItem, StepOutput, TokenizerPort, ToolDefinition } from './model-port.js';
 
 export class RuntimeModelPort implements ModelPort {
   private readonly kv = new Map<number, SequenceKv>();
@@ -45,7 +45,7 @@ export class RuntimeModelPort implements ModelPort {
     return this.adapters.get(name)!;
   }
 
-  async step(batch: StepItem[]): Promise<Float32Array[]> {
+  async step(batch: StepItem[]): Promise<StepOutput[]> {
     const items = batch.map((item) => {
       let kv = this.kv.get(item.seqId);
       if (!kv) {
@@ -57,16 +57,17 @@ export class RuntimeModelPort implements ModelPort {
       if (kv.length !== item.pastLength) throw new Error(`sequence ${item.seqId}: ${kv.length} cached tokens, engine expects ${item.pastLength}`);
       return { tokens: item.tokens, kv, adapter: this.adapter(item.adapter) };
     });
-    if (this.loaded.runner.attention !== 'gqa') return this.loaded.runner.forward(items);
+    const runner = this.loaded.runner;
+    if (runner.attention !== 'gqa') return runner.forwardRows(items);
     // ORT's GroupQueryAttention rejects batch > 1 when a row has several new tokens on top of a
     // cache ("batch_size must be 1 when sequence_length > 1 and past context is given"): such
     // prefill-continuation chunks run one by one, everything else in one batch.
     const alone = items.map((it) => it.tokens.length > 1 && it.kv.length > 0);
-    const out: Float32Array[] = new Array(items.length);
+    const out: StepOutput[] = new Array(items.length);
     const batchIdx = items.map((_, i) => i).filter((i) => !alone[i]);
-    const batched = await this.loaded.runner.forward(batchIdx.map((i) => items[i]));
+    const batched = await runner.forwardRows(batchIdx.map((i) => items[i]));
     batchIdx.forEach((i, j) => (out[i] = batched[j]));
-    for (let i = 0; i < items.length; i++) if (alone[i]) [out[i]] = await this.loaded.runner.forward([items[i]]);
+    for (let i = 0; i < items.length; i++) if (alone[i]) [out[i]] = await runner.forwardRows([items[i]]);
     return out;
   }
 

@@ -31,10 +31,17 @@ export interface SampleContext {
   /** Tokens that may not be sampled now (EOS before min_tokens). */
   blocked?: readonly number[];
   logprobsMode?: 'processed' | 'raw';
+  /** log Σ exp(logits) as the model computed it (NaN or absent: computed here). */
+  logSumExp?: number;
 }
 
 export function sampleToken(logits: Float32Array, params: SamplingParams, ctx: SampleContext, rng: Rng): SampleResult {
-  const raw = ctx.logprobsMode === 'raw' ? Float64Array.from(logits) : null;
+  const modelLogZ = ctx.logSumExp !== undefined && Number.isFinite(ctx.logSumExp) ? ctx.logSumExp : undefined;
+  const raw = ctx.logprobsMode === 'raw';
+  // Greedy on logits nothing changes (the common case in RL rollouts and evals): no copy of the
+  // vocabulary, and the model's own log Z.
+  if (params.temperature < GREEDY_EPS && !ctx.allowed && !ctx.blocked?.length && params.logitBias.size === 0 && !penalized(params))
+    return finish(argmax(logits), logits, params.topLogprobs, modelLogZ);
   const x = Float64Array.from(logits);
   applyMasks(x, ctx);
   for (const [id, bias] of params.logitBias) if (id >= 0 && id < x.length) x[id] += bias;
@@ -42,7 +49,7 @@ export function sampleToken(logits: Float32Array, params: SamplingParams, ctx: S
 
   if (params.temperature < GREEDY_EPS) {
     const tokenId = argmax(x);
-    return finish(tokenId, raw ?? x, params.topLogprobs);
+    return raw ? finish(tokenId, logits, params.topLogprobs, modelLogZ) : finish(tokenId, x, params.topLogprobs);
   }
 
   for (let i = 0; i < x.length; i++) x[i] /= params.temperature;
@@ -51,11 +58,15 @@ export function sampleToken(logits: Float32Array, params: SamplingParams, ctx: S
   if (params.topP < 1) applyTopP(x, params.topP);
 
   const { tokenId, logZ } = draw(x, rng);
-  return raw ? finish(tokenId, raw, params.topLogprobs) : finish(tokenId, x, params.topLogprobs, logZ);
+  return raw ? finish(tokenId, logits, params.topLogprobs, modelLogZ) : finish(tokenId, x, params.topLogprobs, logZ);
+}
+
+function penalized(params: SamplingParams): boolean {
+  return params.repetitionPenalty !== 1 || params.frequencyPenalty !== 0 || params.presencePenalty !== 0;
 }
 
 /** Logprobs of the chosen token and the top alternatives under log-softmax(x) (logZ if known). */
-function finish(tokenId: number, x: Float64Array, topN: number, logZ?: number): SampleResult {
+function finish(tokenId: number, x: Float32Array | Float64Array, topN: number, logZ?: number): SampleResult {
   const z = logZ ?? logSumExp(x);
   return {
     tokenId,
@@ -187,7 +198,7 @@ function draw(x: Float64Array, rng: Rng): { tokenId: number; logZ: number } {
   return { tokenId: last, logZ }; // rounding left u just above the total
 }
 
-export function logSumExp(x: Float64Array): number {
+export function logSumExp(x: Float32Array | Float64Array): number {
   const max = x[argmax(x)];
   if (max === -Infinity) return -Infinity;
   let sum = 0;
@@ -195,7 +206,7 @@ export function logSumExp(x: Float64Array): number {
   return max + Math.log(sum);
 }
 
-function topK(lp: Float64Array, n: number): TokenLogprob[] {
+function topK(lp: Float32Array | Float64Array, n: number): TokenLogprob[] {
   const best: TokenLogprob[] = [];
   for (let i = 0; i < lp.length; i++) {
     const v = lp[i];

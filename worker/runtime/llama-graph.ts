@@ -3,7 +3,8 @@
 //   inputs  input_ids, attention_mask, position_ids [int64], past_key_values.{i}.key|value [f32, B,KV,P,hd]
 //           (+ num_logits_to_keep [int64 [1]] in Hearth's runner graph)
 //   outputs logits [B, num_logits_to_keep, V] (trailing positions), and either present.{i}.key|value
-//           (exports, forExport) or new_key_values.{i}.key|value (the runner graph; see GraphOptions)
+//           (exports, forExport) or new_key_values.{i}.key|value and logits_lse [B, num_logits_to_keep]
+//           = log Σ exp(logits) (the runner graph; see GraphOptions)
 // Three attention forms, all with the KV cache right-padded (row b valid at [0, len_b)):
 //   'gqa'      com.microsoft:GroupQueryAttention (fastest on CPU for head_dim % 16 == 0; smaller heads
 //              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns).
@@ -29,9 +30,11 @@ export interface GraphOptions {
    */
   forExport?: boolean;
   /**
-   * Add per-row LoRA inputs (see lora.ts): for each layer and projection group (qkv, o, gate_up, down)
-   * `lora.{i}.{group}.a` [batch_size, in, rank] and `.b` [batch_size, rank, out], added to the base
-   * projection. Rank may be 0 (no adapter in the batch).
+   * Add per-row LoRA inputs (see lora.ts): for each projection group (qkv, o, gate_up, down)
+   * `lora.{group}.a` [num_layers, batch_size, in, rank] and `.b` [num_layers, batch_size, rank, out],
+   * added to the base projection. Rank may be 0 (no adapter in the batch). One input per group, not per
+   * layer: onnxruntime-node wraps every feed, and 64 of them (~20M) cost 0.4–0.7 ms per step even when
+   * the If skips them; 8 cost ~0.05 ms.
    */
   lora?: boolean;
   /**
@@ -190,6 +193,7 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
 function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]][] {
   const hp = cacheHeadDim(config, opts.attention);
   const out: [string, Dim[]][] = [['logits', ['batch_size', 'num_logits', config.vocabSize]]];
+  if (!opts.forExport) out.push(['logits_lse', ['batch_size', 'num_logits']]);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
       if (opts.forExport) out.push([`present.${i}.${kind}`, ['batch_size', config.numKvHeads, 'total_sequence_length', hp]]);
@@ -277,8 +281,10 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const withLora = (layer: number, group: keyof typeof loraDims, input: string, y: string): string => {
     if (!lora) return y;
     const [inDim, outDim] = loraDims[group];
-    const a = g.input(`lora.${layer}.${group}.a`, DataType.FLOAT, ['batch_size', inDim, `lora_rank_${group}`]);
-    const b = g.input(`lora.${layer}.${group}.b`, DataType.FLOAT, ['batch_size', `lora_rank_${group}`, outDim]);
+    const aAll = g.input(`lora.${group}.a`, DataType.FLOAT, [config.numLayers, 'batch_size', inDim, `lora_rank_${group}`]);
+    const bAll = g.input(`lora.${group}.b`, DataType.FLOAT, [config.numLayers, 'batch_size', `lora_rank_${group}`, outDim]);
+    const index = g.int64s([layer], [], `lora_layer_${layer}`);
+    const a = g.op('Gather', [aAll, index]), b = g.op('Gather', [bAll, index]);
     return g.op('Add', [y, g.op('MatMul', [g.op('MatMul', [input, a]), b])]);
   };
 
@@ -423,5 +429,9 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const keep = opts.forExport ? g.int64s([1]) : g.input('num_logits_to_keep', DataType.INT64, [1]);
   last = g.op('Slice', [last, g.op('Neg', [keep]), g.int64s([2 ** 31 - 1]), g.int64s([1])]);
   const head = () => (config.tieWordEmbeddings ? w('model.embed_tokens.weight') : w('lm_head.weight'));
-  linear('lm_head.weight', last, head, V, D, 'logits' + suffix);
+  const logits = linear('lm_head.weight', last, head, V, D, 'logits' + suffix);
+  // log Σ exp(logits) per position, for the sampler: in JS the exp over the vocabulary costs ~50 µs per
+  // token at V = 8192, here a few. (Opset 18 moved the axes from an attribute to an input.)
+  if (!opts.forExport)
+    g.node('ReduceLogSumExp', onnx23 ? [logits, g.int64s([-1])] : [logits], { outputs: ['logits_lse' + suffix], attrs: onnx23 ? { keepdims: 0 } : { axes: { ints: [-1] }, keepdims: 0 } });
 }

@@ -26,6 +26,13 @@ export interface ForwardOptions {
   allLogits?: boolean;
 }
 
+/** One sequence's output of a forward step. */
+export interface ForwardRow {
+  logits: Float32Array;
+  /** log Σ exp(logits) of the last position, from the graph (NaN with allLogits or a graph without it). */
+  logSumExp: number;
+}
+
 export interface SessionSettings {
   /** 'cpu' (default) or 'cuda:N'. */
   device?: string;
@@ -96,6 +103,11 @@ export class ModelRunner {
   }
 
   async forward(items: ForwardItem[], opts: ForwardOptions = {}): Promise<Float32Array[]> {
+    return (await this.forwardRows(items, opts)).map((r) => r.logits);
+  }
+
+  /** forward(), with each row's log Σ exp(logits) as the graph computed it (what a sampler needs for logprobs). */
+  async forwardRows(items: ForwardItem[], opts: ForwardOptions = {}): Promise<ForwardRow[]> {
     if (items.length === 0) return [];
     for (const it of items) {
       if (it.tokens.length === 0) throw new Error('forward: every sequence needs at least one new token');
@@ -111,9 +123,9 @@ export class ModelRunner {
         groups.set(key, [...(groups.get(key) ?? []), i]);
       });
       if (groups.size > 1) {
-        const out: Float32Array[] = new Array(items.length);
+        const out: ForwardRow[] = new Array(items.length);
         for (const idx of groups.values()) {
-          const res = await this.forward(idx.map((i) => items[i]), opts);
+          const res = await this.forwardRows(idx.map((i) => items[i]), opts);
           idx.forEach((i, j) => (out[i] = res[j]));
         }
         return out;
@@ -133,7 +145,7 @@ export class ModelRunner {
     return out;
   }
 
-  private async forwardOne(item: ForwardItem, opts: ForwardOptions): Promise<Float32Array[]> {
+  private async forwardOne(item: ForwardItem, opts: ForwardOptions): Promise<ForwardRow[]> {
     const kv = item.kv;
     kv.batch?.detachAll(); // a sequence leaving a batch takes its rows with it
     const S = item.tokens.length, L = kv.length, P = kv.capacity;
@@ -143,7 +155,7 @@ export class ModelRunner {
     return logits;
   }
 
-  private async forwardBatch(items: ForwardItem[], opts: ForwardOptions): Promise<Float32Array[]> {
+  private async forwardBatch(items: ForwardItem[], opts: ForwardOptions): Promise<ForwardRow[]> {
     const seqs = items.map((it) => it.kv);
     const S = Math.max(...items.map((it) => it.tokens.length));
     const current = seqs[0].batch;
@@ -176,7 +188,7 @@ export class ModelRunner {
     past: (layer: number, kind: 'key' | 'value') => Float32Array,
     opts: ForwardOptions,
     store: (newKeys: Float32Array[], newValues: Float32Array[]) => void,
-  ): Promise<Float32Array[]> {
+  ): Promise<ForwardRow[]> {
     const { numLayers, numKvHeads: KV } = this.config;
     const hd = this.cacheHeadDim;
     const B = items.length;
@@ -217,11 +229,13 @@ export class ModelRunner {
     );
     const logits = out.logits.data as Float32Array;
     const rows = out.logits.dims[1];
+    const lse = out.logits_lse && !opts.allLogits ? (out.logits_lse.data as Float32Array) : null;
     const V = this.vocab;
-    if (B === 1 && (!opts.allLogits || counts[0] === rows)) return [logits];
+    const logSumExp = (b: number) => (lse ? lse[b * rows + rows - 1] : NaN);
+    if (B === 1 && (!opts.allLogits || counts[0] === rows)) return [{ logits, logSumExp: logSumExp(0) }];
     return items.map((it, b) => {
       const n = opts.allLogits ? counts[b] : 1;
-      return logits.slice((b * rows + rows - n) * V, (b * rows + rows) * V);
+      return { logits: logits.slice((b * rows + rows - n) * V, (b * rows + rows) * V), logSumExp: logSumExp(b) };
     });
   }
 
@@ -240,22 +254,25 @@ export class ModelRunner {
     const dims = loraGroupDims(this.config, this.attention);
     const feeds: Record<string, ort.Tensor> = {};
     let useLora = false;
+    const L = this.config.numLayers;
     for (const group of LORA_GROUPS) {
       const [inDim, outDim] = dims[group];
       const rank = Math.max(0, ...adapters.map((a) => a?.groups[group].rank ?? 0));
       useLora ||= rank > 0;
-      for (let layer = 0; layer < this.config.numLayers; layer++) {
-        const a = new Float32Array(B * inDim * rank), b = new Float32Array(B * rank * outDim);
+      // [layer, row, in, rank] and [layer, row, rank, out]; rows without this group stay zero.
+      const a = new Float32Array(L * B * inDim * rank), b = new Float32Array(L * B * rank * outDim);
+      for (let layer = 0; layer < L; layer++) {
         adapters.forEach((ad, row) => {
           const gw = ad?.groups[group];
           if (!gw || gw.rank === 0) return;
           const r = gw.rank;
-          for (let i = 0; i < inDim; i++) a.set(gw.a[layer].subarray(i * r, (i + 1) * r), (row * inDim + i) * rank);
-          b.set(gw.b[layer], row * rank * outDim); // first r rows of this row's [rank, out] block
+          const aOff = (layer * B + row) * inDim * rank;
+          for (let i = 0; i < inDim; i++) a.set(gw.a[layer].subarray(i * r, (i + 1) * r), aOff + i * rank);
+          b.set(gw.b[layer], (layer * B + row) * rank * outDim); // first r rows of this row's [rank, out] block
         });
-        feeds[`lora.${layer}.${group}.a`] = new ort.Tensor('float32', a, [B, inDim, rank]);
-        feeds[`lora.${layer}.${group}.b`] = new ort.Tensor('float32', b, [B, rank, outDim]);
       }
+      feeds[`lora.${group}.a`] = new ort.Tensor('float32', a, [L, B, inDim, rank]);
+      feeds[`lora.${group}.b`] = new ort.Tensor('float32', b, [L, B, rank, outDim]);
     }
     // The graph runs its LoRA branch only when some row carries an adapter (see buildDecoderGraph).
     feeds.use_lora = new ort.Tensor('bool', [useLora], []);
