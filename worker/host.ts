@@ -88,7 +88,11 @@ export class WorkerHost {
     const ctrl = new AbortController();
     this.inflight.set(task.requestId, ctrl);
     if (this.cancelled.has(task.requestId)) ctrl.abort();
-    await this.report({ type: 'inference.started', requestId: task.requestId, workerId: this.identity.id });
+    // Not awaited: the request starts at once (a transport keeps its messages in order, so `started`
+    // still arrives before the first delta); a report that fails is the transport's to log.
+    void Promise.resolve(this.report({ type: 'inference.started', requestId: task.requestId, workerId: this.identity.id })).catch((err: Error) =>
+      this.log(`[request ${task.requestId}] could not report its start: ${err.message}`),
+    );
     try {
       let result: unknown;
       if (task.op === 'ping') result = { pong: true, worker: this.identity.id };

@@ -22,7 +22,9 @@ export interface BullmqWorkerOptions {
 /** Start serving; resolves to a function that stops taking work, finishes the current work and disconnects. */
 export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => Promise<void>> {
   const prefix = opts.prefix ?? process.env.HEARTH_QUEUE_PREFIX ?? 'hearth';
-  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  // Auto-pipelining sends the commands of one tick in one write: the engine reports a delta for every
+  // running stream after each model step, and they leave together (as over IPC, see transport-ipc.ts).
+  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true });
   const sub = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
   const stream = reportsStream(prefix);
   // One connection, commands in order: reports reach the stream in the order they were made.
