@@ -5,7 +5,7 @@
 // aggregate output tokens/s, time to first token p50/p99, inter-token latency p50/p99. The API+queue overhead
 // per request is TTFT at concurrency 1 over HTTP minus TTFT on the bare engine in this process (tokenize +
 // prefill + first token + formatting; no HTTP, queue or IPC), measured in alternation (see pairedTtft); the
-// 8-vs-1 throughput ratio is the median of three rounds that alternate the two levels.
+// 8-vs-1 throughput ratio is the median of five rounds that alternate the two levels.
 //   npx tsx scripts/bench-serve.ts [--models s20,stories] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
@@ -168,9 +168,9 @@ for (const { name, id } of ids) {
   // 8 concurrent over single-stream, from rounds that alternate the two (the machine's speed drifts by up to
   // 2× within the hour, which would otherwise land on one level and not the other).
   const ratios: number[] = [];
-  for (let round = 0; round < 3; round++) {
-    const one = await closedLoop(url, id, 1, 16);
-    const eight = await closedLoop(url, id, 8, 32);
+  for (let round = 0; round < 5; round++) {
+    const one = await closedLoop(url, id, 1, 24);
+    const eight = await closedLoop(url, id, 8, 48);
     ratios.push(eight.output_tokens_per_s / one.output_tokens_per_s);
   }
   results[name] = {

@@ -6,7 +6,8 @@
 // measures prefill/decode speed on this device for hardware pricing (see calibrate.ts).
 //
 // Tuning (environment): HEARTH_KV_CACHE_MB (default 1024), HEARTH_MAX_NUM_SEQS (16),
-// HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime).
+// HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime),
+// HEARTH_INTRA_OP_THREADS (ONNX Runtime threads per model; default one per core).
 
 import type { InferenceTask } from '../../src/queue/messages.js';
 import { deviceKeyOf } from '../../src/hardware/device-config.js';
@@ -38,7 +39,7 @@ export async function createHandlers(device: string, log: (m: string) => void): 
     let served = models.get(key);
     if (!served) {
       served = (async () => {
-        const loaded = await loadModel(key, { device, lora: true, maxContext: envNumber('HEARTH_MAX_CONTEXT'), log });
+        const loaded = await loadModel(key, { device, lora: true, maxContext: envNumber('HEARTH_MAX_CONTEXT'), intraOpThreads: envNumber('HEARTH_INTRA_OP_THREADS'), log });
         const kvMb = envNumber('HEARTH_KV_CACHE_MB') ?? 1024;
         const hearth = createEngineFromRuntime(loaded, {
           kvCacheBytes: kvMb * 2 ** 20,

@@ -6,6 +6,7 @@
 // positions first and (masked) spare room after. The graph returns only the new tokens' keys/values,
 // which are appended in JS; the past is fed to ORT without copying. A batch's caches stay packed in
 // one [B, KV, P, hd] tensor per layer for as long as the same sequences are decoded together.
+import os from 'node:os';
 import * as ort from 'onnxruntime-node';
 import type { ModelConfig } from './model-config.js';
 import { cacheHeadDim, type AttentionKind } from './llama-graph.js';
@@ -43,7 +44,8 @@ export interface SessionSettings {
 
 export async function createSession(modelBytes: Uint8Array, settings: SessionSettings = {}): Promise<{ session: ort.InferenceSession; device: string }> {
   const base: ort.InferenceSession.SessionOptions = {
-    intraOpNumThreads: settings.intraOpThreads ?? 2,
+    // ORT's own default: one thread per core. (Several workers on one host: set HEARTH_INTRA_OP_THREADS.)
+    intraOpNumThreads: settings.intraOpThreads ?? os.availableParallelism(),
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
