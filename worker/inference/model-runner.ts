@@ -57,18 +57,8 @@ export class RuntimeModelPort implements ModelPort {
       if (kv.length !== item.pastLength) throw new Error(`sequence ${item.seqId}: ${kv.length} cached tokens, engine expects ${item.pastLength}`);
       return { tokens: item.tokens, kv, adapter: this.adapter(item.adapter) };
     });
-    const runner = this.loaded.runner;
-    if (runner.attention !== 'gqa') return runner.forwardRows(items);
-    // ORT's GroupQueryAttention rejects batch > 1 when a row has several new tokens on top of a
-    // cache ("batch_size must be 1 when sequence_length > 1 and past context is given"): such
-    // prefill-continuation chunks run one by one, everything else in one batch.
-    const alone = items.map((it) => it.tokens.length > 1 && it.kv.length > 0);
-    const out: StepOutput[] = new Array(items.length);
-    const batchIdx = items.map((_, i) => i).filter((i) => !alone[i]);
-    const batched = await runner.forwardRows(batchIdx.map((i) => items[i]));
-    batchIdx.forEach((i, j) => (out[i] = batched[j]));
-    for (let i = 0; i < items.length; i++) if (alone[i]) [out[i]] = await runner.forwardRows([items[i]]);
-    return out;
+    // The runner splits the batch into what one ORT run can take (see ModelRunner.forwardRows).
+    return this.loaded.runner.forwardRows(items);
   }
 
   free(seqId: number): void {

@@ -118,10 +118,13 @@ export class ModelRunner {
     }
     // GroupQueryAttention (right-padded) needs the same number of new tokens in every row, and ORT
     // refuses several new tokens on top of a cache when batch_size > 1: split into runnable groups.
-    if (this.attention === 'gqa' && items.length > 1) {
+    // The explicit-mask graphs can run any mix, but every row is padded to the longest: decoding rows
+    // next to a 64-token prompt chunk would cost 64 positions each, so they run apart from prompt chunks.
+    if (items.length > 1) {
       const groups = new Map<string, number[]>();
       items.forEach((it, i) => {
-        const key = it.tokens.length > 1 && it.kv.length > 0 ? `alone-${i}` : `n-${it.tokens.length}`;
+        const n = it.tokens.length;
+        const key = this.attention !== 'gqa' ? (n === 1 ? 'decode' : 'chunks') : n > 1 && it.kv.length > 0 ? `alone-${i}` : `n-${n}`;
         groups.set(key, [...(groups.get(key) ?? []), i]);
       });
       if (groups.size > 1) {
