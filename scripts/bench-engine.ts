@@ -2,7 +2,9 @@
 // runner with a generated random model. Prints JSON.
 //   npx tsx scripts/bench-engine.ts [--size tiny|s20|m120] [--concurrency 1,4,8] [--prompt 64] [--tokens 64] [--json] [--lora]
 // Reports, per concurrency: output tokens/s over all requests, mean time to first token, and the
-// single-sequence loop of worker/runtime/generate.ts as the no-engine baseline.
+// single-sequence loop of worker/runtime/generate.ts as the no-engine baseline. Two arrival patterns: a burst
+// (all requests at once) and a closed loop (each of `c` clients sends its next request when the last ends,
+// 4·c requests, each with its own prompt), which is what bench:serve does over HTTP.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +43,22 @@ try {
   await generateIds(loaded, prompt(0), { maxTokens, stopAtEos: false });
   const baselineTps = maxTokens / ((performance.now() - t0) / 1000);
 
+  /** c clients, each sending its next request when the last one ends; 4·c requests with prompts of their own. */
+  async function closedLoop(engine: Engine, c: number, constraint: Parameters<Engine['submit']>[0]['constraint']): Promise<number> {
+    let started = 0, tokens = 0;
+    const one = (k: number) =>
+      new Promise<void>((resolve, reject) =>
+        engine.submit({ promptIds: prompt(1000 + k), params: defaultSamplingParams({ temperature: 0, maxTokens, ignoreEos: true }), constraint }, (e) => {
+          if (e.type === 'finished') tokens += e.tokens.length;
+          if (e.type === 'done') resolve();
+          if (e.type === 'error') reject(new Error(e.message));
+        }),
+      );
+    const t = performance.now();
+    await Promise.all(Array.from({ length: c }, async () => { while (started < 4 * c) await one(started++); }));
+    return +(tokens / ((performance.now() - t) / 1000)).toFixed(1);
+  }
+
   const runs = [];
   for (const c of concurrency) {
     const engine = new Engine(servable.model, servable.tokenizer, { maxNumSeqs: Math.max(c, 1), maxBatchedTokens: 512, kvCacheTokens: 65536 });
@@ -65,7 +83,10 @@ try {
       ),
     );
     const seconds = (performance.now() - t0) / 1000;
-    runs.push({ concurrency: c, outputTokens: tokens, seconds: +seconds.toFixed(3), tokensPerSecond: +(tokens / seconds).toFixed(1), meanTtftMs: +(ttft.reduce((a, b) => a + b, 0) / ttft.length).toFixed(1) });
+    runs.push({
+      concurrency: c, outputTokens: tokens, seconds: +seconds.toFixed(3), tokensPerSecond: +(tokens / seconds).toFixed(1), meanTtftMs: +(ttft.reduce((a, b) => a + b, 0) / ttft.length).toFixed(1),
+      closedLoopTokensPerSecond: await closedLoop(engine, c, constraint),
+    });
   }
   await loaded.runner.release();
   process.stdout.write(
