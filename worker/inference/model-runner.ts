@@ -62,6 +62,7 @@ export class RuntimeModelPort implements ModelPort {
   }
 
   free(seqId: number): void {
+    this.kv.get(seqId)?.dispose(); // out of its batch row without copying it back
     this.kv.delete(seqId);
   }
 

@@ -2,9 +2,11 @@
 // [numKvHeads, capacity, headDim] whose first `length` positions are valid (the rest is room to grow,
 // which the graph masks out). The runner feeds these arrays to ORT as the past (no copy) and appends
 // the few new positions the graph returns.
-// While the runner decodes the same set of sequences step after step, their caches live together in
-// one right-padded batch tensor per layer (BatchKv); touching a member's keys/values (or changing the
-// batch) copies each row back out first.
+// While the runner decodes a set of sequences step after step, their caches live together as rows of
+// one right-padded batch tensor per layer (BatchKv). When the set changes, only the sequences that join
+// or leave move (a joining cache is copied into a row, a leaving one out of its row): with continuous
+// batching some request finishes every few steps, and repacking every row each time copied the whole
+// batch's cache twice (measured on ~20M at 8 streams: runner time outside ORT 0.65 → 0.55 ms per step).
 
 /**
  * Spare positions allocated when a cache grows. Small on purpose: every graph form pays per step for
@@ -29,8 +31,8 @@ export class SequenceKv {
   }
 
   /** keys[i]: layer i as numKvHeads × capacity × headDim (copied out of a batch first if needed). */
-  get keys(): Float32Array[] { this.batch?.detachAll(); return this.ownKeys; }
-  get values(): Float32Array[] { this.batch?.detachAll(); return this.ownValues; }
+  get keys(): Float32Array[] { this.batch?.detach(this); return this.ownKeys; }
+  get values(): Float32Array[] { this.batch?.detach(this); return this.ownValues; }
 
   /** Replace the arrays (capacity = positions per head they hold). */
   setArrays(keys: Float32Array[], values: Float32Array[], capacity: number): void {
@@ -69,8 +71,15 @@ export class SequenceKv {
 
   /** Keep only the first `n` positions (roll back rejected tokens, reuse a prefix). */
   truncate(n: number): void {
-    this.batch?.detachAll();
+    this.batch?.detach(this);
     this.length = Math.min(this.length, n);
+  }
+
+  /** The sequence is gone: leave any batch without copying the row out, and drop the arrays. */
+  dispose(): void {
+    this.batch?.remove(this);
+    this.setArrays(this.ownKeys.map(() => new Float32Array(0)), this.ownValues.map(() => new Float32Array(0)), 0);
+    this.length = 0;
   }
 
   /** An independent copy (prefix sharing between requests with the same prompt). */
@@ -94,70 +103,118 @@ function copyRows(src: Float32Array, srcBase: number, srcStride: number, dst: Fl
 }
 
 /**
- * Several sequences' caches as right-padded [B, KV, P, hd] tensors (one per layer and kind): row b
- * holds sequence b's `length` valid positions at [0, length); the rest is masked.
+ * Several sequences' caches as right-padded [rows, KV, P, hd] tensors (one per layer and kind): row b
+ * holds sequence rows[b]'s `length` valid positions at [0, length); the rest is masked. Rows in use are
+ * always 0..rows.length−1 (a leaving row is filled with the last one), so the first B rows are the feed.
  */
 export class BatchKv {
-  constructor(
-    readonly seqs: SequenceKv[],
-    public keys: Float32Array[],
-    public values: Float32Array[],
+  /** rows[b] = the sequence whose cache is row b. */
+  readonly rows: SequenceKv[] = [];
+  keys: Float32Array[] = [];
+  values: Float32Array[] = [];
+  /** Rows the arrays have room for. */
+  private rowCapacity = 0;
+
+  private constructor(
+    private readonly numLayers: number,
+    private readonly numKvHeads: number,
+    private readonly headDim: number,
+    /** Positions per row. */
     public P: number,
-  ) {
-    for (const s of seqs) s.batch = this;
-  }
+  ) {}
 
-  /** Pack sequences (already detached) into a new batch with room for P positions per row. */
+  /** Pack sequences (detached ones) into a new batch with room for P positions per row. */
   static pack(seqs: SequenceKv[], P: number): BatchKv {
-    const { numLayers, numKvHeads: KV, headDim: hd } = seqs[0];
-    const B = seqs.length;
-    // Row b starts at b·KV·P·hd: copy into a subarray view of it.
-    const pack = (layer: number, kind: 'keys' | 'values') => {
-      const out = new Float32Array(B * KV * P * hd);
-      seqs.forEach((s, b) => copyRows(s[kind][layer], 0, s.capacity, out.subarray(b * KV * P * hd), 0, P, KV, s.length, hd));
-      return out;
-    };
-    return new BatchKv(seqs, Array.from({ length: numLayers }, (_, i) => pack(i, 'keys')), Array.from({ length: numLayers }, (_, i) => pack(i, 'values')), P);
+    const batch = new BatchKv(seqs[0].numLayers, seqs[0].numKvHeads, seqs[0].headDim, P);
+    batch.allocate(seqs.length, P);
+    for (const s of seqs) batch.add(s);
+    return batch;
   }
 
-  /** Grow every row to P positions (keeping valid ones). */
-  grow(P: number): void {
-    const { numKvHeads: KV, headDim: hd } = this.seqs[0];
-    const B = this.seqs.length;
-    const regrow = (src: Float32Array) => {
-      const out = new Float32Array(B * KV * P * hd);
-      this.seqs.forEach((s, b) => copyRows(src.subarray(b * KV * this.P * hd), 0, this.P, out.subarray(b * KV * P * hd), 0, P, KV, s.length, hd));
+  private get rowSize(): number {
+    return this.numKvHeads * this.P * this.headDim;
+  }
+
+  /** New arrays for `rows` rows of P positions, keeping the valid positions of the rows in use. */
+  private allocate(rows: number, P: number): void {
+    const { numKvHeads: KV, headDim: hd } = this;
+    const move = (src: Float32Array | undefined) => {
+      const out = new Float32Array(rows * KV * P * hd);
+      if (src) this.rows.forEach((s, b) => copyRows(src.subarray(b * KV * this.P * hd), 0, this.P, out.subarray(b * KV * P * hd), 0, P, KV, s.length, hd));
       return out;
     };
-    this.keys = this.keys.map(regrow);
-    this.values = this.values.map(regrow);
+    this.keys = Array.from({ length: this.numLayers }, (_, i) => move(this.keys[i]));
+    this.values = Array.from({ length: this.numLayers }, (_, i) => move(this.values[i]));
+    this.rowCapacity = rows;
     this.P = P;
   }
 
-  /** Append positions [from, from+count) of row b of [B, KV, S, hd] outputs to sequence b's row. */
-  append(b: number, newKeys: Float32Array[], newValues: Float32Array[], S: number, from: number, count: number): void {
-    const s = this.seqs[b];
-    const { numKvHeads: KV, headDim: hd } = s;
-    for (let i = 0; i < s.numLayers; i++) {
-      copyRows(newKeys[i], b * KV * S + from, S, this.keys[i].subarray(b * KV * this.P * hd), s.length, this.P, KV, count, hd);
-      copyRows(newValues[i], b * KV * S + from, S, this.values[i].subarray(b * KV * this.P * hd), s.length, this.P, KV, count, hd);
-    }
-    s.length += count;
+  /** Change every row to P positions (at least the longest row's length), keeping valid positions. */
+  resize(P: number): void {
+    if (P !== this.P) this.allocate(this.rowCapacity, P);
   }
 
-  /** Copy every row back into its sequence and dissolve the batch. */
-  detachAll(): void {
-    const { numLayers, numKvHeads: KV, headDim: hd } = this.seqs[0];
-    this.seqs.forEach((s, b) => {
-      s.batch = null;
-      const cap = s.length + KV_HEADROOM;
-      const copyOut = (src: Float32Array) => {
-        const dst = new Float32Array(KV * cap * hd);
-        copyRows(src.subarray(b * KV * this.P * hd), 0, this.P, dst, 0, cap, KV, s.length, hd);
-        return dst;
-      };
-      s.setArrays(Array.from({ length: numLayers }, (_, i) => copyOut(this.keys[i])), Array.from({ length: numLayers }, (_, i) => copyOut(this.values[i])), cap);
-    });
+  /** Copy a detached sequence's cache into a new last row (the arrays double when full). */
+  add(seq: SequenceKv): void {
+    if (seq.batch) throw new Error('add: the sequence is in a batch already');
+    if (seq.length > this.P) throw new Error(`add: ${seq.length} positions do not fit rows of ${this.P}`);
+    if (this.rows.length === this.rowCapacity) this.allocate(Math.max(1, this.rowCapacity * 2), this.P);
+    const b = this.rows.length;
+    const { numKvHeads: KV, headDim: hd, rowSize } = this;
+    for (let i = 0; i < this.numLayers; i++) {
+      copyRows(seq.keys[i], 0, seq.capacity, this.keys[i].subarray(b * rowSize), 0, this.P, KV, seq.length, hd);
+      copyRows(seq.values[i], 0, seq.capacity, this.values[i].subarray(b * rowSize), 0, this.P, KV, seq.length, hd);
+    }
+    // The row is now the cache: the sequence's own arrays would only hold stale memory.
+    seq.setArrays(seq.keys.map(() => new Float32Array(0)), seq.values.map(() => new Float32Array(0)), 0);
+    this.rows.push(seq);
+    seq.batch = this;
+  }
+
+  /** Copy a member's row back into its own arrays and take it out of the batch. */
+  detach(seq: SequenceKv): void {
+    const b = this.rowOf(seq);
+    const { numKvHeads: KV, headDim: hd, rowSize } = this;
+    const cap = seq.length + KV_HEADROOM;
+    const copyOut = (src: Float32Array) => {
+      const dst = new Float32Array(KV * cap * hd);
+      copyRows(src.subarray(b * rowSize), 0, this.P, dst, 0, cap, KV, seq.length, hd);
+      return dst;
+    };
+    seq.setArrays(this.keys.map(copyOut), this.values.map(copyOut), cap);
+    this.remove(seq);
+  }
+
+  /** Take a member out without copying its row (its cache is dropped or already copied): the last row fills the gap. */
+  remove(seq: SequenceKv): void {
+    const b = this.rowOf(seq);
+    const last = this.rows.length - 1;
+    if (b !== last) {
+      const moved = this.rows[last];
+      const { numKvHeads: KV, headDim: hd, rowSize } = this;
+      for (const arrays of [this.keys, this.values])
+        for (const a of arrays) copyRows(a.subarray(last * rowSize), 0, this.P, a.subarray(b * rowSize), 0, this.P, KV, moved.length, hd);
+      this.rows[b] = moved;
+    }
+    this.rows.pop();
+    seq.batch = null;
+  }
+
+  private rowOf(seq: SequenceKv): number {
+    const b = this.rows.indexOf(seq);
+    if (b < 0) throw new Error('the sequence is not in this batch');
+    return b;
+  }
+
+  /** Append positions [from, from+count) of row b of [B, KV, S, hd] outputs to row b's sequence. */
+  append(b: number, newKeys: Float32Array[], newValues: Float32Array[], S: number, from: number, count: number): void {
+    const s = this.rows[b];
+    const { numKvHeads: KV, headDim: hd, rowSize } = this;
+    for (let i = 0; i < this.numLayers; i++) {
+      copyRows(newKeys[i], b * KV * S + from, S, this.keys[i].subarray(b * rowSize), s.length, this.P, KV, count, hd);
+      copyRows(newValues[i], b * KV * S + from, S, this.values[i].subarray(b * rowSize), s.length, this.P, KV, count, hd);
+    }
+    s.length += count;
   }
 }
 

@@ -152,7 +152,7 @@ export class ModelRunner {
 
   private async forwardOne(item: ForwardItem, opts: ForwardOptions): Promise<ForwardRow[]> {
     const kv = item.kv;
-    kv.batch?.detachAll(); // a sequence leaving a batch takes its rows with it
+    kv.batch?.detach(kv); // a sequence leaving a batch takes its row with it
     const S = item.tokens.length, L = kv.length, P = kv.capacity;
     const logits = await this.runPadded([item], [L], P, (i, kind) => (kind === 'key' ? kv.keys[i] : kv.values[i]), opts, (newK, newV) => {
       kv.append(newK, newV, 0, S, 0, S);
@@ -161,25 +161,41 @@ export class ModelRunner {
   }
 
   private async forwardBatch(items: ForwardItem[], opts: ForwardOptions): Promise<ForwardRow[]> {
-    const seqs = items.map((it) => it.kv);
     const S = Math.max(...items.map((it) => it.tokens.length));
-    const current = seqs[0].batch;
-    const reuse = current !== null && current.seqs.length === seqs.length && current.seqs.every((s, b) => s === seqs[b]);
-    let batch: BatchKv;
-    if (reuse) {
-      batch = current;
-    } else {
-      for (const s of seqs) s.batch?.detachAll();
-      const need = Math.max(...seqs.map((s) => s.length)) + S;
-      batch = BatchKv.pack(seqs, need + KV_HEADROOM);
-    }
-    const lengths = seqs.map((s) => s.length);
-    const logits = await this.runPadded(items, lengths, batch.P, (i, kind) => (kind === 'key' ? batch.keys[i] : batch.values[i]), opts, (newK, newV) => {
-      const need = Math.max(...items.map((it, b) => lengths[b] + it.tokens.length));
-      if (need > batch.P) batch.grow(need + KV_HEADROOM);
-      items.forEach((it, b) => batch.append(b, newK, newV, S, S - it.tokens.length, it.tokens.length));
+    const batch = this.batchFor(items.map((it) => it.kv), S);
+    // The run takes rows in the batch's order; results go back in the caller's.
+    const index = new Map(items.map((it, i) => [it.kv, i]));
+    const order = batch.rows.map((s) => index.get(s)!);
+    const rows = order.map((i) => items[i]);
+    const lengths = rows.map((it) => it.kv.length);
+    const out = await this.runPadded(rows, lengths, batch.P, (i, kind) => (kind === 'key' ? batch.keys[i] : batch.values[i]), opts, (newK, newV) => {
+      const need = Math.max(...rows.map((it, b) => lengths[b] + it.tokens.length));
+      if (need > batch.P) batch.resize(need + KV_HEADROOM);
+      rows.forEach((it, b) => batch.append(b, newK, newV, S, S - it.tokens.length, it.tokens.length));
     });
-    return logits;
+    const result: ForwardRow[] = new Array(items.length);
+    order.forEach((i, b) => (result[i] = out[b]));
+    return result;
+  }
+
+  /**
+   * A batch holding exactly `seqs`, with room for S more positions per row. Built on the batch that
+   * already holds most of them: only sequences joining or leaving are copied.
+   */
+  private batchFor(seqs: SequenceKv[], S: number): BatchKv {
+    const members = new Map<BatchKv, number>();
+    for (const s of seqs) if (s.batch) members.set(s.batch, (members.get(s.batch) ?? 0) + 1);
+    const need = Math.max(...seqs.map((s) => s.length)) + S;
+    let batch: BatchKv | null = null;
+    for (const [b, n] of members) if (!batch || n > members.get(batch)!) batch = b;
+    if (!batch) return BatchKv.pack(seqs, need + KV_HEADROOM);
+    const wanted = new Set(seqs);
+    for (const s of [...batch.rows]) if (!wanted.has(s)) batch.detach(s);
+    for (const s of seqs) if (s.batch && s.batch !== batch) s.batch.detach(s);
+    // Keep the row length near what the rows need: every graph form pays per step for all P positions.
+    if (need > batch.P || batch.P > need + 2 * KV_HEADROOM) batch.resize(need + KV_HEADROOM);
+    for (const s of seqs) if (s.batch !== batch) batch.add(s);
+    return batch;
   }
 
   /**
