@@ -19,6 +19,8 @@ function flush(): void {
 
 /** Send one message to the parent; resolves once handed to the channel (or at once when it is gone). */
 export function ipcSend(msg: WorkerMessage): Promise<void> {
+  // The parent marked the request started when it handed it over (src/queue/embedded.ts).
+  if (msg.type === 'inference.started') return Promise.resolve();
   return new Promise<void>((resolve) => {
     if (!outbox) {
       outbox = { msgs: [], done: [] };

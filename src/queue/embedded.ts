@@ -121,6 +121,9 @@ export class EmbeddedQueue implements QueueAdapter {
     }
     const child = candidates.reduce((a, b) => (a.tasks.size <= b.tasks.size ? a : b));
     child.tasks.add(task.requestId);
+    // The child holds the request from here on, so it counts as started now; the child's own `started`
+    // report stays home (worker/transport-ipc.ts): one pipe write less before the request's prefill.
+    this.sink({ type: 'inference.started', requestId: task.requestId, workerId: child.workerId! });
     await this.send(child, { type: 'inference.run', task });
   }
 

@@ -21,10 +21,15 @@ export function assertEntityName(entity: string): void {
 }
 
 export class ApiKeys {
+  /** Hash of the configured key (HEARTH_API_KEY), computed once. */
+  private readonly extraHash: string | null;
+
   constructor(
     private readonly store: Store,
     private readonly extra: { key: string; entity: string } | null = null,
-  ) {}
+  ) {
+    this.extraHash = extra ? hashKey(extra.key) : null;
+  }
 
   create(entity: string): { key: string; prefix: string } {
     assertEntityName(entity);
@@ -35,9 +40,8 @@ export class ApiKeys {
   }
 
   /** The entity a presented key belongs to, or null. Compares hashes in constant time. */
-  authenticate(key: string): string | null {
-    const hash = hashKey(key);
-    if (this.extra && sameHash(hash, hashKey(this.extra.key))) return this.extra.entity;
+  authenticate(key: string, hash = hashKey(key)): string | null {
+    if (this.extra && sameHash(hash, this.extraHash!)) return this.extra.entity;
     if (!key.startsWith(KEY_PREFIX) || key.length < PREFIX_LEN) return null;
     const found = this.store.keys.findByPrefix(key.slice(0, PREFIX_LEN));
     if (!found || found.record.revokedAt) return null;

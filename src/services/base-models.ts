@@ -10,7 +10,16 @@ export interface BaseModelInfo {
   manifest: Record<string, unknown>;
 }
 
+/**
+ * How long a found model is taken as still there. Every inference request resolves its model: re-reading the
+ * manifest each time cost ~0.15 ms of its latency. A model removed with `hearth models rm` can still resolve
+ * for this long (its worker then answers that it could not load it); a new one is found at once.
+ */
+const FOUND_FRESH_MS = 1000;
+
 export class BaseModelCatalog {
+  private readonly found = new Map<string, { info: BaseModelInfo; atMs: number }>();
+
   constructor(private readonly modelsRoot: string) {}
 
   list(): BaseModelInfo[] {
@@ -31,7 +40,13 @@ export class BaseModelCatalog {
   get(id: string): BaseModelInfo | null {
     const parts = id.split('/');
     if (parts.length !== 2 || parts.some((p) => !p || p === '.' || p === '..' || p.includes('\\'))) return null;
-    return this.readDir(path.join(this.modelsRoot, parts[0], parts[1]), id);
+    const now = Date.now();
+    const hit = this.found.get(id);
+    if (hit && now - hit.atMs < FOUND_FRESH_MS) return hit.info;
+    const info = this.readDir(path.join(this.modelsRoot, parts[0], parts[1]), id);
+    if (info) this.found.set(id, { info, atMs: now });
+    else this.found.delete(id);
+    return info;
   }
 
   /** Look a model up by the part after the publisher, as the hardware endpoint names it. */

@@ -32,9 +32,10 @@ export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: num
     const challenge = allowBasic ? 'Basic realm="hearth", Bearer' : 'Bearer';
     const key = presentedKey(request, allowBasic);
     if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
-    const entity = keys.authenticate(key);
+    const hash = hashKey(key);
+    const entity = keys.authenticate(key, hash);
     if (!entity) throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge });
-    const keyId = hashKey(key).slice(0, 12);
+    const keyId = hash.slice(0, 12);
     request.auth = { entity, keyId };
     const take = limiter.take(keyId);
     if (!take.allowed) {
