@@ -52,6 +52,21 @@ describe('byte-level BPE (generated models)', () => {
   });
 });
 
+describe('whole-sequence decode', () => {
+  it('equals the stream decoder joined, on random ids (partial characters, special tokens)', () => {
+    const t = tiny();
+    let x = 12345;
+    const rand = (n: number) => ((x = (x * 1103515245 + 12345) % 2 ** 31), x % n);
+    for (let k = 0; k < 300; k++) {
+      const ids = Array.from({ length: 1 + rand(12) }, () => rand(t.vocabSize));
+      for (const skipSpecialTokens of [true, false]) {
+        const d = t.streamDecoder({ skipSpecialTokens });
+        expect(t.decode(ids, { skipSpecialTokens })).toBe(ids.map((id) => d.push(id)).join('') + d.flush());
+      }
+    }
+  });
+});
+
 function b2u(b: number): number {
   if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff)) return b;
   let n = 0;
