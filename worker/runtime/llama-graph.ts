@@ -7,8 +7,10 @@
 //           = log Σ exp(logits) (the runner graph; see GraphOptions)
 // Three attention forms, all with the KV cache right-padded (row b valid at [0, len_b)):
 //   'gqa'      com.microsoft:GroupQueryAttention (fastest on CPU for head_dim % 16 == 0; smaller heads
-//              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns).
-//   'standard' opset-17 ops only (any head_dim; the mask is applied explicitly). Widest compatibility.
+//              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns). The
+//              runner graph decodes single-token rows with the standard body instead (decodesInPlace).
+//   'standard' explicit mask, any head_dim. Exports use opset-17 ops only (widest compatibility); the
+//              runner graph reads the past in place (no concatenated cache) with contrib RotaryEmbedding.
 //   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask): few nodes, which
 //              helps very small models.
 import type { ModelConfig, Weights } from './model-config.js';
@@ -17,6 +19,8 @@ import { ropeTables } from './rope.js';
 import { q4BlockFor, quantizeQ4, type Q4Weights } from './q4.js';
 
 export type AttentionKind = 'gqa' | 'standard' | 'onnx23';
+/** What one decoder body computes attention with: a kind, or 'decode' (runner graphs, one new token per row). */
+type BodyForm = AttentionKind | 'decode';
 
 export interface GraphOptions {
   attention: AttentionKind;
@@ -58,11 +62,6 @@ export interface GraphOptions {
  */
 export function defaultAttention(config: ModelConfig): AttentionKind {
   return config.headDim % 16 === 0 ? 'gqa' : 'onnx23';
-}
-
-/** Factor folded into the query projection: the standard graph pre-scales q by 1/sqrt(hd) (GQA scales itself). */
-export function queryScale(config: ModelConfig, attention: AttentionKind): number {
-  return attention !== 'standard' || config.qkNorm ? 1 : 1 / Math.sqrt(config.headDim);
 }
 
 /** Head size of the KV cache tensors: GQA pads heads to a multiple of 16. */
@@ -107,12 +106,6 @@ function concat(arrays: Float32Array[]): Float32Array {
   const out = new Float32Array(arrays.reduce((a, x) => a + x.length, 0));
   let o = 0;
   for (const a of arrays) { out.set(a, o); o += a.length; }
-  return out;
-}
-
-function scaled(data: Float32Array, s: number): Float32Array {
-  const out = new Float32Array(data.length);
-  for (let i = 0; i < data.length; i++) out[i] = data[i] * s;
   return out;
 }
 
@@ -169,7 +162,6 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
   verifyWeights(config, weights);
   const hd = config.headDim;
   if (opts.attention === 'gqa' && hd % 16 !== 0 && config.qkNorm) throw new Error(`GroupQueryAttention needs head_dim % 16 == 0 with q/k norm (head_dim ${hd}); use the standard attention graph`);
-  const onnx23 = opts.attention === 'onnx23';
   const root = new GraphBuilder();
   const outputs = decoderOutputs(config, opts);
   if (!opts.lora) {
@@ -178,15 +170,27 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
     // Two bodies over the same weights (initializers live once, in the root graph): with the LoRA
     // inputs, and without them for batches that carry no adapter, chosen per run by `use_lora`. The
     // rank-0 LoRA nodes (12 per layer) otherwise cost base-model requests 10% (~20M) to 45% (~1M).
+    // (Weights must not sit two If levels deep: ORT then stops pre-packing them, and the ~20M model's
+    // MatMuls took twice as long. So the per-layer attention Ifs below hold no weights.)
+    const useLora = root.input('use_lora', DataType.BOOL, []);
     const withLora = root.subgraph(), base = root.subgraph();
     decoderBody(withLora, config, weights, opts, true, '.lora');
     decoderBody(base, config, weights, opts, false, '.base');
     for (const [name, dims] of outputs) { withLora.output(name + '.lora', DataType.FLOAT, dims); base.output(name + '.base', DataType.FLOAT, dims); }
-    const useLora = root.input('use_lora', DataType.BOOL, []);
     root.node('If', [useLora], { outputs: outputs.map(([name]) => name), attrs: { then_branch: { graph: withLora, name: 'with_lora' }, else_branch: { graph: base, name: 'base' } } });
   }
   for (const [name, dims] of outputs) root.output(name, DataType.FLOAT, dims);
-  return root.toModelBytes('hearth_decoder', onnx23 ? 23 : 17);
+  return root.toModelBytes('hearth_decoder', opts.attention === 'onnx23' ? 23 : 17);
+}
+
+/**
+ * Whether the runner graph decodes rows of one new token with the 'decode' attention, which reads the
+ * cache where it lies: GroupQueryAttention copies each row's whole past into a new present buffer every
+ * step (onnxruntime-node cannot bind one buffer as both), which costs more than the attention itself
+ * once rows are batched or contexts long. Padded GQA heads (head_dim % 16 ≠ 0) stay with GQA.
+ */
+export function decodesInPlace(config: ModelConfig, attention: AttentionKind): boolean {
+  return (attention === 'standard' || (attention === 'gqa' && config.headDim % 16 === 0));
 }
 
 /** Graph outputs: logits first, then the KV outputs (see GraphOptions.forExport). */
@@ -203,6 +207,22 @@ function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]
   return out;
 }
 
+/** Per-forward values the attention forms share across layers (made once per body, before the layers). */
+interface AttentionShared {
+  positionIds: string;
+  cosTable: string;
+  sinTable: string;
+  /** GQA: seqlens_k, total_sequence_length, and the index that gathers the new positions out of the present. */
+  gqa?: { seqlensK: string; totalLen: string; newIndex: string | null };
+  /** Explicit-mask forms: additive bias [B,1,G·S,T] ([B,1,S,T] for onnx23), RoPE tables for exports, [P, S]. */
+  masked?: { bias: string; cosF: string; sinS: string; pastNewSplit: string };
+  /** The decode form: bias [B,1,1,P+1] and [P, 1]. */
+  decode?: { bias: string; pastNewSplit: string };
+}
+
+/** Names a layer's attention writes: its output, and the new keys/values (or the present, in exports). */
+interface AttentionOutputs { attn: string; key: string; value: string }
+
 /**
  * The decoder's nodes in graph `g` (the root, or an If branch whose outputs carry `suffix`). Weights
  * are read lazily (GraphBuilder makes each named initializer once): a second body reuses what the
@@ -214,10 +234,6 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   // Weights are given to the builder as thunks: only the first body computes (and reads) them.
   const w = (name: string) => weights.get(name)!.data;
   const eps = float(config.rmsNormEps);
-  const gqa = opts.attention === 'gqa';
-  const onnx23 = opts.attention === 'onnx23';
-  // GQA and Attention apply 1/sqrt(hd) themselves; the standard graph folds it into the query projection (or q_norm).
-  const qScale = opts.attention === 'standard' ? 1 / Math.sqrt(hd) : 1;
 
   const inputIds = g.input('input_ids', DataType.INT64, ['batch_size', 'sequence_length']);
   const mask = g.input('attention_mask', DataType.INT64, ['batch_size', 'total_sequence_length']);
@@ -232,49 +248,14 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const ropeTablesOnce = () => (rope ??= padRopeTables(ropeTables(config, opts.maxPositions), opts.maxPositions, hd / 2, hp / 2));
   const cosTable = g.floats('rope_cos', [opts.maxPositions, hp / 2], () => ropeTablesOnce().cos);
   const sinTable = g.floats('rope_sin', [opts.maxPositions, hp / 2], () => ropeTablesOnce().sin);
-  const rmsNorm = (x: string, weightName: string, scale = 1) =>
-    g.op('SimplifiedLayerNormalization', [x, g.floats(weightName, [weights.get(weightName)!.shape[0]], () => (scale === 1 ? w(weightName) : scaled(w(weightName), scale)))], { axis: -1, epsilon: eps, stash_type: 1 });
+  const rmsNorm = (x: string, weightName: string) =>
+    g.op('SimplifiedLayerNormalization', [x, g.floats(weightName, [weights.get(weightName)!.shape[0]], () => w(weightName))], { axis: -1, epsilon: eps, stash_type: 1 });
 
-  // Per-forward shared values.
-  let attnShared: { cosF: string; sinS: string; bias: string } | null = null;
-  let gqaShared: { seqlensK: string; totalLen: string; newIndex: string | null } | null = null;
-  if (gqa) {
-    const one = g.int64s([1], []);
-    const sum = g.op('ReduceSum', [mask, g.int64s([1])], { keepdims: 0 });
-    const seqlensK = g.op('Cast', [g.op('Sub', [sum, one])], { to: DataType.INT32 });
-    const totalLen = g.op('Cast', [g.op('Squeeze', [g.op('Shape', [mask], { start: 1, end: 2 }), g.int64s([0])])], { to: DataType.INT32 });
-    // The runner graph returns only the new positions of each row's present keys/values: row b's
-    // new tokens sit at present positions position_ids[b, :], so gather along that axis.
-    const newIndex = opts.forExport ? null : g.op('Expand', [g.op('Unsqueeze', [positionIds, g.int64s([1, 3])]), g.int64s([1, KV, 1, hp])]);
-    gqaShared = { seqlensK, totalLen, newIndex };
-  } else {
-    // RoPE as x·cosF + concat(x2, x1)·sinS, with cosF = [cos, cos] and sinS = [-sin, sin]
-    // (the onnx23 form uses the RotaryEmbedding op on the tables instead).
-    let cosF = '', sinS = '';
-    if (!onnx23) {
-      const cos = g.op('Gather', [cosTable, positionIds], { axis: 0 }); // [B,S,hd/2]
-      const sin = g.op('Gather', [sinTable, positionIds], { axis: 0 });
-      const axis1 = g.int64s([1]);
-      cosF = g.op('Unsqueeze', [g.op('Concat', [cos, cos], { axis: -1 }), axis1]); // [B,1,S,hd]
-      sinS = g.op('Unsqueeze', [g.op('Concat', [g.op('Neg', [sin]), sin], { axis: -1 }), axis1]);
-    }
-    // Additive mask [B,1,G·S,T]: padding (attention_mask = 0) and causality (key j ≤ P + i).
-    const big = g.scalarFloat(-1e9);
-    const maskF = g.op('Cast', [mask], { to: DataType.FLOAT });
-    const padBias = g.op('Mul', [g.op('Sub', [g.scalarFloat(1), maskF]), big]); // [B,T]
-    const padBias4 = g.op('Unsqueeze', [padBias, g.int64s([1, 2])]); // [B,1,1,T]
-    const T = g.op('Squeeze', [g.op('Shape', [mask], { start: 1, end: 2 }), g.int64s([0])]);
-    const S = g.op('Squeeze', [g.op('Shape', [inputIds], { start: 1, end: 2 }), g.int64s([0])]);
-    const zero = g.int64s([0], []), oneI = g.int64s([1], []);
-    const keyIdx = g.op('Range', [zero, T, oneI]); // [T]
-    const queryIdx = g.op('Unsqueeze', [g.op('Range', [g.op('Sub', [T, S]), T, oneI]), g.int64s([1])]); // [S,1]
-    const allowed = g.op('LessOrEqual', [keyIdx, queryIdx]); // [S,T]
-    const causal = g.op('Where', [allowed, g.scalarFloat(0), big]);
-    const bias4 = g.op('Add', [padBias4, causal]); // [B,1,S,T]
-    // The standard graph folds the query group into rows ([B,KV,G·S,T]); Attention broadcasts over heads.
-    const bias = onnx23 ? bias4 : g.op('Tile', [bias4, g.int64s([1, 1, H / KV, 1])]);
-    attnShared = { cosF, sinS, bias };
-  }
+  // Decoding rows (one new token each) take the 'decode' form, chosen per layer by an If on the input's
+  // length; prompt chunks take the graph's own form.
+  const inPlace = !opts.forExport && decodesInPlace(config, opts.attention);
+  const shared = attentionShared(g, config, opts, { inputIds, mask, positionIds, cosTable, sinTable }, inPlace);
+  const oneToken = inPlace ? g.op('Squeeze', [g.op('Equal', [g.op('Shape', [inputIds], { start: 1, end: 2 }), g.int64s([1])]), g.int64s([0])]) : null;
 
   // y + (x·A)·B per batch row, when the graph takes LoRA inputs.
   const loraDims = { qkv: [D, (H + 2 * KV) * hp], o: [H * hp, D], gate_up: [D, 2 * F], down: [F, D] } as const;
@@ -322,94 +303,35 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
     const h = addAndNorm(p + 'input_layernorm.weight');
     // Fused QKV projection.
     const pad = (data: Float32Array, heads: number, cols: number, rotary: boolean) => padHeads(data, heads, hd, hp, cols, rotary);
-    const wqkv = () => {
-      const wq = config.qkNorm ? w(p + 'self_attn.q_proj.weight') : scaled(w(p + 'self_attn.q_proj.weight'), qScale);
-      return concat([pad(wq, H, D, true), pad(w(p + 'self_attn.k_proj.weight'), KV, D, true), pad(w(p + 'self_attn.v_proj.weight'), KV, D, false)]);
-    };
+    const wqkv = () => concat([pad(w(p + 'self_attn.q_proj.weight'), H, D, true), pad(w(p + 'self_attn.k_proj.weight'), KV, D, true), pad(w(p + 'self_attn.v_proj.weight'), KV, D, false)]);
     let qkv = withLora(i, 'qkv', h, linear(p + 'self_attn.qkv_proj.weight', h, wqkv, (H + 2 * KV) * hp, D));
     if (config.attentionBias) {
-      const bias = () => {
-        const bq = config.qkNorm ? w(p + 'self_attn.q_proj.bias') : scaled(w(p + 'self_attn.q_proj.bias'), qScale);
-        return concat([pad(bq, H, 1, true), pad(w(p + 'self_attn.k_proj.bias'), KV, 1, true), pad(w(p + 'self_attn.v_proj.bias'), KV, 1, false)]);
-      };
+      const bias = () => concat([pad(w(p + 'self_attn.q_proj.bias'), H, 1, true), pad(w(p + 'self_attn.k_proj.bias'), KV, 1, true), pad(w(p + 'self_attn.v_proj.bias'), KV, 1, false)]);
       qkv = g.op('Add', [qkv, g.floats(p + 'self_attn.qkv_proj.bias', [(H + 2 * KV) * hp], bias)]);
     }
-    const pastK = `past_key_values.${i}.key`, pastV = `past_key_values.${i}.value`;
-    const presentK = `present.${i}.key`, presentV = `present.${i}.value`;
-    let attn: string;
-    // New keys/values as [B, KV, S, hp], the runner's graph outputs.
-    const toHeads = (t: string, heads: number) => g.op('Transpose', [g.op('Reshape', [t, g.int64s([0, 0, heads, hp])])], { perm: { ints: [0, 2, 1, 3] } });
-    let newK = '', newV = '';
-    if (gqa) {
-      // Rotary inside GQA (do_rotary). onnxruntime-node cannot bind a JS buffer as an output (it
-      // copies outputs back), so the runner graph keeps the present to itself and returns the new
-      // positions, gathered out of it (2 nodes instead of rotary/split/reshape/transpose: 7).
-      let query = qkv, key = '', value = '';
-      if (config.qkNorm) {
-        const [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
-        const qn = rmsNorm(g.op('Reshape', [q, g.int64s([0, 0, H, hd])]), p + 'self_attn.q_norm.weight');
-        const kn = rmsNorm(g.op('Reshape', [k, g.int64s([0, 0, KV, hd])]), p + 'self_attn.k_norm.weight');
-        query = g.op('Reshape', [qn, g.int64s([0, 0, H * hd])]);
-        key = g.op('Reshape', [kn, g.int64s([0, 0, KV * hd])]);
-        value = v;
+    const out: AttentionOutputs = {
+      attn: g.fresh('attn'),
+      key: opts.forExport ? `present.${i}.key` : `new_key_values.${i}.key${suffix}`,
+      value: opts.forExport ? `present.${i}.value` : `new_key_values.${i}.value${suffix}`,
+    };
+    const normWeight = (name: string) => g.floats(name, [hd], () => w(name));
+    const layer = (sub: GraphBuilder, form: BodyForm, names: AttentionOutputs) => attention(sub, form, config, opts, shared, i, qkv, normWeight, names);
+    if (!oneToken) layer(g, opts.attention, out);
+    else {
+      // Both branches hold attention nodes only (no weights: see buildDecoderGraph).
+      const t = g.subgraph(), e = g.subgraph();
+      const branchNames = (tag: string): AttentionOutputs => ({ attn: `${out.attn}.${tag}`, key: `${out.key}.${tag}`, value: `${out.value}.${tag}` });
+      for (const [sub, form, tag] of [[t, 'decode', 'then'], [e, opts.attention, 'else']] as const) {
+        const names = branchNames(tag);
+        layer(sub, form, names);
+        sub.output(names.attn, DataType.FLOAT, ['batch_size', 'sequence_length', H * hp]);
+        for (const n of [names.key, names.value]) sub.output(n, DataType.FLOAT, ['batch_size', KV, 'sequence_length', hp]);
       }
-      let presK: string, presV: string;
-      [attn, presK, presV] = g.node('GroupQueryAttention',
-        [query, key, value, pastK, pastV, gqaShared!.seqlensK, gqaShared!.totalLen, cosTable, sinTable, positionIds],
-        { outputs: [g.fresh('attn'), opts.forExport ? presentK : g.fresh('present_k'), opts.forExport ? presentV : g.fresh('present_v')], domain: 'com.microsoft',
-          attrs: { num_heads: H, kv_num_heads: KV, do_rotary: 1, rotary_interleaved: 0, scale: float(1 / Math.sqrt(hd)) } });
-      if (!opts.forExport) {
-        newK = g.op('GatherElements', [presK, gqaShared!.newIndex!], { axis: 2 });
-        newV = g.op('GatherElements', [presV, gqaShared!.newIndex!], { axis: 2 });
-      }
-    } else if (onnx23) {
-      let [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
-      if (config.qkNorm) {
-        q = g.op('Reshape', [rmsNorm(g.op('Reshape', [q, g.int64s([0, 0, H, hd])]), p + 'self_attn.q_norm.weight'), g.int64s([0, 0, H * hd])]);
-        k = g.op('Reshape', [rmsNorm(g.op('Reshape', [k, g.int64s([0, 0, KV, hd])]), p + 'self_attn.k_norm.weight'), g.int64s([0, 0, KV * hd])]);
-      }
-      const qr = g.op('RotaryEmbedding', [q, cosTable, sinTable, positionIds], { num_heads: H, interleaved: 0 });
-      const kr = g.op('RotaryEmbedding', [k, cosTable, sinTable, positionIds], { num_heads: KV, interleaved: 0 });
-      [attn] = g.node('Attention', [qr, kr, v, attnShared!.bias, pastK, pastV], {
-        // (ORT requires the present outputs whenever a past is given, even if nothing reads them.)
-        outputs: opts.forExport ? [g.fresh('attn'), presentK, presentV] : [g.fresh('attn'), g.fresh('present_k'), g.fresh('present_v')],
-        attrs: { q_num_heads: H, kv_num_heads: KV },
-      });
-      if (!opts.forExport) { newK = toHeads(kr, KV); newV = toHeads(v, KV); }
-    } else {
-      const [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
-      let q4 = g.op('Reshape', [q, g.int64s([0, 0, H, hd])]);
-      let k4 = g.op('Reshape', [k, g.int64s([0, 0, KV, hd])]);
-      if (config.qkNorm) {
-        q4 = rmsNorm(q4, p + 'self_attn.q_norm.weight', qScale);
-        k4 = rmsNorm(k4, p + 'self_attn.k_norm.weight');
-      }
-      const heads = (t: string) => g.op('Transpose', [t], { perm: { ints: [0, 2, 1, 3] } });
-      const rotate = (t: string) => {
-        const [a, b] = g.node('Split', [t, g.int64s([hd / 2, hd / 2])], { outputs: 2, attrs: { axis: -1 } });
-        return g.op('Add', [g.op('Mul', [t, attnShared!.cosF]), g.op('Mul', [g.op('Concat', [b, a], { axis: -1 }), attnShared!.sinS])]);
-      };
-      const qr = rotate(heads(q4)); // [B,H,S,hd]
-      const kr = rotate(heads(k4)); // [B,KV,S,hd]
-      const vh = heads(g.op('Reshape', [v, g.int64s([0, 0, KV, hd])]));
-      const allK = g.node('Concat', [pastK, kr], { outputs: [opts.forExport ? presentK : g.fresh('present_k')], attrs: { axis: 2 } })[0];
-      const allV = g.node('Concat', [pastV, vh], { outputs: [opts.forExport ? presentV : g.fresh('present_v')], attrs: { axis: 2 } })[0];
-      newK = kr;
-      newV = vh;
-      // Grouped query attention without repeating K/V: fold the group into the query rows.
-      const qg = g.op('Reshape', [qr, g.int64s([0, KV, -1, hd])]); // [B,KV,G·S,hd]
-      const scores = g.op('Add', [g.op('MatMul', [qg, g.op('Transpose', [allK], { perm: { ints: [0, 1, 3, 2] } })]), attnShared!.bias]);
-      const ctx = g.op('MatMul', [g.op('Softmax', [scores], { axis: -1 }), allV]); // [B,KV,G·S,hd]
-      const ctxHeads = g.op('Reshape', [ctx, g.int64s([0, H, -1, hd])]);
-      attn = g.op('Reshape', [heads(ctxHeads), g.int64s([0, 0, H * hd])]);
-    }
-    if (!opts.forExport) {
-      g.node('Identity', [newK], { outputs: [`new_key_values.${i}.key${suffix}`] });
-      g.node('Identity', [newV], { outputs: [`new_key_values.${i}.value${suffix}`] });
+      g.node('If', [oneToken], { outputs: [out.attn, out.key, out.value], attrs: { then_branch: { graph: t, name: g.fresh('decode') }, else_branch: { graph: e, name: g.fresh('chunk') } } });
     }
     // o_proj^T is [H·hd, D]: its rows follow the (padded) value layout of the attention output.
     const wo = () => (hp === hd ? w(p + 'self_attn.o_proj.weight') : transpose(pad(transpose(w(p + 'self_attn.o_proj.weight'), D, H * hd), H, D, false), H * hp, D));
-    pending = withLora(i, 'o', attn, linear(p + 'self_attn.o_proj.weight', attn, wo, D, H * hp));
+    pending = withLora(i, 'o', out.attn, linear(p + 'self_attn.o_proj.weight', out.attn, wo, D, H * hp));
 
     // SwiGLU MLP with one fused gate|up projection.
     const h2 = addAndNorm(p + 'post_attention_layernorm.weight');
@@ -432,6 +354,163 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const logits = linear('lm_head.weight', last, head, V, D, 'logits' + suffix);
   // log Σ exp(logits) per position, for the sampler: in JS the exp over the vocabulary costs ~50 µs per
   // token at V = 8192, here a few. (Opset 18 moved the axes from an attribute to an input.)
+  const opset23 = opts.attention === 'onnx23';
   if (!opts.forExport)
-    g.node('ReduceLogSumExp', onnx23 ? [logits, g.int64s([-1])] : [logits], { outputs: ['logits_lse' + suffix], attrs: onnx23 ? { keepdims: 0 } : { axes: { ints: [-1] }, keepdims: 0 } });
+    g.node('ReduceLogSumExp', opset23 ? [logits, g.int64s([-1])] : [logits], { outputs: ['logits_lse' + suffix], attrs: opset23 ? { keepdims: 0 } : { axes: { ints: [-1] }, keepdims: 0 } });
+}
+
+/** The per-forward values of the forms a body uses (its kind, plus 'decode' when it decodes in place). */
+function attentionShared(
+  g: GraphBuilder, config: ModelConfig, opts: GraphOptions,
+  inputs: { inputIds: string; mask: string; positionIds: string; cosTable: string; sinTable: string }, inPlace: boolean,
+): AttentionShared {
+  const { numHeads: H, numKvHeads: KV } = config;
+  const hp = cacheHeadDim(config, opts.attention);
+  const { inputIds, mask, positionIds } = inputs;
+  const shared: AttentionShared = { positionIds, cosTable: inputs.cosTable, sinTable: inputs.sinTable };
+  const big = g.scalarFloat(-1e9, 'mask_big');
+  const axis0 = g.int64s([0]);
+  // [B,1,1,T]: 0 where attention_mask is 1, −1e9 where it is 0 (padding).
+  const padBias = () => g.op('Unsqueeze', [g.op('Mul', [g.op('Sub', [g.scalarFloat(1), g.op('Cast', [mask], { to: DataType.FLOAT })]), big]), g.int64s([1, 2])]);
+  const width = (t: string) => g.op('Shape', [t], { start: 1, end: 2 }); // [1]: dim 1 as a 1-D tensor
+  if (inPlace) {
+    // The decode form's mask is [B, P + 1]: each row's valid past positions, then its new token.
+    shared.decode = { bias: padBias(), pastNewSplit: g.op('Concat', [g.op('Sub', [width(mask), g.int64s([1])]), g.int64s([1])], { axis: 0 }) };
+  }
+  if (opts.attention === 'gqa') {
+    const sum = g.op('ReduceSum', [mask, g.int64s([1])], { keepdims: 0 });
+    const seqlensK = g.op('Cast', [g.op('Sub', [sum, g.int64s([1], [])])], { to: DataType.INT32 });
+    const totalLen = g.op('Cast', [g.op('Squeeze', [width(mask), axis0])], { to: DataType.INT32 });
+    // The runner graph returns only the new positions of each row's present keys/values: row b's
+    // new tokens sit at present positions position_ids[b, :], so gather along that axis.
+    const newIndex = opts.forExport ? null : g.op('Expand', [g.op('Unsqueeze', [positionIds, g.int64s([1, 3])]), g.int64s([1, KV, 1, hp])]);
+    shared.gqa = { seqlensK, totalLen, newIndex };
+    return shared;
+  }
+  // Exported standard graphs apply RoPE as x·cosF + concat(x2, x1)·sinS, with cosF = [cos, cos] and
+  // sinS = [-sin, sin] (the other forms use a RotaryEmbedding op on the tables instead).
+  let cosF = '', sinS = '';
+  if (opts.attention === 'standard' && opts.forExport) {
+    const cos = g.op('Gather', [inputs.cosTable, positionIds], { axis: 0 }); // [B,S,hd/2]
+    const sin = g.op('Gather', [inputs.sinTable, positionIds], { axis: 0 });
+    const axis1 = g.int64s([1]);
+    cosF = g.op('Unsqueeze', [g.op('Concat', [cos, cos], { axis: -1 }), axis1]); // [B,1,S,hd]
+    sinS = g.op('Unsqueeze', [g.op('Concat', [g.op('Neg', [sin]), sin], { axis: -1 }), axis1]);
+  }
+  // Additive mask [B,1,G·S,T]: padding (attention_mask = 0) and causality (key j ≤ P + i).
+  const T = g.op('Squeeze', [width(mask), axis0]);
+  const S = g.op('Squeeze', [width(inputIds), axis0]);
+  const zero = g.int64s([0], []), oneI = g.int64s([1], []);
+  const keyIdx = g.op('Range', [zero, T, oneI]); // [T]
+  const queryIdx = g.op('Unsqueeze', [g.op('Range', [g.op('Sub', [T, S]), T, oneI]), g.int64s([1])]); // [S,1]
+  const causal = g.op('Where', [g.op('LessOrEqual', [keyIdx, queryIdx]), g.scalarFloat(0), big]); // [S,T]
+  const bias4 = g.op('Add', [padBias(), causal]); // [B,1,S,T]
+  // The standard graph folds the query group into rows ([B,KV,G·S,T]); Attention broadcasts over heads.
+  const bias = opts.attention === 'onnx23' ? bias4 : g.op('Tile', [bias4, g.int64s([1, 1, H / KV, 1])]);
+  // [P, S]: where a row of scores splits into past and new positions (the standard runner graph).
+  const pastNewSplit = g.op('Concat', [g.op('Unsqueeze', [g.op('Sub', [T, S]), axis0]), g.op('Unsqueeze', [S, axis0])], { axis: 0 });
+  shared.masked = { bias, cosF, sinS, pastNewSplit };
+  return shared;
+}
+
+/**
+ * One layer's attention in graph `g` (a body, or a branch of the layer's decode/chunk If) from the fused
+ * qkv projection [B, S, (H + 2·KV)·hp]; writes `out.attn` [B, S, H·hp] and the new keys/values
+ * [B, KV, S, hp] (the present, in exports) under the given names.
+ */
+function attention(
+  g: GraphBuilder, form: BodyForm, config: ModelConfig, opts: GraphOptions, shared: AttentionShared, i: number, qkv: string,
+  normWeight: (name: string) => string, out: AttentionOutputs,
+): void {
+  const { numHeads: H, numKvHeads: KV, headDim: hd } = config;
+  const { positionIds, cosTable, sinTable } = shared;
+  const pastK = `past_key_values.${i}.key`, pastV = `past_key_values.${i}.value`;
+  const rmsNorm = (x: string, weightName: string) => g.op('SimplifiedLayerNormalization', [x, normWeight(weightName)], { axis: -1, epsilon: float(config.rmsNormEps), stash_type: 1 });
+  // q, k (each head normalized first in Qwen3) and v as [B, S, heads·hd].
+  const qkvParts = () => {
+    const [q, k, v] = g.node('Split', [qkv, g.int64s([H * hd, KV * hd, KV * hd])], { outputs: 3, attrs: { axis: -1 } });
+    const headNorm = (t: string, heads: number, name: string) =>
+      config.qkNorm ? g.op('Reshape', [rmsNorm(g.op('Reshape', [t, g.int64s([0, 0, heads, hd])]), `model.layers.${i}.self_attn.${name}.weight`), g.int64s([0, 0, heads * hd])]) : t;
+    return { q: headNorm(q, H, 'q_norm'), k: headNorm(k, KV, 'k_norm'), v };
+  };
+  const scale = () => g.scalarFloat(1 / Math.sqrt(hd), 'attn_scale');
+  const keysT = (t: string) => g.op('Transpose', [t], { perm: { ints: [0, 1, 3, 2] } }); // fused into the MatMul by ORT
+
+  if (form === 'gqa') {
+    // Rotary inside GQA (do_rotary). onnxruntime-node cannot bind a JS buffer as an output (it
+    // copies outputs back), so the runner graph keeps the present to itself and returns the new
+    // positions, gathered out of it (2 nodes instead of rotary/split/reshape/transpose: 7).
+    const parts = config.qkNorm ? qkvParts() : null;
+    const [, presK, presV] = g.node('GroupQueryAttention',
+      [parts?.q ?? qkv, parts?.k ?? '', parts?.v ?? '', pastK, pastV, shared.gqa!.seqlensK, shared.gqa!.totalLen, cosTable, sinTable, positionIds],
+      { outputs: [out.attn, opts.forExport ? out.key : g.fresh('present_k'), opts.forExport ? out.value : g.fresh('present_v')], domain: 'com.microsoft',
+        attrs: { num_heads: H, kv_num_heads: KV, do_rotary: 1, rotary_interleaved: 0, scale: float(1 / Math.sqrt(hd)) } });
+    if (!opts.forExport) {
+      g.node('GatherElements', [presK, shared.gqa!.newIndex!], { outputs: [out.key], attrs: { axis: 2 } });
+      g.node('GatherElements', [presV, shared.gqa!.newIndex!], { outputs: [out.value], attrs: { axis: 2 } });
+    }
+  } else if (form === 'onnx23') {
+    const { q, k, v } = qkvParts();
+    const qr = g.op('RotaryEmbedding', [q, cosTable, sinTable, positionIds], { num_heads: H, interleaved: 0 });
+    const kr = g.op('RotaryEmbedding', [k, cosTable, sinTable, positionIds], { num_heads: KV, interleaved: 0 });
+    // (ORT requires the present outputs whenever a past is given, even if nothing reads them.)
+    g.node('Attention', [qr, kr, v, shared.masked!.bias, pastK, pastV], {
+      outputs: opts.forExport ? [out.attn, out.key, out.value] : [out.attn, g.fresh('present_k'), g.fresh('present_v')],
+      attrs: { q_num_heads: H, kv_num_heads: KV },
+    });
+    if (!opts.forExport) {
+      const heads = (t: string, name: string) => g.node('Transpose', [g.op('Reshape', [t, g.int64s([0, 0, KV, hd])])], { outputs: [name], attrs: { perm: { ints: [0, 2, 1, 3] } } });
+      heads(kr, out.key);
+      heads(v, out.value);
+    }
+  } else if (form === 'decode') {
+    // One new token per row: [B, 1, heads·hd] is [B, heads, 1, hd] in memory already, so heads need
+    // reshapes, not transposes. Scores against the past (read in place, never concatenated) and against
+    // the row's own new key are joined for one softmax; the context sums the two halves' products.
+    const { q, k, v } = qkvParts();
+    const qr = g.op('RotaryEmbedding', [q, positionIds, cosTable, sinTable], { num_heads: H, interleaved: 0 }, 'com.microsoft');
+    const kr = g.op('RotaryEmbedding', [k, positionIds, cosTable, sinTable], { num_heads: KV, interleaved: 0 }, 'com.microsoft');
+    const qg = g.op('Mul', [g.op('Reshape', [qr, g.int64s([0, KV, H / KV, hd])]), scale()]); // [B,KV,G,hd]
+    const newK = g.node('Reshape', [kr, g.int64s([0, KV, 1, hd])], { outputs: [out.key] })[0];
+    const newV = g.node('Reshape', [v, g.int64s([0, KV, 1, hd])], { outputs: [out.value] })[0];
+    const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(pastK)]), g.op('MatMul', [qg, keysT(newK)])], { axis: -1 }), shared.decode!.bias]);
+    const [probsPast, probsNew] = g.node('Split', [g.op('Softmax', [scores], { axis: -1 }), shared.decode!.pastNewSplit], { outputs: 2, attrs: { axis: -1 } });
+    const ctx = g.op('Add', [g.op('MatMul', [probsPast, pastV]), g.op('MatMul', [probsNew, newV])]); // [B,KV,G,hd]
+    g.node('Reshape', [ctx, g.int64s([0, 1, H * hd])], { outputs: [out.attn] });
+  } else {
+    const { q, k, v } = qkvParts();
+    const heads = (t: string, n: number, name?: string) => g.node('Transpose', [g.op('Reshape', [t, g.int64s([0, 0, n, hd])])], { outputs: name ? [name] : 1, attrs: { perm: { ints: [0, 2, 1, 3] } } })[0];
+    const m = shared.masked!;
+    let qr: string, kr: string;
+    if (opts.forExport) {
+      // Exports stay within opset 17: RoPE as x·cosF + concat(x2, x1)·sinS.
+      const rotate = (t: string) => {
+        const [a, b] = g.node('Split', [t, g.int64s([hd / 2, hd / 2])], { outputs: 2, attrs: { axis: -1 } });
+        return g.op('Add', [g.op('Mul', [t, m.cosF]), g.op('Mul', [g.op('Concat', [b, a], { axis: -1 }), m.sinS])]);
+      };
+      qr = rotate(heads(q, H));
+      kr = rotate(heads(k, KV));
+    } else {
+      qr = g.op('RotaryEmbedding', [heads(q, H), positionIds, cosTable, sinTable], { interleaved: 0 }, 'com.microsoft');
+      kr = g.node('RotaryEmbedding', [heads(k, KV), positionIds, cosTable, sinTable], { outputs: [out.key], domain: 'com.microsoft', attrs: { interleaved: 0 } })[0];
+    }
+    const vh = heads(v, KV, opts.forExport ? undefined : out.value);
+    // Grouped query attention without repeating K/V: fold the group into the query rows (scaled by
+    // 1/√hd here, not in Wq, so every form shares the projection weights and LoRA factors).
+    const qg = g.op('Mul', [g.op('Reshape', [qr, g.int64s([0, KV, -1, hd])]), scale()]); // [B,KV,G·S,hd]
+    let ctx: string;
+    if (opts.forExport) {
+      // The Optimum interface returns the whole cache, so it is concatenated anyway: attend over it.
+      const allK = g.node('Concat', [pastK, kr], { outputs: [out.key], attrs: { axis: 2 } })[0];
+      const allV = g.node('Concat', [pastV, vh], { outputs: [out.value], attrs: { axis: 2 } })[0];
+      ctx = g.op('MatMul', [g.op('Softmax', [g.op('Add', [g.op('MatMul', [qg, keysT(allK)]), m.bias])], { axis: -1 }), allV]); // [B,KV,G·S,hd]
+    } else {
+      // The runner's graph reads the past where it lies (as the decode form does).
+      const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(pastK)]), g.op('MatMul', [qg, keysT(kr)])], { axis: -1 }), m.bias]);
+      const [probsPast, probsNew] = g.node('Split', [g.op('Softmax', [scores], { axis: -1 }), m.pastNewSplit], { outputs: 2, attrs: { axis: -1 } });
+      ctx = g.op('Add', [g.op('MatMul', [probsPast, pastV]), g.op('MatMul', [probsNew, vh])]); // [B,KV,G·S,hd]
+    }
+    const ctxHeads = g.op('Reshape', [ctx, g.int64s([0, H, -1, hd])]);
+    g.node('Reshape', [g.op('Transpose', [ctxHeads], { perm: { ints: [0, 2, 1, 3] } }), g.int64s([0, 0, H * hd])], { outputs: [out.attn] });
+  }
 }

@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ModelConfig } from './model-config.js';
 import { readSafetensorsHeader, readTensors } from './safetensors.js';
-import { cacheHeadDim, padHeads, queryScale, transpose, type AttentionKind } from './llama-graph.js';
+import { cacheHeadDim, padHeads, transpose, type AttentionKind } from './llama-graph.js';
 
 export type LoraGroup = 'qkv' | 'o' | 'gate_up' | 'down';
 export const LORA_GROUPS: LoraGroup[] = ['qkv', 'o', 'gate_up', 'down'];
@@ -79,9 +79,9 @@ export function readPeftAdapter(dir: string): PeftFactors {
 export function prepareLoraAdapter(name: string, peft: PeftFactors, config: ModelConfig, attention: AttentionKind): LoraAdapter {
   const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, intermediateSize: F } = config;
   const hp = cacheHeadDim(config, attention);
-  // Per module: input size, output size (before padding), heads for padding, rotary layout, extra scale.
-  const spec: Record<Module, { inDim: number; out: number; heads?: number; rotary?: boolean; extra?: number }> = {
-    q_proj: { inDim: D, out: H * hd, heads: H, rotary: true, extra: queryScale(config, attention) },
+  // Per module: input size, output size (before padding), heads for padding, rotary layout.
+  const spec: Record<Module, { inDim: number; out: number; heads?: number; rotary?: boolean }> = {
+    q_proj: { inDim: D, out: H * hd, heads: H, rotary: true },
     k_proj: { inDim: D, out: KV * hd, heads: KV, rotary: true },
     v_proj: { inDim: D, out: KV * hd, heads: KV, rotary: false },
     o_proj: { inDim: H * hd, out: D },
@@ -111,9 +111,8 @@ export function prepareLoraAdapter(name: string, peft: PeftFactors, config: Mode
           for (let i = 0; i < inDim; i++) aL.set(At.subarray(i * f.r, (i + 1) * f.r), i * rank + rOff);
           const Bp = s.heads ? padHeads(f.B, s.heads, hd, hp, f.r, s.rotary!) : f.B; // [outPadded, r]
           const Bt = transpose(Bp, paddedOut(m), f.r); // [r, outPadded]
-          const k = peft.scale * (s.extra ?? 1);
           for (let j = 0; j < f.r; j++)
-            for (let o = 0; o < paddedOut(m); o++) bL[(rOff + j) * outTotal + outOff + o] = Bt[j * paddedOut(m) + o] * k;
+            for (let o = 0; o < paddedOut(m); o++) bL[(rOff + j) * outTotal + outOff + o] = Bt[j * paddedOut(m) + o] * peft.scale;
         }
         rOff += ranks[mi];
         outOff += paddedOut(m);

@@ -9,7 +9,7 @@
 import os from 'node:os';
 import * as ort from 'onnxruntime-node';
 import type { ModelConfig } from './model-config.js';
-import { cacheHeadDim, type AttentionKind } from './llama-graph.js';
+import { cacheHeadDim, decodesInPlace, type AttentionKind } from './llama-graph.js';
 import { BatchKv, KV_HEADROOM, SequenceKv } from './kv-cache.js';
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
 
@@ -85,6 +85,8 @@ export class ModelRunner {
   /** Head size of the KV tensors (GQA pads small heads to a multiple of 16). */
   readonly cacheHeadDim: number;
   readonly timing: RunnerTiming = { calls: 0, ortMs: 0, totalMs: 0 };
+  /** Single-token rows run the graph's in-place body, which takes an explicit [B, P + 1] mask. */
+  private readonly decodesInPlace: boolean;
   constructor(
     readonly session: ort.InferenceSession,
     readonly config: ModelConfig,
@@ -97,6 +99,7 @@ export class ModelRunner {
   ) {
     this.vocab = config.vocabSize;
     this.cacheHeadDim = cacheHeadDim(config, attention);
+    this.decodesInPlace = decodesInPlace(config, attention);
   }
 
   /** A fresh, empty cache for one sequence. */
@@ -218,7 +221,7 @@ export class ModelRunner {
     // Mask width. Explicit-mask graphs: P cache slots, then the S new positions. GroupQueryAttention
     // reads only each row's count of ones (= its total length) and the width (= the longest total,
     // which must equal S for a first prompt), and places new tokens itself.
-    const gqa = this.attention === 'gqa';
+    const gqa = this.attention === 'gqa' && !(S === 1 && this.decodesInPlace);
     const T = gqa ? Math.max(...lengths.map((L, b) => L + counts[b])) : P + S;
     const ids = new BigInt64Array(B * S);
     const pos = new BigInt64Array(B * S);
