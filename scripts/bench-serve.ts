@@ -6,6 +6,12 @@
 // per request is TTFT at concurrency 1 over HTTP minus TTFT on the bare engine in this process (tokenize +
 // prefill + first token + formatting; no HTTP, queue or IPC), measured in alternation (see pairedTtft); the
 // 8-vs-1 throughput ratio is the median of five rounds that alternate the two levels.
+// Two bounds are measured beside them, so a run shows how far each bar is reachable at all on this machine:
+// - decode_8_over_1: the model's own decode step, 8 rows against 1 (8·t1 / t8, the served graph in this
+//   process at the requests' mid-length context). No server can beat it: prefills and overheads only lower
+//   the 8-vs-1 ratio below it.
+// - serve_floor_overhead_ms: what a bare node:http server handing each request to a worker process over IPC
+//   costs on top of the same prefill time (scripts/serve-floor.ts): the least any such server pays here.
 //   npx tsx scripts/bench-serve.ts [--models s20,stories] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
@@ -16,9 +22,11 @@ import { fileURLToPath } from 'node:url';
 import { makeTinyModel } from '../src/models/tiny-model.js';
 import { adoptGeneratedFolder, importModel, modelsRoot } from '../src/models/model-store.js';
 import { startServe } from '../test/helpers/process.js';
-import { loadModel } from '../worker/runtime/load-model.js';
+import { loadModel, loadTokenizer } from '../worker/runtime/load-model.js';
 import { createEngineFromRuntime } from '../worker/inference/serve-loop.js';
 import { machineLabel, speedProbe } from './machine.js';
+import { measureServeFloor } from './serve-floor.js';
+import { argmax } from '../worker/runtime/generate.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const STORIES = path.resolve(REPO, '../shared/models/stories260K/stories260K.gguf');
@@ -136,6 +144,39 @@ async function pairedTtft(url: URL, id: string, dir: string, pairs: number): Pro
   return { http: q(http1, 0.5), bare: q(bare, 0.5), diff: q(http1.map((h, i) => h - bare[i]), 0.5) };
 }
 
+/**
+ * The served graph's decode step at 1 and 8 rows (median ms over interleaved rounds), at a context of the
+ * prompt plus half the output, as the worker loads the model (LoRA-capable graph, default threads).
+ */
+async function decodeSteps(dir: string, promptTokens: number): Promise<{ one: number; eight: number }> {
+  const loaded = await loadModel(dir, { lora: true });
+  const runner = loaded.runner;
+  const ctx = promptTokens + Math.floor(TOKENS / 2);
+  const V = loaded.config.vocabSize;
+  const rows = async (B: number) => {
+    const seqs = Array.from({ length: B }, () => ({ kv: runner.newSequence(), last: 0 }));
+    for (const [b, s] of seqs.entries()) s.last = argmax((await runner.forward([{ tokens: Array.from({ length: ctx - b }, (_, i) => 3 + ((i * 7919 + b * 13) % (V - 10))), kv: s.kv }]))[0]);
+    return seqs;
+  };
+  const batches = { one: await rows(1), eight: await rows(8) };
+  const times = { one: [] as number[], eight: [] as number[] };
+  for (let round = 0; round < 12; round++) {
+    for (const key of ['one', 'eight'] as const) {
+      const seqs = batches[key];
+      await runner.forward(seqs.map((s) => ({ tokens: [s.last], kv: s.kv }))); // (re)packs the batch
+      const t0 = performance.now();
+      for (let i = 0; i < 8; i++) {
+        const logits = await runner.forward(seqs.map((s) => ({ tokens: [s.last], kv: s.kv })));
+        seqs.forEach((s, j) => (s.last = argmax(logits[j])));
+      }
+      times[key].push((performance.now() - t0) / 8);
+      seqs.forEach((s, b) => s.kv.truncate(ctx - b));
+    }
+  }
+  await runner.release();
+  return { one: q(times.one, 0.5), eight: q(times.eight, 0.5) };
+}
+
 const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-bench-serve-'));
 fs.mkdirSync(modelsRoot(home), { recursive: true });
 const ids: { name: string; id: string }[] = [];
@@ -164,7 +205,8 @@ for (const { name, id } of ids) {
   await closedLoop(url, id, 1); // warm-up: loads the model in the worker
   const levels = [];
   for (const c of CONCURRENCY) levels.push(await closedLoop(url, id, c));
-  const paired = await pairedTtft(url, id, path.join(modelsRoot(home), ...id.split('/')), 48);
+  const dir = path.join(modelsRoot(home), ...id.split('/'));
+  const paired = await pairedTtft(url, id, dir, 48);
   // 8 concurrent over single-stream, from rounds that alternate the two (the machine's speed drifts by up to
   // 2× within the hour, which would otherwise land on one level and not the other).
   const ratios: number[] = [];
@@ -173,6 +215,9 @@ for (const { name, id } of ids) {
     const eight = await closedLoop(url, id, 8, 48);
     ratios.push(eight.output_tokens_per_s / one.output_tokens_per_s);
   }
+  const floor = await measureServeFloor(paired.bare);
+  const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
+  const steps = await decodeSteps(dir, promptTokens);
   results[name] = {
     model: id, levels,
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
@@ -180,6 +225,12 @@ for (const { name, id } of ids) {
     ttft_http_over_bare: r2(paired.http / paired.bare),
     throughput_c8_over_c1: r2(q(ratios, 0.5)),
     throughput_c8_over_c1_rounds: ratios.map(r2),
+    bounds: {
+      decode_step_ms: { one_row: r2(steps.one), eight_rows: r2(steps.eight) },
+      decode_8_over_1: r2((8 * steps.one) / steps.eight),
+      serve_floor_overhead_ms: r2(floor),
+      ttft_bar_budget_ms: r2(0.2 * paired.bare),
+    },
   };
 }
 await server.stop();
