@@ -259,7 +259,8 @@ export class ModelRunner {
     if (B === 1 && (!opts.allLogits || counts[0] === rows)) return [{ logits, logSumExp: logSumExp(0) }];
     return items.map((it, b) => {
       const n = opts.allLogits ? counts[b] : 1;
-      return { logits: logits.slice((b * rows + rows - n) * V, (b * rows + rows) * V), logSumExp: logSumExp(b) };
+      // Views, not copies: the output buffer is fresh per run and the sampler never writes to logits.
+      return { logits: logits.subarray((b * rows + rows - n) * V, (b * rows + rows) * V), logSumExp: logSumExp(b) };
     });
   }
 
