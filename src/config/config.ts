@@ -32,6 +32,17 @@ export interface Config {
   shutdownGraceSec: number;
   /** Folders whose files SFT jobs may name as file:// training data (empty: file:// only for uploaded datasets). */
   dataDirs: string[];
+  /** What inference workers compute with (HEARTH_WEIGHTS; read by the workers, checked here so serve fails fast). */
+  servedWeights: ServedWeights;
+}
+
+export type ServedWeights = 'f32' | 'q4';
+
+/** HEARTH_WEIGHTS: f32 (default) or q4 (4-bit projections quantized when a model loads). */
+export function parseServedWeights(value: string | undefined): ServedWeights {
+  if (value === undefined || value === '' || value === 'f32') return 'f32';
+  if (value === 'q4') return 'q4';
+  throw new Error(`HEARTH_WEIGHTS must be f32 or q4, got "${value}"`);
 }
 
 export function parseWorkers(spec: string): Config['workers'] {
@@ -74,6 +85,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     queueTimeoutSec: int(env, 'HEARTH_QUEUE_TIMEOUT', 120),
     shutdownGraceSec: int(env, 'HEARTH_SHUTDOWN_GRACE', 60),
     dataDirs: (env.HEARTH_DATA_DIRS ?? '').split(':').filter(Boolean).map((d) => path.resolve(d)),
+    servedWeights: parseServedWeights(env.HEARTH_WEIGHTS),
   };
 }
 

@@ -5,6 +5,7 @@ import { toPage } from '../../src/services/pagination.js';
 import { aggregateTrajectoryMetrics, std } from '../../src/services/trajectory-metrics.js';
 import { zodIssuesToDetail } from '../../src/api/errors.js';
 import { TrajectoryGroup } from '../../src/schemas/training.js';
+import { loadConfig, parseWorkers } from '../../src/config/config.js';
 
 describe('token bucket', () => {
   it('allows the burst, refuses the next, and refills with time', () => {
@@ -66,5 +67,16 @@ describe('zod issues → FastAPI detail', () => {
     );
     const t = schema.safeParse({ a: 1.5, b: 2, c: 'x' }, { reportInput: true });
     expect(zodIssuesToDetail(t.error!.issues, 'query').map((d) => d.type)).toEqual(['int_type', 'string_type']);
+  });
+});
+
+describe('configuration', () => {
+  it('reads HEARTH_WORKERS and HEARTH_WEIGHTS, refusing unknown values with the variable named', () => {
+    const c = loadConfig({ HEARTH_WORKERS: 'inference:cuda:1', HEARTH_WEIGHTS: 'q4' });
+    expect(c.workers).toEqual([{ kind: 'inference', device: 'cuda:1' }]);
+    expect(c.servedWeights).toBe('q4');
+    expect(loadConfig({}).servedWeights).toBe('f32');
+    expect(() => loadConfig({ HEARTH_WEIGHTS: 'Q4' })).toThrow(/HEARTH_WEIGHTS must be f32 or q4, got "Q4"/);
+    expect(() => parseWorkers('inference:gpu')).toThrow(/HEARTH_WORKERS: unknown device "gpu"/);
   });
 });

@@ -1,6 +1,8 @@
 // The worker's inference handler on a generated tiny model: chat and completions, streaming,
 // cancellation, and LoRA adapters served per request (mixed with base-model requests in one batch).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { importModel } from '../../src/models/model-store.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -104,5 +106,46 @@ describe('inference worker handler', () => {
 
   it('a missing adapter fails that request only', async () => {
     await expect(runTask(task({ messages, max_tokens: 2 }, join(dir, 'nope')))).rejects.toThrow(/adapter_config/);
+  });
+});
+
+const STORIES = fileURLToPath(new URL('../../../shared/models/stories260K/stories260K.gguf', import.meta.url));
+describe.skipIf(!existsSync(STORIES))('HEARTH_WEIGHTS (real stories260K model)', () => {
+  it('q4 serves 4-bit weights: the greedy story survives, its logprobs move a little from f32', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'hearth-q4-'));
+    const saved = process.env.HEARTH_WEIGHTS;
+    try {
+      await importModel(home, STORIES, { id: 'karpathy/stories260K' });
+      const storiesDir = join(home, 'models', 'karpathy', 'stories260K');
+      const complete = async (weights: string) => {
+        process.env.HEARTH_WEIGHTS = weights;
+        const logs: string[] = [];
+        const h = await createHandlers('cpu', (m) => logs.push(m));
+        try {
+          const t: InferenceTask = {
+            requestId: weights, op: 'completion', stream: false, body: { model: 's', prompt: 'Once upon a time', max_tokens: 10, temperature: 0 },
+            model: { baseModel: 'karpathy/stories260K', baseModelDir: storiesDir, adapterDir: null, name: 's' },
+          };
+          const r = (await h.inference!(t, { delta: () => {}, signal: new AbortController().signal })) as { choices: { text: string; logprobs: { token_logprobs: number[] } }[] };
+          return { text: r.choices[0].text, logprobs: r.choices[0].logprobs.token_logprobs, logs };
+        } finally {
+          await h.close?.();
+        }
+      };
+      const f32 = await complete('f32');
+      const q4 = await complete('q4');
+      expect(q4.logs.join('\n')).toMatch(/q4 weights/);
+      expect(f32.text.startsWith(', there was a little girl named Lily')).toBe(true);
+      expect(q4.text.startsWith(', there was a little girl named Lily')).toBe(true);
+      const diffs = f32.logprobs.map((lp, i) => Math.abs(lp - q4.logprobs[i]));
+      expect(Math.max(...diffs)).toBeGreaterThan(0); // computed with other weights…
+      expect(Math.max(...diffs)).toBeLessThan(0.5); // …close to the f32 ones
+      process.env.HEARTH_WEIGHTS = 'int3';
+      await expect(createHandlers('cpu', () => {})).rejects.toThrow(/HEARTH_WEIGHTS must be f32 or q4, got "int3"/);
+    } finally {
+      if (saved === undefined) delete process.env.HEARTH_WEIGHTS;
+      else process.env.HEARTH_WEIGHTS = saved;
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
