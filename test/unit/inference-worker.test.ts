@@ -110,6 +110,25 @@ describe('inference worker handler', () => {
 });
 
 const STORIES = fileURLToPath(new URL('../../../shared/models/stories260K/stories260K.gguf', import.meta.url));
+describe('HEARTH_WEIGHTS=q4', () => {
+  it('serves LoRA adapters over 4-bit base weights, batched with base requests as one at a time', async () => {
+    const saved = process.env.HEARTH_WEIGHTS;
+    process.env.HEARTH_WEIGHTS = 'q4';
+    const q4 = await createHandlers('cpu', () => {});
+    try {
+      const run = async (adapter: string | null) =>
+        ((await q4.inference!(task({ messages, max_tokens: 10, temperature: 0, ignore_eos: true }, adapter), { delta: () => {}, signal: new AbortController().signal })) as Chat).choices[0].token_ids;
+      const [base, lora] = [await run(null), await run(adapterDir)];
+      expect(lora).not.toEqual(base);
+      expect(await Promise.all([run(null), run(adapterDir), run(null)])).toEqual([base, lora, base]);
+    } finally {
+      await q4.close?.();
+      if (saved === undefined) delete process.env.HEARTH_WEIGHTS;
+      else process.env.HEARTH_WEIGHTS = saved;
+    }
+  });
+});
+
 describe.skipIf(!existsSync(STORIES))('HEARTH_WEIGHTS (real stories260K model)', () => {
   it('q4 serves 4-bit weights: the greedy story survives, its logprobs move a little from f32', async () => {
     const home = mkdtempSync(join(tmpdir(), 'hearth-q4-'));
