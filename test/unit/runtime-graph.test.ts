@@ -106,6 +106,31 @@ describe('decoder graph vs reference forward', () => {
     });
   }
 
+  // Decode steps over rows × positions ≥ IN_PLACE_DECODE_MIN take the in-place decode form; smaller ones
+  // (every test above) take GroupQueryAttention. Both must give the reference logits.
+  for (const [label, arch] of [['llama', 'llama'], ['qwen2 (qkv bias)', 'qwen2'], ['qwen3 (q/k norm)', 'qwen3']] as const) {
+    it(`gqa, ${label}: batched decode steps over long enough caches read the cache in place`, async () => {
+      const m = model(arch);
+      const r = await runner(m, 'gqa', 160);
+      const prompts = Array.from({ length: 8 }, (_, b) => Array.from({ length: 60 + b }, (_, i) => (i * 37 + b * 11 + 5) % 300));
+      const kvs = prompts.map(() => r.newSequence());
+      for (const [b, p] of prompts.entries()) await r.forward([{ tokens: p, kv: kvs[b] }]);
+      const before = r.timing.inPlaceDecodeCalls;
+      let out: Float32Array[] = [];
+      for (let step = 0; step < 3; step++) {
+        const next = prompts.map((_, b) => (step * 13 + b * 7) % 300);
+        out = await r.forward(next.map((t, b) => ({ tokens: [t], kv: kvs[b] })));
+        prompts.forEach((p, b) => p.push(next[b]));
+      }
+      expect(r.timing.inPlaceDecodeCalls - before).toBe(3);
+      for (const b of [0, 3, 7]) expect(maxDiff(out[b], referenceLogits(m.config, m.weights, prompts[b]).at(-1)!)).toBeLessThan(2e-3);
+      // One row over a short cache stays with GroupQueryAttention.
+      await r.forward([{ tokens: [1], kv: r.newSequence() }]);
+      expect(r.timing.inPlaceDecodeCalls - before).toBe(3);
+      await r.release();
+    });
+  }
+
   it('gqa: caches grow past their initial capacity, alone and in a batch', async () => {
     const m = model('llama');
     const r = await runner(m, 'gqa', 100); // capacities round up past the rotary table: must still work

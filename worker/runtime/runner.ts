@@ -9,7 +9,7 @@
 import os from 'node:os';
 import * as ort from 'onnxruntime-node';
 import type { ModelConfig } from './model-config.js';
-import { cacheHeadDim, decodesInPlace, type AttentionKind } from './llama-graph.js';
+import { cacheHeadDim, decodeStepInPlace, decodesInPlace, type AttentionKind } from './llama-graph.js';
 import { BatchKv, KV_HEADROOM, SequenceKv } from './kv-cache.js';
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
 
@@ -78,14 +78,16 @@ export interface RunnerTiming {
   ortMs: number;
   /** Wall time of whole forward() calls (feeds + run + cache bookkeeping). */
   totalMs: number;
+  /** Runs that took the graph's in-place decode form (see decodeStepInPlace). */
+  inPlaceDecodeCalls: number;
 }
 
 export class ModelRunner {
   private readonly vocab: number;
   /** Head size of the KV tensors (GQA pads small heads to a multiple of 16). */
   readonly cacheHeadDim: number;
-  readonly timing: RunnerTiming = { calls: 0, ortMs: 0, totalMs: 0 };
-  /** Single-token rows run the graph's in-place body, which takes an explicit [B, P + 1] mask. */
+  readonly timing: RunnerTiming = { calls: 0, ortMs: 0, totalMs: 0, inPlaceDecodeCalls: 0 };
+  /** Single-token rows may run the graph's in-place form (decodeStepInPlace), which takes an explicit [B, P + 1] mask. */
   private readonly decodesInPlace: boolean;
   constructor(
     readonly session: ort.InferenceSession,
@@ -221,7 +223,9 @@ export class ModelRunner {
     // Mask width. Explicit-mask graphs: P cache slots, then the S new positions. GroupQueryAttention
     // reads only each row's count of ones (= its total length) and the width (= the longest total,
     // which must equal S for a first prompt), and places new tokens itself.
-    const gqa = this.attention === 'gqa' && !(S === 1 && this.decodesInPlace);
+    const inPlace = this.decodesInPlace && decodeStepInPlace(B, S, P);
+    if (inPlace) this.timing.inPlaceDecodeCalls++;
+    const gqa = this.attention === 'gqa' && !inPlace;
     const T = gqa ? Math.max(...lengths.map((L, b) => L + counts[b])) : P + S;
     const ids = new BigInt64Array(B * S);
     const pos = new BigInt64Array(B * S);
