@@ -1,34 +1,53 @@
-// The least a streamed request can cost over HTTP to a worker process on this machine, whatever the server
-// does: a bare node:http server that hands each request to a forked child over IPC; the child holds the CPU
-// for `--busy-ms` (standing in for a prefill, so the server and client sleep as they would) and answers one
-// SSE chunk, which the server forwards. No framework, no auth, no validation, no JSON beyond one parse.
-// bench:serve runs it next to `hearth serve` and reports its overhead (time to first byte minus busy-ms)
-// beside Hearth's, as the floor the API+queue overhead bar is measured against.
-//   npx tsx scripts/serve-floor.ts --serve            prints the URL on stdout, serves until killed
-//   import { measureServeFloor } from './serve-floor.js'
+// The least a streamed request can cost over HTTP when the engine runs off the server's event loop, whatever
+// the server does: a bare node:http server that hands each request to a worker (a forked process over IPC, or
+// with --thread a worker thread); the worker holds the CPU for `busy_ms` (standing in for a prefill, so the server
+// and client sleep as they would) and answers one SSE chunk, which the server forwards. No framework, no auth, no
+// validation, no JSON beyond one parse. bench:serve runs it next to `hearth serve` and reports its overhead (time
+// to first byte minus busy_ms) beside Hearth's, as the floor the API+queue overhead bar is measured against.
+//   npx tsx scripts/serve-floor.ts --measure --busy-ms 2.7 [--thread]   prints {"worker", "busy_ms", "overhead_ms"}
+//   npx tsx scripts/serve-floor.ts --serve [--thread]                    prints the URL, serves until killed
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 
 const SELF = fileURLToPath(import.meta.url);
+const CHUNK = 'data: {"choices":[{"index":0,"text":"x"}]}\n\n';
 
-function child(): void {
-  process.on('message', (m: { id: number; busyMs: number }) => {
-    const until = performance.now() + m.busyMs;
-    while (performance.now() < until); // the engine's prefill holds the worker's thread the same way
-    process.send!({ id: m.id, chunk: 'data: {"choices":[{"index":0,"text":"x"}]}\n\n' });
-  });
+type Job = { id: number; busyMs: number };
+
+/** The worker's side: hold the CPU as a prefill would, then answer (the thread variant below does the same). */
+function work(job: Job, reply: (id: number) => void): void {
+  const until = performance.now() + job.busyMs;
+  while (performance.now() < until);
+  reply(job.id);
 }
 
-function serve(): void {
-  const worker = fork(SELF, ['--child'], { execArgv: process.execArgv });
+function serve(thread: boolean): void {
   const waiting = new Map<number, http.ServerResponse>();
+  const done = (id: number) => {
+    const res = waiting.get(id)!;
+    waiting.delete(id);
+    res.end(CHUNK);
+  };
+  let send: (job: Job) => void, stopWorker: () => void;
+  if (thread) {
+    // Plain JS, evaluated: a worker thread does not inherit the TypeScript loader this script runs under.
+    const worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       parentPort.on('message', (job) => { const until = performance.now() + job.busyMs; while (performance.now() < until); parentPort.postMessage(job.id); });`,
+      { eval: true },
+    );
+    worker.on('message', (id: number) => done(id));
+    send = (job) => worker.postMessage(job);
+    stopWorker = () => void worker.terminate();
+  } else {
+    const child = fork(SELF, ['--child'], { execArgv: process.execArgv });
+    child.on('message', (id: number) => done(id));
+    send = (job) => child.send(job);
+    stopWorker = () => child.kill();
+  }
   let next = 0;
-  worker.on('message', (m: { id: number; chunk: string }) => {
-    const res = waiting.get(m.id)!;
-    waiting.delete(m.id);
-    res.end(m.chunk);
-  });
   const server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (d) => (body += d));
@@ -37,18 +56,19 @@ function serve(): void {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       const id = next++;
       waiting.set(id, res);
-      worker.send({ id, busyMs });
+      send({ id, busyMs });
     });
   });
   server.listen(0, '127.0.0.1', () => process.stdout.write(`listening on http://127.0.0.1:${(server.address() as { port: number }).port}\n`));
-  const stop = () => (worker.kill(), process.exit(0));
+  const stop = () => (stopWorker(), process.exit(0));
   process.on('SIGTERM', stop);
   process.on('disconnect', stop);
 }
 
 /** Median over `n` requests of (time to first byte − busyMs), against a floor server in its own process. */
-export async function measureServeFloor(busyMs: number, n = 48): Promise<number> {
-  const proc: ChildProcess = fork(SELF, ['--serve'], { execArgv: process.execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+export async function measureServeFloor(busyMs: number, n = 48, opts: { thread?: boolean } = {}): Promise<number> {
+  const args = ['--serve', ...(opts.thread ? ['--thread'] : [])];
+  const proc: ChildProcess = fork(SELF, args, { execArgv: process.execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
   try {
     const url = new URL(await new Promise<string>((resolve, reject) => {
       let out = '';
@@ -84,5 +104,12 @@ export async function measureServeFloor(busyMs: number, n = 48): Promise<number>
   }
 }
 
-if (process.argv.includes('--child')) child();
-else if (process.argv.includes('--serve')) serve();
+if (process.argv.includes('--child')) process.on('message', (job: Job) => work(job, (id) => process.send!(id)));
+else if (process.argv.includes('--serve')) serve(process.argv.includes('--thread'));
+else if (process.argv.includes('--measure')) {
+  const i = process.argv.indexOf('--busy-ms');
+  const busyMs = i >= 0 ? Number(process.argv[i + 1]) : 0;
+  const thread = process.argv.includes('--thread');
+  const overhead = await measureServeFloor(busyMs, 64, { thread });
+  process.stdout.write(`${JSON.stringify({ worker: thread ? 'thread' : 'process', busy_ms: busyMs, overhead_ms: Math.round(overhead * 1000) / 1000 })}\n`);
+}
