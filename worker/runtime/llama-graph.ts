@@ -7,8 +7,8 @@
 //           = log Σ exp(logits) (the runner graph; see GraphOptions)
 // Three attention forms, all with the KV cache right-padded (row b valid at [0, len_b)):
 //   'gqa'      com.microsoft:GroupQueryAttention (fastest on CPU for head_dim % 16 == 0; smaller heads
-//              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns). The
-//              runner graph decodes single-token rows with the standard body instead (decodesInPlace).
+//              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns). In the
+//              runner graph, decode steps over enough cache read it in place instead (decodeStepInPlace).
 //   'standard' explicit mask, any head_dim. Exports use opset-17 ops only (widest compatibility); the
 //              runner graph reads the past in place (no concatenated cache) with contrib RotaryEmbedding.
 //   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask): few nodes, which
@@ -187,10 +187,11 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
  * Whether the runner graph decodes rows of one new token with the 'decode' attention, which reads the
  * cache where it lies: GroupQueryAttention copies each row's whole past into a new present buffer every
  * step (onnxruntime-node cannot bind one buffer as both), which costs more than the attention itself
- * once rows are batched or contexts long. Padded GQA heads (head_dim % 16 ≠ 0) stay with GQA.
+ * once rows are batched or contexts long. 'standard' graphs use it too; padded GQA heads (head_dim % 16 ≠ 0)
+ * and onnx23 graphs never do.
  */
 export function decodesInPlace(config: ModelConfig, attention: AttentionKind): boolean {
-  return (attention === 'standard' || (attention === 'gqa' && config.headDim % 16 === 0));
+  return attention === 'standard' || (attention === 'gqa' && config.headDim % 16 === 0);
 }
 
 /**
@@ -260,19 +261,15 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const ropeTablesOnce = () => (rope ??= padRopeTables(ropeTables(config, opts.maxPositions), opts.maxPositions, hd / 2, hp / 2));
   const cosTable = g.floats('rope_cos', [opts.maxPositions, hp / 2], () => ropeTablesOnce().cos);
   const sinTable = g.floats('rope_sin', [opts.maxPositions, hp / 2], () => ropeTablesOnce().sin);
-  const rmsNorm = (x: string, weightName: string) =>
-    g.op('SimplifiedLayerNormalization', [x, g.floats(weightName, [weights.get(weightName)!.shape[0]], () => w(weightName))], { axis: -1, epsilon: eps, stash_type: 1 });
+  // A norm's weight, made once (in the root graph) for every body and branch that uses it.
+  const normWeight = (name: string) => g.floats(name, [weights.get(name)!.shape[0]], () => w(name));
+  const rmsNorm = (x: string, weightName: string) => g.op('SimplifiedLayerNormalization', [x, normWeight(weightName)], { axis: -1, epsilon: eps, stash_type: 1 });
 
   // Decoding rows (one new token each) take the 'decode' form, chosen per layer by an If on the input's
   // shapes (see decodeStepInPlace); prompt chunks and small decode steps take the graph's own form.
   const inPlace = !opts.forExport && decodesInPlace(config, opts.attention);
   const shared = attentionShared(g, config, opts, { inputIds, mask, positionIds, cosTable, sinTable }, inPlace);
-  // (decodeStepInPlace, in graph ops: S == 1 and B · (P + 1) ≥ IN_PLACE_DECODE_MIN.)
-  const dim = (t: string, axis: number) => g.op('Shape', [t], { start: axis, end: axis + 1 });
-  const rowsTimesPositions = g.op('Mul', [dim(inputIds, 0), g.op('Add', [dim('past_key_values.0.key', 2), g.int64s([1])])]);
-  const decodeForm = inPlace
-    ? g.op('Squeeze', [g.op('And', [g.op('Equal', [dim(inputIds, 1), g.int64s([1])]), g.op('GreaterOrEqual', [rowsTimesPositions, g.int64s([IN_PLACE_DECODE_MIN])])]), g.int64s([0])])
-    : null;
+  const decodeForm = inPlace ? decodeFormCondition(g, inputIds) : null;
 
   // y + (x·A)·B per batch row, when the graph takes LoRA inputs.
   const loraDims = { qkv: [D, (H + 2 * KV) * hp], o: [H * hp, D], gate_up: [D, 2 * F], down: [F, D] } as const;
@@ -331,7 +328,6 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
       key: opts.forExport ? `present.${i}.key` : `new_key_values.${i}.key${suffix}`,
       value: opts.forExport ? `present.${i}.value` : `new_key_values.${i}.value${suffix}`,
     };
-    const normWeight = (name: string) => g.floats(name, [hd], () => w(name));
     const layer = (sub: GraphBuilder, form: BodyForm, names: AttentionOutputs) => attention(sub, form, config, opts, shared, i, qkv, normWeight, names);
     if (!decodeForm) layer(g, opts.attention, out);
     else {
@@ -374,6 +370,14 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const opset23 = opts.attention === 'onnx23';
   if (!opts.forExport)
     g.node('ReduceLogSumExp', opset23 ? [logits, g.int64s([-1])] : [logits], { outputs: ['logits_lse' + suffix], attrs: opset23 ? { keepdims: 0 } : { axes: { ints: [-1] }, keepdims: 0 } });
+}
+
+/** decodeStepInPlace in graph ops: S == 1 and B · (P + 1) ≥ IN_PLACE_DECODE_MIN, as a bool scalar. */
+function decodeFormCondition(g: GraphBuilder, inputIds: string): string {
+  const dim = (t: string, axis: number) => g.op('Shape', [t], { start: axis, end: axis + 1 });
+  const rowsTimesPositions = g.op('Mul', [dim(inputIds, 0), g.op('Add', [dim('past_key_values.0.key', 2), g.int64s([1])])]);
+  const oneToken = g.op('Equal', [dim(inputIds, 1), g.int64s([1])]);
+  return g.op('Squeeze', [g.op('And', [oneToken, g.op('GreaterOrEqual', [rowsTimesPositions, g.int64s([IN_PLACE_DECODE_MIN])])]), g.int64s([0])]);
 }
 
 /** The per-forward values of the forms a body uses (its kind, plus 'decode' when it decodes in place). */
@@ -452,6 +456,14 @@ function attention(
   };
   const scale = () => g.scalarFloat(1 / Math.sqrt(hd), 'attn_scale');
   const keysT = (t: string) => g.op('Transpose', [t], { perm: { ints: [0, 1, 3, 2] } }); // fused into the MatMul by ORT
+  // Attention over the past where it lies plus the new positions: scores against the past (never
+  // concatenated) and against the new keys are joined for one softmax; the context sums both halves'
+  // products. qg [B,KV,G·S,hd] scaled; new keys/values [B,KV,S,hd]; split = [P, S]. Returns [B,KV,G·S,hd].
+  const attendInPlace = (qg: string, newK: string, newV: string, bias: string, split: string) => {
+    const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(pastK)]), g.op('MatMul', [qg, keysT(newK)])], { axis: -1 }), bias]);
+    const [probsPast, probsNew] = g.node('Split', [g.op('Softmax', [scores], { axis: -1 }), split], { outputs: 2, attrs: { axis: -1 } });
+    return g.op('Add', [g.op('MatMul', [probsPast, pastV]), g.op('MatMul', [probsNew, newV])]);
+  };
 
   if (form === 'gqa') {
     // Rotary inside GQA (do_rotary). onnxruntime-node cannot bind a JS buffer as an output (it
@@ -482,17 +494,14 @@ function attention(
     }
   } else if (form === 'decode') {
     // One new token per row: [B, 1, heads·hd] is [B, heads, 1, hd] in memory already, so heads need
-    // reshapes, not transposes. Scores against the past (read in place, never concatenated) and against
-    // the row's own new key are joined for one softmax; the context sums the two halves' products.
+    // reshapes, not transposes.
     const { q, k, v } = qkvParts();
     const qr = g.op('RotaryEmbedding', [q, positionIds, cosTable, sinTable], { num_heads: H, interleaved: 0 }, 'com.microsoft');
     const kr = g.op('RotaryEmbedding', [k, positionIds, cosTable, sinTable], { num_heads: KV, interleaved: 0 }, 'com.microsoft');
     const qg = g.op('Mul', [g.op('Reshape', [qr, g.int64s([0, KV, H / KV, hd])]), scale()]); // [B,KV,G,hd]
     const newK = g.node('Reshape', [kr, g.int64s([0, KV, 1, hd])], { outputs: [out.key] })[0];
     const newV = g.node('Reshape', [v, g.int64s([0, KV, 1, hd])], { outputs: [out.value] })[0];
-    const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(pastK)]), g.op('MatMul', [qg, keysT(newK)])], { axis: -1 }), shared.decode!.bias]);
-    const [probsPast, probsNew] = g.node('Split', [g.op('Softmax', [scores], { axis: -1 }), shared.decode!.pastNewSplit], { outputs: 2, attrs: { axis: -1 } });
-    const ctx = g.op('Add', [g.op('MatMul', [probsPast, pastV]), g.op('MatMul', [probsNew, newV])]); // [B,KV,G,hd]
+    const ctx = attendInPlace(qg, newK, newV, shared.decode!.bias, shared.decode!.pastNewSplit); // [B,KV,G,hd]
     g.node('Reshape', [ctx, g.int64s([0, 1, H * hd])], { outputs: [out.attn] });
   } else {
     const { q, k, v } = qkvParts();
@@ -522,10 +531,7 @@ function attention(
       const allV = g.node('Concat', [pastV, vh], { outputs: [out.value], attrs: { axis: 2 } })[0];
       ctx = g.op('MatMul', [g.op('Softmax', [g.op('Add', [g.op('MatMul', [qg, keysT(allK)]), m.bias])], { axis: -1 }), allV]); // [B,KV,G·S,hd]
     } else {
-      // The runner's graph reads the past where it lies (as the decode form does).
-      const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(pastK)]), g.op('MatMul', [qg, keysT(kr)])], { axis: -1 }), m.bias]);
-      const [probsPast, probsNew] = g.node('Split', [g.op('Softmax', [scores], { axis: -1 }), m.pastNewSplit], { outputs: 2, attrs: { axis: -1 } });
-      ctx = g.op('Add', [g.op('MatMul', [probsPast, pastV]), g.op('MatMul', [probsNew, vh])]); // [B,KV,G·S,hd]
+      ctx = attendInPlace(qg, kr, vh, m.bias, m.pastNewSplit); // the runner's graph reads the past where it lies
     }
     const ctxHeads = g.op('Reshape', [ctx, g.int64s([0, H, -1, hd])]);
     g.node('Reshape', [g.op('Transpose', [ctxHeads], { perm: { ints: [0, 2, 1, 3] } }), g.int64s([0, 0, H * hd])], { outputs: [out.attn] });
