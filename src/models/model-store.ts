@@ -1,16 +1,19 @@
 // The model store under HEARTH_HOME/models/<publisher>/<name>/. Every entry is a Hugging Face
-// style folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json,
-// generation_config.json) plus Hearth's manifest.json. GGUF files are converted on import
-// (dequantized to F32). Imports are staged in a temp dir and renamed into place at the end,
-// so a failed import never leaves a half-written model.
+// style folder (config.json, tokenizer.json, tokenizer_config.json, generation_config.json) plus
+// Hearth's manifest.json, with the weights as imported: safetensors (F32/F16/BF16) as they came, or a
+// GGUF file kept whole as model.gguf, its tensors in their own quantization (nothing is dequantized at
+// import; the runtime serves the blocks as they are). Imports are staged in a temp dir and renamed into
+// place at the end, so a failed import never leaves a half-written model.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ModelConfig } from '../../worker/runtime/model-config.js';
-import { readGgufModel } from '../../worker/runtime/gguf-model.js';
-import { parseHfConfig, toHfConfig } from '../../worker/runtime/hf-model.js';
+import { totalmem } from 'node:os';
+import { openGguf } from '../../worker/runtime/gguf-model.js';
+import { ggmlTypeName } from '../../worker/runtime/gguf-dequant.js';
+import { GGUF_WEIGHTS_FILE, parseHfConfig, toHfConfig } from '../../worker/runtime/hf-model.js';
 import { verifyWeights } from '../../worker/runtime/llama-graph.js';
-import { listFolderTensors, writeSafetensors } from '../../worker/runtime/safetensors.js';
+import { listFolderTensors } from '../../worker/runtime/safetensors.js';
 import { Tokenizer } from '../../worker/runtime/tokenizer.js';
 import { chatTemplateFromConfig } from '../../worker/runtime/chat-template.js';
 
@@ -23,6 +26,10 @@ export interface ModelManifest {
   parameters: number;
   /** Bytes of weight files in the store. */
   sizeBytes: number;
+  /** How the weights are stored: the tensor types and how many tensors of each (e.g. {"Q4_K": 193, "Q6_K": 33, "F32": 65}). */
+  tensorTypes?: Record<string, number>;
+  /** The type most of the parameters are in (Q4_K, F16, …): what `hearth models list` shows. */
+  quantization?: string;
   importedAt: string;
   config: ModelConfig;
 }
@@ -142,32 +149,54 @@ export async function importHfFolder(home: string, source: string, id: string, p
   });
 }
 
-export async function importGguf(home: string, source: string, id: string, progress?: ImportProgress): Promise<ModelManifest> {
-  const model = readGgufModel(source, (done, total) => progress?.('read', done, total));
-  verifyWeights(model.config, model.weights);
+/**
+ * Bytes a model's weights take when served as stored: block formats as MatMulNBits blocks with float
+ * scales (and offsets for formats with minimums), 5–8 bits a weight where the file has 4.5–6.6; float
+ * tensors widened to float32 on a CPU. An estimate for the memory check, within ~10%.
+ */
+export function servedBytesEstimate(tensors: { type: number; elements: number }[]): number {
+  const bitsPerWeight: Record<number, number> = { 0: 32, 1: 32, 30: 32, 2: 5, 3: 6, 6: 9, 7: 10, 8: 9, 12: 6, 13: 10, 14: 10 };
+  return tensors.reduce((a, t) => a + (t.elements * (bitsPerWeight[t.type] ?? 32)) / 8, 0);
+}
+
+export async function importGguf(home: string, source: string, id: string, progress?: ImportProgress, opts: { ignoreMemory?: boolean } = {}): Promise<ModelManifest> {
+  const model = openGguf(source);
+  verifyWeights(model.config, model.source);
   checkTokenizer(model.tokenizerJson, model.tokenizerConfig);
+  const tensors = model.file.tensors.map((t) => ({ type: t.type, elements: t.dims.reduce((a, b) => a * b, 1) }));
+  const served = servedBytesEstimate(tensors);
+  if (!opts.ignoreMemory && served > totalmem())
+    throw new Error(`${source} needs about ${(served / 2 ** 30).toFixed(1)} GiB of memory to serve, more than this machine's ${(totalmem() / 2 ** 30).toFixed(1)} GiB; nothing was imported (import anyway with --ignore-memory, e.g. for workers on bigger hosts)`);
+  const tensorTypes: Record<string, number> = {};
+  const paramsByType = new Map<string, number>();
+  for (const t of tensors) {
+    const name = ggmlTypeName(t.type);
+    tensorTypes[name] = (tensorTypes[name] ?? 0) + 1;
+    paramsByType.set(name, (paramsByType.get(name) ?? 0) + t.elements);
+  }
+  const quantization = [...paramsByType].sort((a, b) => b[1] - a[1])[0][0];
   return staged(home, id, async (tmp) => {
-    const total = countParams(model.weights.values()) * 4;
+    const total = statSync(source).size;
     let done = 0;
-    writeSafetensors(join(tmp, 'model.safetensors'), model.weights, { source: 'gguf' }, (n) => progress?.('write', (done += n), total));
+    copyWithProgress(source, join(tmp, GGUF_WEIGHTS_FILE), (n) => progress?.('copy', (done += n), total));
     writeFileSync(join(tmp, 'config.json'), JSON.stringify(toHfConfig(model.config), null, 2) + '\n');
     writeFileSync(join(tmp, 'generation_config.json'), JSON.stringify({ bos_token_id: model.config.bosTokenId, eos_token_id: model.config.eosTokenIds }, null, 2) + '\n');
     writeFileSync(join(tmp, 'tokenizer.json'), JSON.stringify(model.tokenizerJson));
     writeFileSync(join(tmp, 'tokenizer_config.json'), JSON.stringify(model.tokenizerConfig, null, 2) + '\n');
     return {
-      id, format: 'gguf', source, architecture: model.config.architecture, parameters: countParams(model.weights.values()),
-      sizeBytes: total, importedAt: new Date().toISOString(), config: model.config,
+      id, format: 'gguf', source, architecture: model.config.architecture, parameters: tensors.reduce((a, t) => a + t.elements, 0),
+      sizeBytes: total, tensorTypes, quantization, importedAt: new Date().toISOString(), config: model.config,
     };
   });
 }
 
 /** Import a HF folder or a .gguf file into the store. */
-export async function importModel(home: string, source: string, opts: { id?: string; progress?: ImportProgress } = {}): Promise<ModelManifest> {
+export async function importModel(home: string, source: string, opts: { id?: string; progress?: ImportProgress; ignoreMemory?: boolean } = {}): Promise<ModelManifest> {
   if (!existsSync(source)) throw new Error(`${source} does not exist`);
   const id = opts.id ?? defaultModelId(source);
   validateModelId(id);
   if (statSync(source).isDirectory()) return importHfFolder(home, source, id, opts.progress);
-  return importGguf(home, source, id, opts.progress);
+  return importGguf(home, source, id, opts.progress, { ignoreMemory: opts.ignoreMemory });
 }
 
 /**

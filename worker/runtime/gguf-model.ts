@@ -1,8 +1,9 @@
 // GGUF (llama.cpp) → Hearth ModelConfig + Weights in Hugging Face names and layout.
 // Architectures: llama (also used by Mistral GGUFs), qwen2, qwen3.
-import { closeSync, openSync } from 'node:fs';
 import type { Architecture, ModelConfig, RopeScaling, Weights } from './model-config.js';
-import { readGgufHeader, readGgufTensor, type GgufFile, type GgufValue } from './gguf-reader.js';
+import { readGgufHeader, type GgufFile, type GgufTensorInfo, type GgufValue } from './gguf-reader.js';
+import { dequantize, GGML_TYPES } from './gguf-dequant.js';
+import { readRange, type SourceTensor, type WeightSource } from './weight-source.js';
 import { buildTokenizerFromGguf, type GgufTokenizerFiles } from './gguf-tokenizer.js';
 import { llamaRopeFactors } from './rope.js';
 
@@ -98,17 +99,18 @@ export function ggufConfig(file: GgufFile): ModelConfig {
 /**
  * llama.cpp's converter permutes q/k rows of Llama models so its rotary kernel can pair
  * adjacent elements: HF row (j·hd/2 + i) of each head sits at GGUF row (2i + j). Undo that.
+ * Works on float rows and on rows of ggml blocks alike (a row is `rowLen` array elements).
  */
-export function unpermuteQK(data: Float32Array, rows: number, cols: number, heads: number): Float32Array {
+export function unpermuteQK<T extends Float32Array | Uint8Array>(data: T, rows: number, rowLen: number, heads: number): T {
   const hd = rows / heads;
   const half = hd / 2;
-  const out = new Float32Array(data.length);
+  const out = new (data.constructor as new (n: number) => T)(data.length);
   for (let h = 0; h < heads; h++)
     for (let i = 0; i < half; i++)
       for (let j = 0; j < 2; j++) {
-        const src = (h * hd + 2 * i + j) * cols;
-        const dst = (h * hd + j * half + i) * cols;
-        out.set(data.subarray(src, src + cols), dst);
+        const src = (h * hd + 2 * i + j) * rowLen;
+        const dst = (h * hd + j * half + i) * rowLen;
+        out.set(data.subarray(src, src + rowLen), dst);
       }
   return out;
 }
@@ -126,32 +128,63 @@ function matchRopeFactors(factors: Float32Array, config: ModelConfig): RopeScali
   throw new Error('unsupported rope_freqs tensor in GGUF: it matches no known Llama-3 rope scaling');
 }
 
-export function readGgufModel(path: string, onProgress?: ProgressFn): GgufModel {
+/** Float types, which have no block form: served and trained as float32. */
+const FLOAT_TYPES = new Set([0, 1, 30]);
+
+export interface GgufSource extends GgufTokenizerFiles {
+  config: ModelConfig;
+  /** Every tensor under its HF name, read from the file when asked (rope_freqs is folded into the config). */
+  source: WeightSource;
+  file: GgufFile;
+}
+
+/**
+ * A GGUF file as a weight source: nothing but the header is read here. Quantized tensors keep their ggml
+ * bytes (q/k rows of Llama files put back in HF order, block rows moved whole).
+ */
+export function openGguf(path: string): GgufSource {
   const file = readGgufHeader(path);
   const config = ggufConfig(file);
   const { tokenizerJson, tokenizerConfig } = buildTokenizerFromGguf(file.metadata);
+  const source: WeightSource = new Map();
+  const raw = (info: GgufTensorInfo) => readRange(path, info.fileOffset, info.byteSize);
+  const elements = (info: GgufTensorInfo) => info.dims.reduce((a, b) => a * b, 1);
+  for (const info of file.tensors) {
+    if (info.name === 'rope_freqs.weight') { config.ropeScaling = matchRopeFactors(dequantize(info.type, raw(info), elements(info)), config); continue; }
+    const name = hfTensorName(info.name);
+    if (!name) throw new Error(`unsupported tensor ${info.name} in GGUF (architecture ${config.architecture})`);
+    const shape = [...info.dims].reverse();
+    const qkHeads = config.architecture === 'llama' && /self_attn\.[qk]_proj\.weight$/.test(name) ? (name.includes('q_proj') ? config.numHeads : config.numKvHeads) : 0;
+    const rows = shape[0], rowElems = shape[1] ?? 1;
+    const bytes = () => {
+      const b = raw(info);
+      if (!qkHeads) return b;
+      const { blockElems, blockBytes } = GGML_TYPES[info.type];
+      return unpermuteQK(b, rows, (rowElems / blockElems) * blockBytes, qkHeads);
+    };
+    const tensor: SourceTensor = {
+      shape,
+      f32: () => {
+        const data = dequantize(info.type, raw(info), elements(info));
+        return qkHeads ? unpermuteQK(data, rows, rowElems, qkHeads) : data;
+      },
+    };
+    if (!FLOAT_TYPES.has(info.type)) tensor.ggml = { type: info.type, bytes };
+    source.set(name, tensor);
+  }
+  return { config, source, file, tokenizerJson, tokenizerConfig };
+}
+
+/** The whole model dequantized to float32 (the training side; import checks use openGguf). */
+export function readGgufModel(path: string, onProgress?: ProgressFn): GgufModel {
+  const { config, source, file, tokenizerJson, tokenizerConfig } = openGguf(path);
   const weights: Weights = new Map();
+  const bytesOf = new Map(file.tensors.map((t) => [hfTensorName(t.name), t.byteSize]));
   const total = file.tensors.reduce((a, t) => a + t.byteSize, 0);
   let done = 0;
-  const fd = openSync(path, 'r');
-  try {
-    for (const info of file.tensors) {
-      const data = readGgufTensor(fd, info);
-      done += info.byteSize;
-      onProgress?.(done, total);
-      if (info.name === 'rope_freqs.weight') { config.ropeScaling = matchRopeFactors(data, config); continue; }
-      const name = hfTensorName(info.name);
-      if (!name) throw new Error(`unsupported tensor ${info.name} in GGUF (architecture ${config.architecture})`);
-      const shape = [...info.dims].reverse();
-      let values = data;
-      if (config.architecture === 'llama' && /self_attn\.[qk]_proj\.weight$/.test(name)) {
-        const heads = name.includes('q_proj') ? config.numHeads : config.numKvHeads;
-        values = unpermuteQK(data, shape[0], shape[1] ?? 1, heads);
-      }
-      weights.set(name, { shape, data: values });
-    }
-  } finally {
-    closeSync(fd);
+  for (const [name, t] of source) {
+    weights.set(name, { shape: t.shape, data: t.f32() });
+    onProgress?.((done += bytesOf.get(name)!), total);
   }
   return { config, weights, tokenizerJson, tokenizerConfig };
 }

@@ -1,8 +1,8 @@
 // GGUF v2/v3 container reader: header, metadata key/values and tensor descriptors, then
-// tensor data on demand (dequantized to float32). Spec: ggml/docs/gguf.md.
+// where each tensor's data lies (read on demand by gguf-model.ts). Spec: ggml/docs/gguf.md.
 // Reads through a file descriptor so multi-GB files are never loaded whole.
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { dequantize, ggmlTypeName, tensorByteSize } from './gguf-dequant.js';
+import { ggmlTypeName, tensorByteSize } from './gguf-dequant.js';
 
 export type GgufValue = number | bigint | boolean | string | GgufValue[];
 
@@ -118,7 +118,9 @@ export function readGgufHeader(path: string): GgufFile {
       const dims: number[] = [];
       for (let d = 0; d < nDims; d++) dims.push(c.count('dimension'));
       const type = c.u32();
-      const offset = c.count('tensor offset');
+      // Offsets are checked against the file's size below: multi-GB files have offsets past any count limit.
+      const offset = c.u64();
+      if (typeof offset !== 'number') throw new Error(`bad GGUF header: implausible tensor offset ${offset}`);
       raw.push({ name, dims, type, offset });
     }
     const alignment = Number(metadata.get('general.alignment') ?? 32);
@@ -134,14 +136,6 @@ export function readGgufHeader(path: string): GgufFile {
   } finally {
     closeSync(fd);
   }
-}
-
-/** Read one tensor and dequantize it to float32 (row-major in HF order = reversed ggml dims). */
-export function readGgufTensor(fd: number, info: GgufTensorInfo): Float32Array {
-  const bytes = Buffer.alloc(info.byteSize);
-  readSync(fd, bytes, 0, info.byteSize, info.fileOffset);
-  const elements = info.dims.reduce((a, b) => a * b, 1);
-  return dequantize(info.type, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length), elements);
 }
 
 export { ggmlTypeName };

@@ -3,7 +3,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Architecture, ModelConfig, RopeScaling, Weights } from './model-config.js';
-import { listFolderTensors, readTensors } from './safetensors.js';
+import { listFolderTensors, readTensor, readTensors } from './safetensors.js';
+import { openGguf, readGgufModel } from './gguf-model.js';
+import type { WeightSource } from './weight-source.js';
+import { closeSync, openSync } from 'node:fs';
 
 const ARCHITECTURES: Record<string, Architecture> = {
   LlamaForCausalLM: 'llama',
@@ -116,12 +119,43 @@ export function readHfConfig(dir: string): ModelConfig {
 /** Names that carry no weights we use (older Llama checkpoints store rotary inv_freq buffers). */
 const IGNORED = /rotary_emb\.inv_freq$/;
 
+/** A model folder whose weights are one GGUF file (as `hearth models import` stores GGUF models). */
+export const GGUF_WEIGHTS_FILE = 'model.gguf';
+
 /**
- * Read a HF folder (or a Hearth store entry, which is one) into ModelConfig + float32 Weights.
- * This is the entry point for the training side (TF.js twin).
+ * Read a HF folder or a Hearth store entry into ModelConfig + float32 Weights (GGUF blocks dequantized).
+ * This is the entry point for the training side (TF.js twin), which trains against exactly the values
+ * the server serves.
  */
 export function readModelWeights(dir: string, onBytes?: (bytes: number) => void): { config: ModelConfig; weights: Weights } {
+  if (existsSync(join(dir, GGUF_WEIGHTS_FILE))) {
+    let last = 0;
+    const { config, weights } = readGgufModel(join(dir, GGUF_WEIGHTS_FILE), (done) => { onBytes?.(done - last); last = done; });
+    return { config, weights };
+  }
   const config = readHfConfig(dir);
   const weights = readTensors(listFolderTensors(dir), (n) => !IGNORED.test(n), onBytes);
   return { config, weights };
+}
+
+/**
+ * A model folder's config and its weights as a source read tensor by tensor (the serving side: nothing
+ * is held whole), with the files they come from.
+ */
+export function openModelWeights(dir: string): { config: ModelConfig; source: WeightSource; files: string[] } {
+  const gguf = join(dir, GGUF_WEIGHTS_FILE);
+  if (existsSync(gguf)) {
+    const { config, source } = openGguf(gguf);
+    return { config, source, files: [gguf] };
+  }
+  const config = readHfConfig(dir);
+  const entries = listFolderTensors(dir).filter((e) => !IGNORED.test(e.name));
+  const source: WeightSource = new Map(entries.map((e) => [e.name, {
+    shape: e.shape,
+    f32: () => {
+      const fd = openSync(e.file, 'r');
+      try { return readTensor(e, fd).data; } finally { closeSync(fd); }
+    },
+  }]));
+  return { config, source, files: [...new Set(entries.map((e) => e.file))] };
 }

@@ -14,11 +14,14 @@
 //   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask): few nodes, which
 //              helps very small models.
 import type { ModelConfig, Weights } from './model-config.js';
-import { DataType, GraphBuilder, float, type Dim } from './onnx-proto.js';
+import { DataType, GraphBuilder, float, type Dim, type ExternalData } from './onnx-proto.js';
 import { ropeTables } from './rope.js';
 import { q4BlockFor, quantizeQ4, type Q4Weights } from './q4.js';
+import { weightsSource, type SourceTensor, type WeightSource } from './weight-source.js';
+import { nbitsLayout, repackGgml, type NBitsWeights } from './gguf-repack.js';
 
 export type AttentionKind = 'gqa' | 'standard' | 'onnx23';
+export type WeightType = 'stored' | 'f32' | 'q4';
 /** What one decoder body computes attention with: a kind, or 'decode' (runner graphs, one new token per row). */
 type BodyForm = AttentionKind | 'decode';
 
@@ -42,14 +45,24 @@ export interface GraphOptions {
    */
   lora?: boolean;
   /**
-   * 'q4': projections and LM head as com.microsoft:MatMulNBits (4-bit, block 128, int8 activations):
-   * 2-5× faster decode and 6× smaller. Matrices whose input size is not a multiple of 16 stay f32.
+   * What the projections, LM head and embedding compute with:
+   *   'stored' (default) as the file holds them: ggml block-quantized tensors (GGUF) as MatMulNBits /
+   *           GatherBlockQuantized over the same blocks (see gguf-repack.ts), float tensors as float32;
+   *   'f32'   everything dequantized to float32;
+   *   'q4'    projections and LM head re-quantized to 4 bits in blocks of 128 (MatMulNBits, int8
+   *           activations): 2-5× faster decode than f32 and 6× smaller. Matrices whose input size is not
+   *           a multiple of 16 stay f32.
    */
-  weightType?: 'f32' | 'q4';
+  weightType?: WeightType;
   /** Preferred block length of the 4-bit weights (default Q4_BLOCK = 128; see q4BlockFor for input sizes it does not divide). */
   q4Block?: number;
-  /** Delete each layer's projection weights from the map once converted (lower peak memory at load). */
-  consumeWeights?: boolean;
+  /**
+   * MatMulNBits' accuracy_level for the stored blocks: 4 (default) rounds activations to int8 per block, as
+   * llama.cpp's quantized dot products do, for int8 kernels; 0 computes in float32 (slower; exact tests).
+   */
+  nbitsAccuracy?: 0 | 4;
+  /** Write large initializers to this side file (ONNX external data) instead of into the graph. */
+  external?: ExternalData;
   /** Rows of the rotary tables = longest supported context. */
   maxPositions: number;
 }
@@ -158,14 +171,20 @@ function padRopeTables(t: { cos: Float32Array; sin: Float32Array }, positions: n
   return { cos, sin };
 }
 
-export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: GraphOptions): Uint8Array {
+/**
+ * The decoder graph as ONNX bytes. Weights are read from `weights` as the graph needs them; with
+ * `opts.external` the large ones go to that side file as they are made, so the graph stays small.
+ */
+export function buildDecoderGraph(config: ModelConfig, weights: Weights | WeightSource, opts: GraphOptions): Uint8Array {
   verifyWeights(config, weights);
+  const source = isSource(weights) ? weights : weightsSource(weights);
   const hd = config.headDim;
   if (opts.attention === 'gqa' && hd % 16 !== 0 && config.qkNorm) throw new Error(`GroupQueryAttention needs head_dim % 16 == 0 with q/k norm (head_dim ${hd}); use the standard attention graph`);
   const root = new GraphBuilder();
+  root.external = opts.external ?? null;
   const outputs = decoderOutputs(config, opts);
   if (!opts.lora) {
-    decoderBody(root, config, weights, opts, false, '');
+    decoderBody(root, config, source, opts, false, '');
   } else {
     // Two bodies over the same weights (initializers live once, in the root graph): with the LoRA
     // inputs, and without them for batches that carry no adapter, chosen per run by `use_lora`. The
@@ -174,13 +193,18 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights, opts: G
     // MatMuls took twice as long. So the per-layer attention Ifs below hold no weights.)
     const useLora = root.input('use_lora', DataType.BOOL, []);
     const withLora = root.subgraph(), base = root.subgraph();
-    decoderBody(withLora, config, weights, opts, true, '.lora');
-    decoderBody(base, config, weights, opts, false, '.base');
+    decoderBody(withLora, config, source, opts, true, '.lora');
+    decoderBody(base, config, source, opts, false, '.base');
     for (const [name, dims] of outputs) { withLora.output(name + '.lora', DataType.FLOAT, dims); base.output(name + '.base', DataType.FLOAT, dims); }
     root.node('If', [useLora], { outputs: outputs.map(([name]) => name), attrs: { then_branch: { graph: withLora, name: 'with_lora' }, else_branch: { graph: base, name: 'base' } } });
   }
   for (const [name, dims] of outputs) root.output(name, DataType.FLOAT, dims);
   return root.toModelBytes('hearth_decoder', opts.attention === 'onnx23' ? 23 : 17);
+}
+
+function isSource(w: Weights | WeightSource): w is WeightSource {
+  const first = w.values().next().value as SourceTensor | { data: Float32Array } | undefined;
+  return first !== undefined && 'f32' in first;
 }
 
 /**
@@ -241,11 +265,11 @@ interface AttentionOutputs { attn: string; key: string; value: string }
  * are read lazily (GraphBuilder makes each named initializer once): a second body reuses what the
  * first made, whose source weights may be consumed by then.
  */
-function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opts: GraphOptions, lora: boolean, suffix: string): void {
+function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource, opts: GraphOptions, lora: boolean, suffix: string): void {
   const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, intermediateSize: F, vocabSize: V } = config;
   const hp = cacheHeadDim(config, opts.attention); // head size inside the graph
   // Weights are given to the builder as thunks: only the first body computes (and reads) them.
-  const w = (name: string) => weights.get(name)!.data;
+  const w = (name: string) => weights.get(name)!.f32();
   const eps = float(config.rmsNormEps);
 
   const inputIds = g.input('input_ids', DataType.INT64, ['batch_size', 'sequence_length']);
@@ -285,8 +309,11 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
 
   // Residual stream x; a branch output waits in `pending` until the next norm, which adds it with
   // SkipSimplifiedLayerNormalization (output 3 = x + branch) in one node instead of Add + norm.
-  // y = input · Wᵀ for W in HF [out = N, in = K] layout: a MatMul on Wᵀ, or MatMulNBits on 4-bit W.
-  const linear = (name: string, input: string, wOutIn: () => Float32Array, N: number, K: number, output?: string): string => {
+  // y = input · Wᵀ for W in HF [out = N, in = K] layout. `parts` name the source tensors W stacks along
+  // N (fused q|k|v, gate|up); `wOutIn` gives W as float32 (with any head padding). Per weightType:
+  // MatMulNBits on 4-bit re-quantized W ('q4'), on the file's own blocks ('stored'; one node per run of
+  // parts with the same ggml type, outputs concatenated), or MatMul on Wᵀ.
+  const linear = (name: string, input: string, wOutIn: () => Float32Array, N: number, K: number, parts: string[], output?: string): string => {
     const block = opts.weightType === 'q4' ? q4BlockFor(K, opts.q4Block) : null;
     if (block !== null) {
       let q: Q4Weights | undefined;
@@ -297,10 +324,20 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
         outputs: output ? [output] : 1, domain: 'com.microsoft', attrs: { K, N, bits: 4, block_size: block, accuracy_level: 4 },
       })[0];
     }
-    return g.node('MatMul', [input, g.floats(name + '_t', [K, N], () => transpose(wOutIn(), N, K))], { outputs: output ? [output] : 1 })[0];
+    const runs = (opts.weightType ?? 'stored') === 'stored' && hp === hd ? ggmlRuns(parts.map((n) => weights.get(n)!)) : null;
+    if (!runs) return g.node('MatMul', [input, g.floats(name + '_t', [K, N], () => transpose(wOutIn(), N, K))], { outputs: output ? [output] : 1 })[0];
+    const ys = runs.map((run) => {
+      if (run.type !== null) return nbitsMatMul(g, input, run.tensors, K, blockSums, opts.nbitsAccuracy ?? 4);
+      const n = run.tensors.reduce((a, t) => a + t.shape[0], 0);
+      return g.op('MatMul', [input, g.floats(`f32.${run.tensors.map(tensorKey).join('+')}_t`, [K, n], () => transpose(concat(run.tensors.map((t) => t.f32())), n, K))]);
+    });
+    const y = ys.length === 1 ? ys[0] : g.op('Concat', ys, { axis: -1 });
+    return output ? g.node('Identity', [y], { outputs: [output] })[0] : y;
   };
+  const blockSums = new Map<string, string>();
 
-  let x = g.op('Gather', [g.floats('model.embed_tokens.weight', [V, D], () => w('model.embed_tokens.weight')), inputIds], { axis: 0 });
+  const embedTokens = weights.get('model.embed_tokens.weight')!;
+  let x = embedding(g, embedTokens, inputIds, opts) ?? g.op('Gather', [g.floats('model.embed_tokens.weight', [V, D], () => w('model.embed_tokens.weight')), inputIds], { axis: 0 });
   let pending: string | null = null;
   const addAndNorm = (weightName: string): string => {
     if (pending === null) return rmsNorm(x, weightName);
@@ -318,7 +355,8 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
     // Fused QKV projection.
     const pad = (data: Float32Array, heads: number, cols: number, rotary: boolean) => padHeads(data, heads, hd, hp, cols, rotary);
     const wqkv = () => concat([pad(w(p + 'self_attn.q_proj.weight'), H, D, true), pad(w(p + 'self_attn.k_proj.weight'), KV, D, true), pad(w(p + 'self_attn.v_proj.weight'), KV, D, false)]);
-    let qkv = withLora(i, 'qkv', h, linear(p + 'self_attn.qkv_proj.weight', h, wqkv, (H + 2 * KV) * hp, D));
+    const qkvParts = ['q_proj', 'k_proj', 'v_proj'].map((n) => `${p}self_attn.${n}.weight`);
+    let qkv = withLora(i, 'qkv', h, linear(p + 'self_attn.qkv_proj.weight', h, wqkv, (H + 2 * KV) * hp, D, qkvParts));
     if (config.attentionBias) {
       const bias = () => concat([pad(w(p + 'self_attn.q_proj.bias'), H, 1, true), pad(w(p + 'self_attn.k_proj.bias'), KV, 1, true), pad(w(p + 'self_attn.v_proj.bias'), KV, 1, false)]);
       qkv = g.op('Add', [qkv, g.floats(p + 'self_attn.qkv_proj.bias', [(H + 2 * KV) * hp], bias)]);
@@ -344,17 +382,15 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
     }
     // o_proj^T is [H·hd, D]: its rows follow the (padded) value layout of the attention output.
     const wo = () => (hp === hd ? w(p + 'self_attn.o_proj.weight') : transpose(pad(transpose(w(p + 'self_attn.o_proj.weight'), D, H * hd), H, D, false), H * hp, D));
-    pending = withLora(i, 'o', out.attn, linear(p + 'self_attn.o_proj.weight', out.attn, wo, D, H * hp));
+    pending = withLora(i, 'o', out.attn, linear(p + 'self_attn.o_proj.weight', out.attn, wo, D, H * hp, [p + 'self_attn.o_proj.weight']));
 
     // SwiGLU MLP with one fused gate|up projection.
     const h2 = addAndNorm(p + 'post_attention_layernorm.weight');
     const wgu = () => concat([w(p + 'mlp.gate_proj.weight'), w(p + 'mlp.up_proj.weight')]);
-    const gu = withLora(i, 'gate_up', h2, linear(p + 'mlp.gate_up_proj.weight', h2, wgu, 2 * F, D));
+    const gu = withLora(i, 'gate_up', h2, linear(p + 'mlp.gate_up_proj.weight', h2, wgu, 2 * F, D, [p + 'mlp.gate_proj.weight', p + 'mlp.up_proj.weight']));
     const [gate, up] = g.node('Split', [gu, g.int64s([F, F])], { outputs: 2, attrs: { axis: -1 } });
     const act = g.op('Mul', [g.op('Mul', [gate, g.op('Sigmoid', [gate])]), up]);
-    pending = withLora(i, 'down', act, linear(p + 'mlp.down_proj.weight', act, () => w(p + 'mlp.down_proj.weight'), D, F));
-    // The graph holds transformed copies of this layer's weights now; drop the originals early.
-    if (opts.consumeWeights) for (const name of [...weights.keys()]) if (name.startsWith(p) && !name.endsWith('norm.weight')) weights.delete(name);
+    pending = withLora(i, 'down', act, linear(p + 'mlp.down_proj.weight', act, () => w(p + 'mlp.down_proj.weight'), D, F, [p + 'mlp.down_proj.weight']));
   }
 
   // Logits only for trailing positions (saves S·V·D FLOPs in prefill). Hearth's runner feeds
@@ -363,13 +399,101 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   let last = addAndNorm('model.norm.weight');
   const keep = opts.forExport ? g.int64s([1]) : g.input('num_logits_to_keep', DataType.INT64, [1]);
   last = g.op('Slice', [last, g.op('Neg', [keep]), g.int64s([2 ** 31 - 1]), g.int64s([1])]);
-  const head = () => (config.tieWordEmbeddings ? w('model.embed_tokens.weight') : w('lm_head.weight'));
-  const logits = linear('lm_head.weight', last, head, V, D, 'logits' + suffix);
+  const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  const logits = linear('lm_head.weight', last, () => w(headName), V, D, [headName], 'logits' + suffix);
   // log Σ exp(logits) per position, for the sampler: in JS the exp over the vocabulary costs ~50 µs per
   // token at V = 8192, here a few. (Opset 18 moved the axes from an attribute to an input.)
   const opset23 = opts.attention === 'onnx23';
   if (!opts.forExport)
     g.node('ReduceLogSumExp', opset23 ? [logits, g.int64s([-1])] : [logits], { outputs: ['logits_lse' + suffix], attrs: opset23 ? { keepdims: 0 } : { axes: { ints: [-1] }, keepdims: 0 } });
+}
+
+/** Consecutive source tensors of one ggml type with a MatMulNBits form (type null: float32), or null if none has one. */
+function ggmlRuns(tensors: SourceTensor[]): { type: number | null; tensors: SourceTensor[] }[] | null {
+  const typeOf = (t: SourceTensor) => (t.ggml && nbitsLayout(t.ggml.type) ? t.ggml.type : null);
+  if (tensors.every((t) => typeOf(t) === null)) return null;
+  const runs: { type: number | null; tensors: SourceTensor[] }[] = [];
+  for (const t of tensors) {
+    const type = typeOf(t);
+    const last = runs[runs.length - 1];
+    if (last && last.type === type) last.tensors.push(t); else runs.push({ type, tensors: [t] });
+  }
+  return runs;
+}
+
+/** Repack tensors of one ggml type, stacked along N, once (MatMul and embedding initializers share it). */
+const repackCache = new WeakMap<SourceTensor[], NBitsWeights>();
+function repackStacked(tensors: SourceTensor[], K: number): NBitsWeights {
+  const hit = repackCache.get(tensors);
+  if (hit) return hit;
+  const parts = tensors.map((t) => repackGgml(t.ggml!.type, t.ggml!.bytes(), t.shape[0], K));
+  const cat = <T extends Uint8Array | Float32Array>(xs: T[]): T => {
+    if (xs.length === 1) return xs[0];
+    const out = new (xs[0].constructor as new (n: number) => T)(xs.reduce((a, x) => a + x.length, 0));
+    let o = 0;
+    for (const x of xs) { out.set(x, o); o += x.length; }
+    return out;
+  };
+  const r: NBitsWeights = { ...parts[0], packed: cat(parts.map((p) => p.packed)), scales: cat(parts.map((p) => p.scales)), offsets: parts[0].offsets ? cat(parts.map((p) => p.offsets!)) : null };
+  repackCache.set(tensors, r);
+  return r;
+}
+
+/**
+ * input [B, S, K] · Wᵀ on the file's own blocks: MatMulNBits, plus Σ_block(input) · offsets for formats
+ * with per-block minimums (see gguf-repack.ts). Initializers are named after the stacked source tensors.
+ */
+function nbitsMatMul(g: GraphBuilder, input: string, tensors: SourceTensor[], K: number, blockSums: Map<string, string>, accuracyLevel: number): string {
+  const N = tensors.reduce((a, t) => a + t.shape[0], 0);
+  const { bits, block, hasOffsets } = nbitsLayout(tensors[0].ggml!.type)!;
+  const name = `nbits.${tensors.map(tensorKey).join('+')}`;
+  const repacked = () => repackStacked(tensors, K);
+  const packed = g.initializer(name, DataType.UINT8, [N, K / block, (block * bits) / 8], () => repacked().packed);
+  const scales = g.floats(name + '.scales', [N * (K / block)], () => repacked().scales);
+  const y = g.op('MatMulNBits', [input, packed, scales], { K, N, bits, block_size: block, accuracy_level: accuracyLevel }, 'com.microsoft');
+  if (!hasOffsets) return y;
+  const sumKey = `${input}/${block}`;
+  let sums = blockSums.get(sumKey);
+  if (!sums) {
+    sums = g.op('ReduceSum', [g.op('Reshape', [input, g.int64s([0, 0, K / block, block])]), g.int64s([-1])], { keepdims: 0 });
+    blockSums.set(sumKey, sums);
+  }
+  const offsetsT = g.floats(name + '.offsets_t', [K / block, N], () => transpose(repacked().offsets!, N, K / block));
+  return g.op('Add', [y, g.op('MatMul', [sums, offsetsT])]);
+}
+
+/** A stable name for a source tensor within one graph build (object identity → counter). */
+const tensorKeys = new WeakMap<SourceTensor, string>();
+let tensorKeyCounter = 0;
+function tensorKey(t: SourceTensor): string {
+  let k = tensorKeys.get(t);
+  if (!k) { k = `t${tensorKeyCounter++}`; tensorKeys.set(t, k); }
+  return k;
+}
+
+/**
+ * Token embeddings gathered from the file's own blocks (com.microsoft:GatherBlockQuantized over the bytes
+ * the tied LM head's MatMulNBits reads: one copy), offsets added per block. Null: gather float32 instead.
+ */
+function embedding(g: GraphBuilder, embed: SourceTensor, inputIds: string, opts: GraphOptions): string | null {
+  if ((opts.weightType ?? 'stored') !== 'stored' || !embed.ggml) return null;
+  const layout = nbitsLayout(embed.ggml.type);
+  if (!layout) return null;
+  const [V, D] = embed.shape;
+  const { bits, block } = layout;
+  const tensors = [embed];
+  const name = `nbits.${tensorKey(embed)}`;
+  const repacked = () => repackStacked(tensors, D);
+  // MatMulNBits' [V, D/block, block·bits/8] bytes, read as [V, D·bits/8] rows.
+  const packed = g.initializer(name, DataType.UINT8, [V, D / block, (block * bits) / 8], () => repacked().packed);
+  const rows = g.alias(name + '.rows', packed, DataType.UINT8, [V, (D * bits) / 8], () => repacked().packed);
+  const scales = g.floats(name + '.scales', [V * (D / block)], () => repacked().scales);
+  const scaleRows = g.alias(name + '.scale_rows', scales, DataType.FLOAT, [V, D / block], () => { const s = repacked().scales; return new Uint8Array(s.buffer, s.byteOffset, s.byteLength); });
+  const x = g.op('GatherBlockQuantized', [rows, inputIds, scaleRows], { gather_axis: 0, quantize_axis: 1, block_size: block, bits }, 'com.microsoft'); // [B, S, D]
+  if (!layout.hasOffsets) return x;
+  const offsets = g.op('Gather', [g.floats(name + '.offsets', [V, D / block], () => repacked().offsets!), inputIds], { axis: 0 }); // [B, S, D/block]
+  const blocks = g.op('Reshape', [x, g.int64s([0, 0, D / block, block])]);
+  return g.op('Reshape', [g.op('Add', [blocks, g.op('Unsqueeze', [offsets, g.int64s([-1])])]), g.int64s([0, 0, D])]);
 }
 
 /** decodeStepInPlace in graph ops: S == 1 and B · (P + 1) ≥ IN_PLACE_DECODE_MIN, as a bool scalar. */

@@ -2,8 +2,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ModelConfig } from './model-config.js';
-import { readModelWeights } from './hf-model.js';
-import { buildDecoderGraph, defaultAttention, type AttentionKind } from './llama-graph.js';
+import { openModelWeights } from './hf-model.js';
+import { buildDecoderGraph, defaultAttention, type AttentionKind, type WeightType } from './llama-graph.js';
+import { cachedGraph, graphCacheKey } from './graph-cache.js';
 import { createSession, ModelRunner } from './runner.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadLoraAdapter, type LoraAdapter } from './lora.js';
@@ -20,8 +21,8 @@ export interface LoadOptions {
   attention?: AttentionKind;
   /** ONNX Runtime threads (default: defaultIntraOpThreads, i.e. one for very small models, else one per core). */
   intraOpThreads?: number;
-  /** 'q4' = 4-bit weights at run time (MatMulNBits), quantized at load. Default 'f32'. */
-  weightType?: 'f32' | 'q4';
+  /** 'stored' (default): as the model's files hold them (GGUF blocks stay quantized); 'f32'; 'q4' = 4-bit re-quantized at load. */
+  weightType?: WeightType;
   /** Preferred 4-bit block length (default 128; see q4.ts). */
   q4Block?: number;
   /** Build the graph with per-row LoRA inputs, so adapters can be served without merging. */
@@ -45,6 +46,10 @@ export interface LoadedModel {
   loadAdapter(dir: string): LoraAdapter;
   /** Time spent reading weights, building the graph and creating the session. */
   loadMs: number;
+  /** Whether this load built the graph (false: the cached build beside the model was reused). */
+  graphBuilt: boolean;
+  /** Bytes of the built graph and its weights on disk. */
+  graphBytes: number;
 }
 
 /**
@@ -84,16 +89,23 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
   const tokenizerConfig = readJsonIf(join(dir, 'tokenizer_config.json'));
   const chatTemplate = chatTemplateFromConfig(tokenizerConfig);
   const generationConfig = readJsonIf(join(dir, 'generation_config.json'));
-  const { config, weights } = readModelWeights(dir);
+  const { config, source, files } = openModelWeights(dir);
   let maxPositions = opts.maxContext ?? Math.min(Math.max(config.maxPositionEmbeddings, 512), 8192);
   if (config.slidingWindow && config.slidingWindow < maxPositions) {
     opts.log?.(`${dirOrId}: context capped at the sliding window of ${config.slidingWindow} positions (full attention equals sliding-window attention up to there)`);
     maxPositions = config.slidingWindow;
   }
   const attention = opts.attention ?? defaultAttention(config);
-  const bytes = buildDecoderGraph(config, weights, { attention, maxPositions, lora: opts.lora, weightType: opts.weightType, q4Block: opts.q4Block, consumeWeights: true });
-  weights.clear(); // the graph holds its own (transposed) copies; free ours before ORT makes another
-  const { session, device } = await createSession(bytes, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log });
+  const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null };
+  const graph = cachedGraph(dir, graphCacheKey(files, graphOptions), (external) =>
+    buildDecoderGraph(config, source, { ...graphOptions, lora: opts.lora, q4Block: opts.q4Block, external }));
+  let created;
+  try {
+    created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log });
+  } finally {
+    if (process.env.HEARTH_GRAPH_CACHE === 'off') graph.discard();
+  }
+  const { session, device } = created;
   const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false);
   return {
     id: dirOrId, dir, config, tokenizer, chatTemplate, generationConfig, runner,
@@ -103,5 +115,7 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
       return loadLoraAdapter(adapterDir, config, attention);
     },
     loadMs: performance.now() - t0,
+    graphBuilt: graph.built,
+    graphBytes: graph.bytes,
   };
 }

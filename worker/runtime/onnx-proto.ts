@@ -1,6 +1,9 @@
 // A minimal protobuf writer for ONNX ModelProto, with field numbers from onnx.proto.
-// Weight buffers are referenced, never copied, until the single final concatenation.
+// Weight buffers are referenced, never copied, until the single final concatenation — or, with an
+// ExternalData side file, written there as they are made and referenced by offset (ONNX external data),
+// so the graph itself stays small and no model size limit comes from protobuf's 2 GB.
 // GraphBuilder gives the graph code a small vocabulary: node(), initializer(), input(), output().
+import { closeSync, openSync, writeSync } from 'node:fs';
 
 export const DataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, BOOL: 9, FLOAT16: 10 } as const;
 export type DataTypeId = (typeof DataType)[keyof typeof DataType];
@@ -66,6 +69,29 @@ function valueInfo(name: string, elemType: DataTypeId, dims: Dim[]): Message {
   return new Message().string(1, name).message(2, new Message().message(1, tensorType));
 }
 
+/**
+ * The side file of a graph's large initializers. Each tensor is appended at a page-aligned offset (ONNX
+ * Runtime may memory-map it) and dropped from memory at once: building a graph never holds the model.
+ */
+export class ExternalData {
+  private fd: number;
+  private offset = 0;
+  /** Tensors smaller than this stay inside the graph (constants, norms of small models). */
+  static readonly MIN_BYTES = 4096;
+  private static readonly ALIGN = 4096;
+  constructor(readonly path: string, readonly location: string) {
+    this.fd = openSync(path, 'w');
+  }
+  append(bytes: Uint8Array): { offset: number; length: number } {
+    const at = Math.ceil(this.offset / ExternalData.ALIGN) * ExternalData.ALIGN;
+    for (let done = 0; done < bytes.length; ) done += writeSync(this.fd, bytes, done, bytes.length - done, at + done);
+    this.offset = at + bytes.length;
+    return { offset: at, length: bytes.length };
+  }
+  get bytesWritten(): number { return this.offset; }
+  close(): void { closeSync(this.fd); }
+}
+
 export class GraphBuilder {
   private nodes: Message[] = [];
   private initializers: Message[] = [];
@@ -74,6 +100,10 @@ export class GraphBuilder {
   private counter = 0;
   private readonly inputNames = new Set<string>();
   private readonly initializerNames = new Set<string>();
+  /** Where each externally stored initializer's bytes lie (for aliases over the same bytes). */
+  private readonly externalRanges = new Map<string, { offset: number; length: number }>();
+  /** Set on the root graph to write large initializers to a side file. */
+  external: ExternalData | null = null;
   /** Set on subgraphs (If branches): inputs, initializers and fresh names belong to the root graph. */
   private parent: GraphBuilder | null = null;
   readonly usesMicrosoftDomain: boolean[] = [false];
@@ -115,11 +145,42 @@ export class GraphBuilder {
     if (this.parent) return this.parent.initializer(name, elemType, dims, raw);
     if (this.initializerNames.has(name)) return name;
     this.initializerNames.add(name);
+    const bytes = typeof raw === 'function' ? raw() : raw;
+    if (this.external && bytes.length >= ExternalData.MIN_BYTES) {
+      const range = this.external.append(bytes);
+      this.externalRanges.set(name, range);
+      this.initializers.push(this.externalTensor(name, elemType, dims, range));
+    } else {
+      const t = new Message();
+      for (const d of dims) t.int(1, d);
+      t.int(2, elemType).string(8, name).bytes(9, bytes);
+      this.initializers.push(t);
+    }
+    return name;
+  }
+
+  /**
+   * A second initializer over another one's bytes with other dims (e.g. an embedding table read by a
+   * Gather and, tied, by the LM head's MatMul). With external data both name the same file range, so the
+   * bytes are stored once; otherwise `raw` gives them again.
+   */
+  alias(name: string, of: string, elemType: DataTypeId, dims: number[], raw: () => Uint8Array): string {
+    if (this.parent) return this.parent.alias(name, of, elemType, dims, raw);
+    if (this.initializerNames.has(name)) return name;
+    const range = this.externalRanges.get(of);
+    if (!range) return this.initializer(name, elemType, dims, raw);
+    this.initializerNames.add(name);
+    this.initializers.push(this.externalTensor(name, elemType, dims, range));
+    return name;
+  }
+
+  private externalTensor(name: string, elemType: DataTypeId, dims: number[], range: { offset: number; length: number }): Message {
     const t = new Message();
     for (const d of dims) t.int(1, d);
-    t.int(2, elemType).string(8, name).bytes(9, typeof raw === 'function' ? raw() : raw);
-    this.initializers.push(t);
-    return name;
+    t.int(2, elemType).string(8, name);
+    const entry = (k: string, v: string) => new Message().string(1, k).string(2, v);
+    t.message(13, entry('location', this.external!.location)).message(13, entry('offset', String(range.offset))).message(13, entry('length', String(range.length)));
+    return t.int(14, 1); // data_location = EXTERNAL
   }
   floats(name: string, dims: number[], data: Float32Array | (() => Float32Array)): string {
     const bytes = (d: Float32Array) => new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
@@ -161,8 +222,8 @@ export class GraphBuilder {
     m.message(8, new Message().string(1, '').int(2, opset));
     if (this.usesMicrosoftDomain[0]) m.message(8, new Message().string(1, 'com.microsoft').int(2, 1));
     m.message(7, g);
-    // Protobuf messages are limited to 2 GB; larger models would need ONNX external data.
-    if (m.length > 2 ** 31 - 1) throw new Error(`the ONNX graph would be ${(m.length / 2 ** 30).toFixed(1)} GB: models over 2 GB (about 500M f32 parameters) need ONNX external data, which Hearth does not write yet; load with weightType 'q4'`);
+    // Protobuf messages are limited to 2 GB; with external data the graph holds no large tensors.
+    if (m.length > 2 ** 31 - 1) throw new Error(`the ONNX graph would be ${(m.length / 2 ** 30).toFixed(1)} GB: build it with external data (a side file for the weights)`);
     return m.toBytes();
   }
 }

@@ -42,7 +42,10 @@ export interface SessionSettings {
   log?: (line: string) => void;
 }
 
-export async function createSession(modelBytes: Uint8Array, settings: SessionSettings = {}): Promise<{ session: ort.InferenceSession; device: string }> {
+/** A session over graph bytes, or over a graph file (whose external data ONNX Runtime reads beside it). */
+export async function createSession(model: Uint8Array | string, settings: SessionSettings = {}): Promise<{ session: ort.InferenceSession; device: string }> {
+  const create = (options: ort.InferenceSession.SessionOptions) =>
+    typeof model === 'string' ? ort.InferenceSession.create(model, options) : ort.InferenceSession.create(model, options);
   const base: ort.InferenceSession.SessionOptions = {
     // ORT's own default: one thread per core. (Several workers on one host: set HEARTH_INTRA_OP_THREADS.)
     intraOpNumThreads: settings.intraOpThreads ?? os.availableParallelism(),
@@ -57,7 +60,7 @@ export async function createSession(modelBytes: Uint8Array, settings: SessionSet
   const cuda = /^cuda(?::(\d+))?$/.exec(device);
   if (cuda) {
     try {
-      const session = await ort.InferenceSession.create(modelBytes, {
+      const session = await create({
         ...base, executionProviders: [{ name: 'cuda', deviceId: Number(cuda[1] ?? 0) } as ort.InferenceSession.ExecutionProviderConfig, 'cpu'],
       });
       return { session, device };
@@ -67,7 +70,7 @@ export async function createSession(modelBytes: Uint8Array, settings: SessionSet
   } else if (device !== 'cpu') {
     throw new Error(`unknown device "${device}" (use cpu or cuda:N)`);
   }
-  const session = await ort.InferenceSession.create(modelBytes, { ...base, executionProviders: ['cpu'] });
+  const session = await create({ ...base, executionProviders: ['cpu'] });
   return { session, device: 'cpu' };
 }
 
