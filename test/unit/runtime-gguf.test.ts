@@ -75,7 +75,7 @@ describe('GGUF reader', () => {
 
   it('names an unsupported tensor type', () => {
     const p = join(dir, 'q2k.gguf');
-    writeGguf(p, {}, [{ name: 'blk.0.attn_q.weight', dims: [256], type: 10, data: new Uint8Array(84) }]);
+    writeGguf(p, {}, [{ name: 'blk.0.attn_q.weight', dims: [256], type: 10, data: new Uint8Array(84), byteSize: 84 }]);
     expect(() => readGgufHeader(p)).toThrow(/unsupported GGUF tensor type Q2_K in tensor blk\.0\.attn_q\.weight/);
   });
 
