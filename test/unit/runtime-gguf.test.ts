@@ -74,9 +74,9 @@ describe('GGUF reader', () => {
   });
 
   it('names an unsupported tensor type', () => {
-    const p = join(dir, 'q5.gguf');
-    writeGguf(p, {}, [{ name: 'blk.0.attn_q.weight', dims: [32], type: 6, data: new Uint8Array(22) }]);
-    expect(() => readGgufHeader(p)).toThrow(/unsupported GGUF tensor type Q5_0 in tensor blk\.0\.attn_q\.weight/);
+    const p = join(dir, 'q2k.gguf');
+    writeGguf(p, {}, [{ name: 'blk.0.attn_q.weight', dims: [256], type: 10, data: new Uint8Array(84), byteSize: 84 }]);
+    expect(() => readGgufHeader(p)).toThrow(/unsupported GGUF tensor type Q2_K in tensor blk\.0\.attn_q\.weight/);
   });
 
   it('undoes the q/k row permutation exactly', () => {

@@ -1,19 +1,31 @@
 // Dequantization of the ggml tensor types Hearth accepts, to float32.
-// Block layouts follow ggml-quants.c (dequantize_row_*). QK_K = 256 super-blocks for K-quants.
+// Block layouts follow ggml's block_* structs (ggml-common.h) and dequantize_row_* (ggml-quants.c);
+// QK_K = 256-element super-blocks for K-quants. test/unit/gguf-quant.test.ts checks every type
+// against llama.cpp itself. The inverse (float32 → blocks) is gguf-quantize.ts.
 import { decodeBF16, decodeF16, decodeF32, f16ToF32 } from './half.js';
 
-export const GGML_TYPES: Record<number, { name: string; blockElems: number; blockBytes: number }> = {
+/** ggml type ids (the numbers stored in a GGUF tensor table) of the types Hearth reads and writes. */
+export const GGML_TYPE = {
+  F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14, BF16: 30,
+} as const;
+export type GgmlTypeName = keyof typeof GGML_TYPE;
+
+export const GGML_TYPES: Record<number, { name: GgmlTypeName; blockElems: number; blockBytes: number }> = {
   0: { name: 'F32', blockElems: 1, blockBytes: 4 },
   1: { name: 'F16', blockElems: 1, blockBytes: 2 },
-  2: { name: 'Q4_0', blockElems: 32, blockBytes: 18 },
-  8: { name: 'Q8_0', blockElems: 32, blockBytes: 34 },
-  12: { name: 'Q4_K', blockElems: 256, blockBytes: 144 },
-  14: { name: 'Q6_K', blockElems: 256, blockBytes: 210 },
+  2: { name: 'Q4_0', blockElems: 32, blockBytes: 18 }, // f16 d, 16 nibble bytes
+  3: { name: 'Q4_1', blockElems: 32, blockBytes: 20 }, // f16 d, f16 m, 16 nibble bytes
+  6: { name: 'Q5_0', blockElems: 32, blockBytes: 22 }, // f16 d, 4 high-bit bytes, 16 nibble bytes
+  7: { name: 'Q5_1', blockElems: 32, blockBytes: 24 }, // f16 d, f16 m, 4 high-bit bytes, 16 nibble bytes
+  8: { name: 'Q8_0', blockElems: 32, blockBytes: 34 }, // f16 d, 32 int8
+  12: { name: 'Q4_K', blockElems: 256, blockBytes: 144 }, // f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
+  13: { name: 'Q5_K', blockElems: 256, blockBytes: 176 }, // f16 d, f16 dmin, 12 scale bytes, 32 high-bit bytes, 128 nibble bytes
+  14: { name: 'Q6_K', blockElems: 256, blockBytes: 210 }, // 128 low-nibble bytes, 64 high-2-bit bytes, 16 int8 scales, f16 d
   30: { name: 'BF16', blockElems: 1, blockBytes: 2 },
 };
 
 const OTHER_TYPE_NAMES: Record<number, string> = {
-  3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 9: 'Q8_1', 10: 'Q2_K', 11: 'Q3_K', 13: 'Q5_K', 15: 'Q8_K',
+  9: 'Q8_1', 10: 'Q2_K', 11: 'Q3_K', 15: 'Q8_K',
   16: 'IQ2_XXS', 17: 'IQ2_XS', 18: 'IQ3_XXS', 19: 'IQ1_S', 20: 'IQ4_NL', 21: 'IQ3_S', 22: 'IQ2_S',
   23: 'IQ4_XS', 24: 'I8', 25: 'I16', 26: 'I32', 27: 'I64', 28: 'F64', 29: 'IQ1_M', 34: 'TQ1_0', 35: 'TQ2_0',
 };
@@ -43,8 +55,12 @@ export function dequantize(type: number, bytes: Uint8Array, elements: number): F
     case 1: return decodeF16(bytes, elements);
     case 30: return decodeBF16(bytes, elements);
     case 2: return dequantQ4_0(bytes, elements);
+    case 3: return dequantQ4_1(bytes, elements);
+    case 6: return dequantQ5_0(bytes, elements);
+    case 7: return dequantQ5_1(bytes, elements);
     case 8: return dequantQ8_0(bytes, elements);
     case 12: return dequantQ4_K(bytes, elements);
+    case 13: return dequantQ5_K(bytes, elements);
     case 14: return dequantQ6_K(bytes, elements);
     default: throw new Error(`unsupported GGUF tensor type ${ggmlTypeName(type)}`);
   }
@@ -79,6 +95,58 @@ export function dequantQ4_0(b: Uint8Array, n: number): Float32Array {
   return out;
 }
 
+/** Q4_1: blocks of 32 = f16 scale d + f16 offset m + 16 nibble bytes (same order as Q4_0); value = q·d + m. */
+export function dequantQ4_1(b: Uint8Array, n: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let blk = 0, off = 0; blk < n / 32; blk++, off += 20) {
+    const d = half(b, off), m = half(b, off + 2);
+    const y = blk * 32;
+    for (let j = 0; j < 16; j++) {
+      const q = b[off + 4 + j];
+      out[y + j] = (q & 0xf) * d + m;
+      out[y + j + 16] = (q >> 4) * d + m;
+    }
+  }
+  return out;
+}
+
+/** The 32 fifth bits of a Q5 block: a little-endian u32, bit j belongs to element j. */
+function highBits(b: Uint8Array, off: number): number {
+  return (b[off] | (b[off + 1] << 8) | (b[off + 2] << 16) | (b[off + 3] << 24)) >>> 0;
+}
+
+/** Q5_0: blocks of 32 = f16 scale + u32 fifth bits + 16 nibble bytes (Q4_0 order); zero point 16. */
+export function dequantQ5_0(b: Uint8Array, n: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let blk = 0, off = 0; blk < n / 32; blk++, off += 22) {
+    const d = half(b, off);
+    const qh = highBits(b, off + 2);
+    const y = blk * 32;
+    for (let j = 0; j < 16; j++) {
+      const q = b[off + 6 + j];
+      out[y + j] = (((q & 0xf) | (((qh >>> j) & 1) << 4)) - 16) * d;
+      out[y + j + 16] = (((q >> 4) | (((qh >>> (j + 16)) & 1) << 4)) - 16) * d;
+    }
+  }
+  return out;
+}
+
+/** Q5_1: blocks of 32 = f16 d + f16 m + u32 fifth bits + 16 nibble bytes; value = q·d + m. */
+export function dequantQ5_1(b: Uint8Array, n: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let blk = 0, off = 0; blk < n / 32; blk++, off += 24) {
+    const d = half(b, off), m = half(b, off + 2);
+    const qh = highBits(b, off + 4);
+    const y = blk * 32;
+    for (let j = 0; j < 16; j++) {
+      const q = b[off + 8 + j];
+      out[y + j] = ((q & 0xf) | (((qh >>> j) & 1) << 4)) * d + m;
+      out[y + j + 16] = ((q >> 4) | (((qh >>> (j + 16)) & 1) << 4)) * d + m;
+    }
+  }
+  return out;
+}
+
 /** 6-bit scale/min pair j of a Q4_K block's 12 packed scale bytes (get_scale_min_k4). */
 function scaleMinK4(j: number, q: Uint8Array, o: number): [number, number] {
   if (j < 4) return [q[o + j] & 63, q[o + j + 4] & 63];
@@ -101,6 +169,31 @@ export function dequantQ4_K(b: Uint8Array, n: number): Float32Array {
       for (let l = 0; l < 32; l++) out[y++] = d1 * (b[q + l] & 0xf) - min1;
       for (let l = 0; l < 32; l++) out[y++] = d2 * (b[q + l] >> 4) - min2;
       q += 32;
+    }
+  }
+  return out;
+}
+
+/**
+ * Q5_K: Q4_K's layout plus 32 bytes of fifth bits before the nibbles: for the 64-element group g,
+ * bit 2g of qh[l] is the fifth bit of its low-nibble element l, bit 2g+1 that of its high-nibble element l.
+ */
+export function dequantQ5_K(b: Uint8Array, n: number): Float32Array {
+  const out = new Float32Array(n);
+  let y = 0;
+  for (let off = 0; y < n; off += 176) {
+    const d = half(b, off);
+    const dmin = half(b, off + 2);
+    const scales = off + 4, qh = off + 16;
+    let ql = off + 48;
+    for (let g = 0; g < 4; g++) {
+      const [sc1, m1] = scaleMinK4(2 * g, b, scales);
+      const [sc2, m2] = scaleMinK4(2 * g + 1, b, scales);
+      const d1 = d * sc1, min1 = dmin * m1, d2 = d * sc2, min2 = dmin * m2;
+      const lowBit = 1 << (2 * g), highBit = 2 << (2 * g);
+      for (let l = 0; l < 32; l++) out[y++] = d1 * ((b[ql + l] & 0xf) + (b[qh + l] & lowBit ? 16 : 0)) - min1;
+      for (let l = 0; l < 32; l++) out[y++] = d2 * ((b[ql + l] >> 4) + (b[qh + l] & highBit ? 16 : 0)) - min2;
+      ql += 32;
     }
   }
   return out;

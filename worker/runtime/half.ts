@@ -46,10 +46,14 @@ export function decodeF32(bytes: Uint8Array, count: number): Float32Array {
   return out;
 }
 
+// Scratch views for reading a float32's bits without allocating (hot in the GGUF quantizers).
+const scratchF32 = new Float32Array(1);
+const scratchU32 = new Uint32Array(scratchF32.buffer);
+
 /** float32 → IEEE half bits, round-to-nearest-even (used by tests and writers). */
 export function f32ToF16(value: number): number {
-  const f32 = new Float32Array([value]);
-  const x = new Uint32Array(f32.buffer)[0];
+  scratchF32[0] = value;
+  const x = scratchU32[0];
   const sign = (x >>> 16) & 0x8000;
   const exp = (x >>> 23) & 0xff;
   let mant = x & 0x7fffff;
@@ -70,4 +74,12 @@ export function f32ToF16(value: number): number {
   const rem = mant & 0x1fff;
   if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++;
   return sign | h;
+}
+
+/** float32 → bfloat16 bits, round-to-nearest-even; NaN stays a (quiet) NaN, as ggml converts. */
+export function f32ToBF16(value: number): number {
+  scratchF32[0] = value;
+  const x = scratchU32[0];
+  if ((x & 0x7fffffff) > 0x7f800000) return (x >>> 16) | 64;
+  return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
 }
