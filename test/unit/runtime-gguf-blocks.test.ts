@@ -6,43 +6,28 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ModelConfig, Weights } from '../../worker/runtime/model-config.js';
-import { dequantize } from '../../worker/runtime/gguf-dequant.js';
+import { dequantize, GGML_TYPE } from '../../worker/runtime/gguf-dequant.js';
+import { quantize } from '../../worker/runtime/gguf-quantize.js';
 import { dequantizeNBits, nbitsLayout, repackGgml } from '../../worker/runtime/gguf-repack.js';
 import { openGguf } from '../../worker/runtime/gguf-model.js';
 import { buildDecoderGraph, type AttentionKind } from '../../worker/runtime/llama-graph.js';
 import { createSession, ModelRunner } from '../../worker/runtime/runner.js';
 import { loadModel } from '../../worker/runtime/load-model.js';
 import { seededRandom } from '../../worker/runtime/generate.js';
-import { f32ToF16 } from '../../worker/runtime/half.js';
 import { tinyConfig, randomWeights } from '../../src/models/tiny-model.js';
 import { referenceLogits } from './runtime-reference.js';
 import { permuteQK, writeGguf, type GgufTensorSpec } from './runtime-gguf-writer.js';
 
-const Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14, F32 = 0;
-const BLOCK: Record<number, [elems: number, bytes: number]> = { [Q4_0]: [32, 18], [Q8_0]: [32, 34], [Q4_K]: [256, 144], [Q6_K]: [256, 210] };
-
-/** Random but valid ggml blocks: random quant bytes, scales set to f16 values of a chosen magnitude. */
-function randomBlocks(type: number, elements: number, rand: () => number, scale: number): Uint8Array {
-  const [elems, bytes] = BLOCK[type];
-  const out = new Uint8Array((elements / elems) * bytes);
-  for (let i = 0; i < out.length; i++) out[i] = Math.floor(rand() * 256);
-  const setHalf = (o: number, v: number) => { const h = f32ToF16(v); out[o] = h & 0xff; out[o + 1] = h >> 8; };
-  for (let b = 0; b < elements / elems; b++) {
-    const o = b * bytes;
-    const s = scale * (0.5 + rand());
-    if (type === Q4_0 || type === Q8_0) setHalf(o, type === Q8_0 ? s / 16 : s);
-    if (type === Q4_K) { setHalf(o, s / 32); setHalf(o + 2, s / 8); }
-    if (type === Q6_K) setHalf(o + 208, s / 256);
-  }
-  return out;
-}
+const { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32 } = GGML_TYPE;
 
 describe('ggml blocks → MatMulNBits form', () => {
-  for (const [name, type] of [['Q4_0', Q4_0], ['Q8_0', Q8_0], ['Q4_K', Q4_K], ['Q6_K', Q6_K]] as const) {
+  for (const name of ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q4_K', 'Q5_K', 'Q6_K'] as const) {
     it(`${name}: the repacked form stands for ggml's dequantized values`, () => {
+      const type = GGML_TYPE[name];
       const rand = seededRandom(type);
       const N = 3, K = 512;
-      const blocks = randomBlocks(type, N * K, rand, 0.1);
+      // Values with an offset, so formats with minimums have non-zero ones.
+      const blocks = quantize(type, Float32Array.from({ length: N * K }, () => (rand() - 0.3) * 0.2));
       const expected = dequantize(type, blocks, N * K);
       const repacked = repackGgml(type, blocks, N, K);
       const got = dequantizeNBits(repacked, N, K);
@@ -89,7 +74,10 @@ function writeBlockModel(file: string, config: ModelConfig, typeOf: (hfName: str
       if (name.endsWith('k_proj.weight')) values = permuteQK(values, t.shape[0], t.shape[1], config.numKvHeads);
       data = new Uint8Array(values.buffer.slice(0));
     } else {
-      data = randomBlocks(type, t.shape[0] * t.shape[1], rand, name.includes('embed') || name.includes('lm_head') ? 0.6 : 0.15);
+      // Gaussian-ish values with an offset (so minimums matter), quantized by our ggml quantizer.
+      const std = name.includes('embed') || name.includes('lm_head') ? 0.6 : 0.15;
+      const values = Float32Array.from({ length: t.shape[0] * t.shape[1] }, () => (rand() + rand() + rand() - 1.3) * std);
+      data = quantize(type, name.endsWith('q_proj.weight') ? permuteQK(values, t.shape[0], t.shape[1], config.numHeads) : name.endsWith('k_proj.weight') ? permuteQK(values, t.shape[0], t.shape[1], config.numKvHeads) : values);
     }
     tensors.push({ name: ggufName(name), dims: [...t.shape].reverse(), type, data });
   }
@@ -142,12 +130,17 @@ describe('GGUF block weights served as stored', () => {
   const config = tinyConfig({ architecture: 'llama', overrides: { ...SHAPE, tieWordEmbeddings: false } }, 300);
   const cases: [string, (n: string) => number, boolean][] = [
     ['Q4_0', () => Q4_0, false],
+    ['Q4_1 (offsets for the minimums)', () => Q4_1, false],
+    ['Q5_0 (8-bit)', () => Q5_0, false],
+    ['Q5_1 (8-bit with offsets)', () => Q5_1, false],
+    ['Q5_K (8-bit with offsets)', () => Q5_K, false],
     ['Q8_0', () => Q8_0, false],
     ['Q4_K (offsets for the minimums)', () => Q4_K, false],
     ['Q6_K (8-bit, blocks of 16)', () => Q6_K, false],
     // llama.cpp's Q4_K_M mixes types inside the fused q|k|v and gate|up projections.
     ['Q4_K_M-style mix: v, down and the head in Q6_K, the rest Q4_K', (n) => (/v_proj|down_proj|lm_head/.test(n) ? Q6_K : Q4_K), false],
     ['Q4_K with tied embeddings (one copy of the blocks for the gather and the head)', () => Q4_K, true],
+    ['Q6_K with tied embeddings (8-bit gather in blocks of 16)', () => Q6_K, true],
   ];
   for (const [label, typeOf, tied] of cases) {
     it(`${label}: logits match the reference forward on the dequantized weights`, async () => {
@@ -186,5 +179,11 @@ describe('GGUF block weights served as stored', () => {
     expect(compare([row], [Float64Array.from(logits[TOKENS.length - 1])]).rel).toBeLessThan(1e-5);
     await first.runner.release();
     await second.runner.release();
+
+    // LoRA-capable graph over the same blocks (what inference workers load): base rows give the same logits.
+    const withLora = await loadModel('test/q4-0', { home: join(dir, 'home'), attention: 'gqa', maxContext: 64, lora: true });
+    const [loraBase] = await withLora.runner.forward([{ tokens: TOKENS, kv: withLora.runner.newSequence() }]);
+    expect(compare([loraBase], [Float64Array.from(row)]).rel).toBeLessThan(1e-5);
+    await withLora.runner.release();
   });
 });
