@@ -19,6 +19,40 @@ export const TINY_SIZES: Record<TinySize, Pick<ModelConfig, 'vocabSize' | 'hidde
   m120: { vocabSize: 32000, hiddenSize: 768, numLayers: 12, numHeads: 12, numKvHeads: 4, intermediateSize: 2048, tieWordEmbeddings: false },
 };
 
+/** Model shapes the generators write: the tiny sizes plus the dimensions of real models (random weights). */
+export type ModelShape = TinySize | '1b' | '8b' | 'qwen0.5b';
+
+type ShapeSpec = (typeof TINY_SIZES)[TinySize] & Partial<Pick<ModelConfig, 'ropeTheta' | 'rmsNormEps' | 'maxPositionEmbeddings' | 'architecture'>>;
+
+export const MODEL_SHAPES: Record<ModelShape, ShapeSpec> = {
+  ...TINY_SIZES,
+  /** 1.1B parameters: TinyLlama-1.1B's dimensions (the issue's benchmark model). */
+  '1b': { vocabSize: 32000, hiddenSize: 2048, numLayers: 16, numHeads: 32, numKvHeads: 8, intermediateSize: 8192, tieWordEmbeddings: false, maxPositionEmbeddings: 2048 },
+  /** Llama 3.1 8B's dimensions. */
+  '8b': { vocabSize: 128256, hiddenSize: 4096, numLayers: 32, numHeads: 32, numKvHeads: 8, intermediateSize: 14336, tieWordEmbeddings: false, ropeTheta: 500000, maxPositionEmbeddings: 8192 },
+  /** Qwen2.5-0.5B's dimensions (tied embeddings, q/k/v biases with the qwen2 architecture). */
+  'qwen0.5b': { vocabSize: 151936, hiddenSize: 896, numLayers: 24, numHeads: 14, numKvHeads: 2, intermediateSize: 4864, tieWordEmbeddings: true, ropeTheta: 1000000, rmsNormEps: 1e-6, maxPositionEmbeddings: 32768, architecture: 'qwen2' },
+};
+
+/** The config of a named shape (optionally with fewer layers), for the tiny tokenizer's size. */
+export function shapeConfig(shape: ModelShape, opts: { architecture?: Architecture; layers?: number } = {}): ModelConfig {
+  const spec = MODEL_SHAPES[shape];
+  if (!spec) throw new Error(`unknown model shape "${shape}" (known: ${Object.keys(MODEL_SHAPES).join(', ')})`);
+  const { architecture: shapeArch, ropeTheta, rmsNormEps, maxPositionEmbeddings, ...dims } = spec;
+  const architecture = opts.architecture ?? shapeArch ?? 'llama';
+  return tinyConfig({
+    architecture,
+    overrides: {
+      ...dims,
+      headDim: dims.hiddenSize / dims.numHeads,
+      ...(opts.layers !== undefined ? { numLayers: opts.layers } : {}),
+      ...(ropeTheta !== undefined ? { ropeTheta } : {}),
+      ...(rmsNormEps !== undefined ? { rmsNormEps } : {}),
+      ...(maxPositionEmbeddings !== undefined ? { maxPositionEmbeddings } : {}),
+    },
+  }, tinyTokenizer().size);
+}
+
 export const SPECIAL_TOKENS = ['<s>', '</s>', '<|im_start|>', '<|im_end|>'];
 
 /** ChatML with an optional tool list, the template the generated models ship. */

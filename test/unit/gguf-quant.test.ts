@@ -102,3 +102,120 @@ describe('quantize → dequantize round trip', () => {
     expect(() => quantize(10, new Float32Array(256))).toThrow(/Q2_K/);
   });
 });
+
+// ---------------------------------------------------------------------------------------------------
+// llama.cpp agreement. A small untied model (rows of 256 and 512 so every block size fits) is written
+// by the product's GGUF writer; llama.cpp computes teacher-forced logits over a fixed token sequence.
+//
+// 1. Exact: token_embd.weight in type T (everything else F32) vs an all-F32 file whose token_embd holds our
+//    dequantization of the same blocks. llama.cpp reads embedding rows with ggml_get_rows, which converts
+//    the blocks with the type's own dequantizer and no other rounding, so every logit must match to float
+//    rounding: any difference in how a single value is decoded shows (the negative control proves it).
+// 2. Whole model in type T vs an F32 file of its dequantized weights. Here llama.cpp's matmuls round the
+//    activations too (to the weight type's dot-product partner: Q8_0/Q8_1 blocks of 32 for Q4_0–Q8_0, Q8_K
+//    super-blocks of 256 for the K-quants, f16 for F16, bf16 for BF16), which a dequantized F32 file does
+//    not. 8-bit rounding of a block of activations errs by ≤ amax/254 per value, ≈ 0.3–1% of a dot product,
+//    so logits (std ≈ 2 here) move by a few hundredths: measured 0.028–0.044 std for the 8-bit partners,
+//    0.009 for bf16, 0.0012 for f16 (and exactly 0 for the embedding check). The tolerances are 8% of the
+//    logits' std for 8-bit rounding, 3% for bf16, 0.5% for f16, while a wrongly decoded format moves logits
+//    by about their whole std.
+// ---------------------------------------------------------------------------------------------------
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { syntheticWeights, writeGgufModel } from '../../src/models/tiny-gguf.js';
+import { tinyConfig, tinyTokenizer } from '../../src/models/tiny-model.js';
+import type { Weights } from '../../worker/runtime/model-config.js';
+import { withLlamaCppModel } from '../helpers/llama-cpp.js';
+
+const config = tinyConfig({ overrides: { hiddenSize: 256, numHeads: 4, numKvHeads: 2, headDim: 64, intermediateSize: 512, numLayers: 2, tieWordEmbeddings: false } }, tinyTokenizer().size);
+const weights = syntheticWeights(config, 11);
+const sequence = Array.from({ length: 48 }, (_, i) => (i * 389 + 17) % (config.vocabSize - 4));
+
+function dequantized(w: Weights, type: number, only?: string): Weights {
+  const out: Weights = new Map();
+  for (const [name, t] of w) {
+    const convert = t.shape.length === 2 && (only === undefined || name === only);
+    out.set(name, convert ? { shape: t.shape, data: dequantize(type, quantize(type, t.data), t.data.length) } : t);
+  }
+  return out;
+}
+
+async function logitsOf(path: string): Promise<Float32Array[]> {
+  return withLlamaCppModel(path, (m) => m.logits(sequence));
+}
+
+function compare(a: Float32Array[], b: Float32Array[]) {
+  let maxDiff = 0, sum = 0, sumSq = 0, count = 0, argmaxAgree = 0;
+  for (let p = 0; p < a.length; p++) {
+    let ia = 0, ib = 0;
+    for (let v = 0; v < a[p].length; v++) {
+      maxDiff = Math.max(maxDiff, Math.abs(a[p][v] - b[p][v]));
+      sum += a[p][v]; sumSq += a[p][v] ** 2; count++;
+      if (a[p][v] > a[p][ia]) ia = v;
+      if (b[p][v] > b[p][ib]) ib = v;
+    }
+    if (ia === ib) argmaxAgree++;
+  }
+  const std = Math.sqrt(sumSq / count - (sum / count) ** 2);
+  return { maxDiff, std, argmaxAgreement: argmaxAgree / a.length };
+}
+
+const WHOLE_MODEL_TOLERANCE: Record<GgmlTypeName, number> = {
+  F32: 1e-4, F16: 0.005, BF16: 0.03, Q8_0: 0.08, Q4_0: 0.08, Q4_1: 0.08, Q5_0: 0.08, Q5_1: 0.08, Q4_K: 0.08, Q5_K: 0.08, Q6_K: 0.08,
+};
+
+describe('llama.cpp reads our blocks as our dequantizers do', () => {
+  let dir: string;
+  let f32Logits: Float32Array[];
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'hearth-gguf-quant-'));
+    const p = join(dir, 'f32.gguf');
+    writeGgufModel(p, { config, type: 'F32', weights });
+    f32Logits = await logitsOf(p);
+  }, 120_000);
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('the test model is decisive: one logit stands well above the rest at most positions', () => {
+    let decisive = 0;
+    for (const row of f32Logits) {
+      const sorted = Array.from(row).sort((x, y) => y - x);
+      if (sorted[0] - sorted[1] > 1) decisive++;
+    }
+    expect(decisive / f32Logits.length).toBeGreaterThan(0.9);
+  });
+
+  for (const name of ALL_TYPES) {
+    it(`${name}: embedding rows decode exactly as ours; whole-model logits within ${WHOLE_MODEL_TOLERANCE[name]} × their std`, async () => {
+      const type = GGML_TYPE[name];
+      const embQ = join(dir, `${name}-embd.gguf`), embRef = join(dir, `${name}-embd-ref.gguf`);
+      writeGgufModel(embQ, { config, type: 'F32', weights, tensorTypes: { 'token_embd.weight': name } });
+      writeGgufModel(embRef, { config, type: 'F32', weights: dequantized(weights, type, 'model.embed_tokens.weight') });
+      const exact = compare(await logitsOf(embQ), await logitsOf(embRef));
+      expect(exact.maxDiff, `${name} embedding: max logit difference`).toBeLessThanOrEqual(1e-4 * exact.std);
+
+      const whole = join(dir, `${name}.gguf`), wholeRef = join(dir, `${name}-ref.gguf`);
+      writeGgufModel(whole, { config, type: name, weights });
+      writeGgufModel(wholeRef, { config, type: 'F32', weights: dequantized(weights, type) });
+      const r = compare(await logitsOf(whole), await logitsOf(wholeRef));
+      expect(r.maxDiff / r.std, `${name} whole model: max logit difference / std`).toBeLessThanOrEqual(WHOLE_MODEL_TOLERANCE[name]);
+      expect(r.argmaxAgreement).toBeGreaterThanOrEqual(0.98);
+    }, 120_000);
+  }
+
+  it('negative control: one value decoded one step off is caught by the exact embedding check', async () => {
+    const type = GGML_TYPE.Q4_K;
+    const bad = dequantized(weights, type, 'model.embed_tokens.weight');
+    const emb = bad.get('model.embed_tokens.weight')!;
+    const data = Float32Array.from(emb.data);
+    const token = sequence[5], step = 0.05; // well under one Q4_K step of these rows (std 1, range ≈ ±3.5 over 15 levels)
+    data[token * config.hiddenSize + 3] += step;
+    bad.set('model.embed_tokens.weight', { shape: emb.shape, data });
+    const q = join(dir, 'neg-embd.gguf'), ref = join(dir, 'neg-embd-ref.gguf');
+    writeGgufModel(q, { config, type: 'F32', weights, tensorTypes: { 'token_embd.weight': 'Q4_K' } });
+    writeGgufModel(ref, { config, type: 'F32', weights: bad });
+    const r = compare(await logitsOf(q), await logitsOf(ref));
+    expect(r.maxDiff).toBeGreaterThan(1e-4 * r.std * 10);
+  }, 120_000);
+});

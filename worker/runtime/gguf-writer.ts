@@ -148,6 +148,9 @@ export class GgufWriter {
     while (this.current < this.sizes.length && this.sizes[this.current] === 0) this.current++;
   }
 
+  /** Bytes written to the file so far. */
+  get bytesWritten(): number { return this.position; }
+
   /** The tensor whose bytes `append` expects next (null once all are written). */
   get nextTensor(): GgufTensorDecl | null { return this.opts.tensors[this.current] ?? null; }
 
