@@ -36,13 +36,16 @@ export interface Config {
   servedWeights: ServedWeights;
 }
 
-export type ServedWeights = 'f32' | 'q4';
+export type ServedWeights = 'stored' | 'f32' | 'q4';
 
-/** HEARTH_WEIGHTS: f32 (default) or q4 (4-bit projections quantized when a model loads). */
+/**
+ * HEARTH_WEIGHTS: stored (default: as the model's files hold them, GGUF blocks quantized, float tensors as
+ * float32), f32 (everything dequantized) or q4 (projections re-quantized to 4 bits when a model loads).
+ */
 export function parseServedWeights(value: string | undefined): ServedWeights {
-  if (value === undefined || value === '' || value === 'f32') return 'f32';
-  if (value === 'q4') return 'q4';
-  throw new Error(`HEARTH_WEIGHTS must be f32 or q4, got "${value}"`);
+  if (value === undefined || value === '' || value === 'stored') return 'stored';
+  if (value === 'f32' || value === 'q4') return value;
+  throw new Error(`HEARTH_WEIGHTS must be stored, f32 or q4, got "${value}"`);
 }
 
 export function parseWorkers(spec: string): Config['workers'] {

@@ -2,7 +2,8 @@
 // loaded offline (build: 'never', no downloads, no GPU), driven with token ids so tokenization plays no part.
 //
 //   await llamaCppGreedy(path, promptIds, n)   → the n tokens greedy decoding appends to promptIds
-//   await llamaCppLogits(path, ids)            → logits after each position (row i predicts ids[i+1])
+//   await llamaCppLogits(path, ids)            → logits after each position (row i predicts ids[i+1]), up to a
+//                                                constant per row (compare differences, or center both)
 //   await llamaCppTokenize(path, text)         → llama.cpp's tokenization of text with the file's tokenizer
 //   await withLlamaCppModel(path, async (m) => …)  → several calls on one loaded model
 //
@@ -59,13 +60,19 @@ export async function withLlamaCppModel<T>(path: string, fn: (m: LlamaCppModel) 
       });
     },
     async logits(ids) {
+      // node-llama-cpp 3.21 (the release whose binaries for every platform the registry serves, so the
+      // lockfile installs anywhere) exposes next-token probabilities, not logits: with temperature T and no
+      // truncation, p = softmax(logits / T), so T·ln p = logits − (a constant per row). T = 100 keeps every
+      // probability well above float32's smallest (logits recovered to ~0.003 on a 1024-token vocabulary).
+      const T = 100;
       return withSequence(ids.length, async (seq) => {
-        const results = await seq.controlledEvaluate(ids.map((id) => [id as Token, { generateNext: { logits: true } }]));
+        const options = { temperature: T, topK: vocabSize, topP: 1, minP: 0 };
+        const results = await seq.controlledEvaluate(ids.map((id) => [id as Token, { generateNext: { probabilities: true, options } }]));
         return results.map((r, i) => {
-          const map = r?.next.logits;
-          if (!map || map.size !== vocabSize) throw new Error(`llama.cpp returned ${map?.size ?? 0} logits at position ${i}, expected ${vocabSize}`);
+          const map = r?.next.probabilities;
+          if (!map || map.size !== vocabSize) throw new Error(`llama.cpp returned ${map?.size ?? 0} probabilities at position ${i}, expected ${vocabSize}`);
           const row = new Float32Array(vocabSize);
-          for (const [token, value] of map) row[token] = value;
+          for (const [token, p] of map) row[token] = T * Math.log(p);
           return row;
         });
       });

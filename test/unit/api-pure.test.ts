@@ -75,8 +75,9 @@ describe('configuration', () => {
     const c = loadConfig({ HEARTH_WORKERS: 'inference:cuda:1', HEARTH_WEIGHTS: 'q4' });
     expect(c.workers).toEqual([{ kind: 'inference', device: 'cuda:1' }]);
     expect(c.servedWeights).toBe('q4');
-    expect(loadConfig({}).servedWeights).toBe('f32');
-    expect(() => loadConfig({ HEARTH_WEIGHTS: 'Q4' })).toThrow(/HEARTH_WEIGHTS must be f32 or q4, got "Q4"/);
+    expect(loadConfig({}).servedWeights).toBe('stored');
+    expect(loadConfig({ HEARTH_WEIGHTS: 'f32' }).servedWeights).toBe('f32');
+    expect(() => loadConfig({ HEARTH_WEIGHTS: 'Q4' })).toThrow(/HEARTH_WEIGHTS must be stored, f32 or q4, got "Q4"/);
     expect(() => parseWorkers('inference:gpu')).toThrow(/HEARTH_WORKERS: unknown device "gpu"/);
   });
 });

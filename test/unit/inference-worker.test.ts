@@ -160,7 +160,7 @@ describe.skipIf(!existsSync(STORIES))('HEARTH_WEIGHTS (real stories260K model)',
       expect(Math.max(...diffs)).toBeGreaterThan(0); // computed with other weights…
       expect(Math.max(...diffs)).toBeLessThan(0.5); // …close to the f32 ones
       process.env.HEARTH_WEIGHTS = 'int3';
-      await expect(createHandlers('cpu', () => {})).rejects.toThrow(/HEARTH_WEIGHTS must be f32 or q4, got "int3"/);
+      await expect(createHandlers('cpu', () => {})).rejects.toThrow(/HEARTH_WEIGHTS must be stored, f32 or q4, got "int3"/);
     } finally {
       if (saved === undefined) delete process.env.HEARTH_WEIGHTS;
       else process.env.HEARTH_WEIGHTS = saved;

@@ -4,7 +4,7 @@ import { loadModel } from '../../../worker/runtime/load-model.js';
 import { generateText } from '../../../worker/runtime/generate.js';
 import { parseArgs } from './models.js';
 
-const USAGE = 'usage: hearth generate --model <publisher/name | folder> --prompt <text> [--max-tokens N] [--temperature T] [--seed S] [--device cpu|cuda:N] [--weights f32|q4] [--json]';
+const USAGE = 'usage: hearth generate --model <publisher/name | folder> --prompt <text> [--max-tokens N] [--temperature T] [--seed S] [--device cpu|cuda:N] [--weights stored|f32|q4] [--json]';
 
 function numberFlag(v: string | true | undefined, name: string, fallback: number): number {
   if (v === undefined) return fallback;
@@ -23,8 +23,8 @@ export async function run(argv: string[]): Promise<number> {
     const maxTokens = numberFlag(flags['max-tokens'], 'max-tokens', 128);
     const temperature = numberFlag(flags.temperature, 'temperature', 0);
     const seed = numberFlag(flags.seed, 'seed', 0);
-    const weightType = flags.weights ?? 'f32';
-    if (weightType !== 'f32' && weightType !== 'q4') throw new Error('--weights must be f32 or q4');
+    const weightType = flags.weights ?? 'stored';
+    if (weightType !== 'stored' && weightType !== 'f32' && weightType !== 'q4') throw new Error('--weights must be stored, f32 or q4');
     const model = await loadModel(flags.model, {
       weightType,
       home: defaultHome(),

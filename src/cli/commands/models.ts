@@ -1,12 +1,12 @@
 // `hearth models import|list|rm|export-onnx`: the model store from the command line.
-import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { defaultHome, importModel, listModels, modelDir, removeModel, getModel } from '../../models/model-store.js';
 import { readModelWeights } from '../../../worker/runtime/hf-model.js';
 import { buildDecoderGraph, defaultAttention, type AttentionKind } from '../../../worker/runtime/llama-graph.js';
 
 const USAGE = `usage:
-  hearth models import <hf-folder | file.gguf> [--id publisher/name]
+  hearth models import <hf-folder | file.gguf> [--id publisher/name] [--ignore-memory]
   hearth models list [--json]
   hearth models rm <publisher/name>
   hearth models export-onnx <publisher/name> <out-dir> [--attention gqa|onnx23|standard] [--max-context N]`;
@@ -55,17 +55,32 @@ function progressBar(minBytes = 32 << 20): (stage: string, done: number, total: 
   };
 }
 
+/** Bytes of the built graphs kept beside a model (see worker/runtime/graph-cache.ts). */
+function cacheBytes(dir: string): number {
+  const root = join(dir, '.cache');
+  if (!existsSync(root)) return 0;
+  let total = 0;
+  for (const build of readdirSync(root)) for (const f of readdirSync(join(root, build))) total += statSync(join(root, build, f)).size;
+  return total;
+}
+
+/** The float type of a safetensors model (manifests before tensorTypes, and HF imports). */
+function floatType(m: { format: string; sizeBytes: number; parameters: number }): string {
+  const bytesPerParam = m.sizeBytes / Math.max(1, m.parameters);
+  return bytesPerParam > 3 ? 'F32' : 'F16/BF16';
+}
+
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   const home = defaultHome();
   try {
     switch (sub) {
       case 'import': {
-        const { positional, flags } = parseArgs(rest);
+        const { positional, flags } = parseArgs(rest, ['ignore-memory']);
         if (positional.length !== 1) { process.stderr.write(`${USAGE}\n`); return 2; }
         const id = typeof flags.id === 'string' ? flags.id : undefined;
-        const m = await importModel(home, positional[0], { id, progress: progressBar() });
-        process.stdout.write(`imported ${m.id} (${m.architecture}, ${formatParams(m.parameters)} parameters, ${formatBytes(m.sizeBytes)}) into ${modelDir(home, m.id)}\n`);
+        const m = await importModel(home, positional[0], { id, progress: progressBar(), ignoreMemory: flags['ignore-memory'] === true });
+        process.stdout.write(`imported ${m.id} (${m.architecture}, ${formatParams(m.parameters)} parameters, ${m.quantization ?? 'float'}, ${formatBytes(m.sizeBytes)}) into ${modelDir(home, m.id)}\n`);
         return 0;
       }
       case 'list': {
@@ -73,8 +88,8 @@ export async function run(argv: string[]): Promise<number> {
         const models = listModels(home);
         if (flags.json) { process.stdout.write(JSON.stringify(models, null, 2) + '\n'); return 0; }
         if (models.length === 0) { process.stdout.write(`no models in ${join(home, 'models')}\n`); return 0; }
-        const rows = models.map((m) => [m.id, m.architecture, formatParams(m.parameters), formatBytes(m.sizeBytes), m.format, m.importedAt.slice(0, 19)]);
-        const header = ['ID', 'ARCH', 'PARAMS', 'SIZE', 'FROM', 'IMPORTED'];
+        const rows = models.map((m) => [m.id, m.architecture, formatParams(m.parameters), m.quantization ?? floatType(m), formatBytes(m.sizeBytes), formatBytes(cacheBytes(modelDir(home, m.id))), m.format, m.importedAt.slice(0, 19)]);
+        const header = ['ID', 'ARCH', 'PARAMS', 'QUANT', 'SIZE', 'CACHE', 'FROM', 'IMPORTED'];
         const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
         for (const r of [header, ...rows]) process.stdout.write(r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd() + '\n');
         return 0;
