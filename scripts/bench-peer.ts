@@ -1,0 +1,173 @@
+// Hearth against llama.cpp (node-llama-cpp's CPU build, a dev dependency) on the same GGUF files, in one run:
+// import time, bytes on disk, cold load (no cached graph), warm load, peak RSS, prefill 128/512 tok/s and
+// decode tok/s at 1 and 8 streams, with Hearth/llama.cpp ratios. Each side runs in its own child process
+// (peak RSS is that process's own), on the same threads.
+//
+//   npm run bench:peer -- [--specs 1b:Q4_0,1b:Q4_K,1b:Q8_0,8b:Q4_K:4] [--dir /tmp/hearth-peer] [--threads 2] [--decode 32]
+//
+// A spec is shape:type[:layers] (shapes and types of scripts/make-tiny-model.ts; 8b:Q4_K:4 is Llama 3.1 8B's
+// dimensions with 4 of its 32 layers). Files are generated once into --dir and reused.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { machineLabel, speedProbe } from './machine.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string) => { const i = args.indexOf(`--${name}`); return i >= 0 ? args[i + 1] : undefined; };
+const threads = Number(flag('threads') ?? 2);
+const decodeTokens = Number(flag('decode') ?? 32);
+const dir = flag('dir') ?? '/tmp/hearth-peer';
+
+const prompt = (n: number, offset = 0) => Array.from({ length: n }, (_, i) => 3 + ((i * 7 + offset * 13) % 1000));
+const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
+const maxRssMb = () => round(process.resourceUsage().maxRSS / 1024, 0);
+
+function dirBytes(d: string): number {
+  if (!existsSync(d)) return 0;
+  let total = 0;
+  for (const e of readdirSync(d, { withFileTypes: true })) total += e.isDirectory() ? dirBytes(join(d, e.name)) : statSync(join(d, e.name)).size;
+  return total;
+}
+
+/** Hearth's side: (cold) import + load with no cached graph, or (warm) load of the cached graph; then speeds. */
+async function hearthChild(file: string, home: string, mode: 'cold' | 'warm'): Promise<Record<string, unknown>> {
+  const { importModel, modelDir } = await import('../src/models/model-store.js');
+  const { loadModel } = await import('../worker/runtime/load-model.js');
+  const id = 'bench/peer';
+  const out: Record<string, unknown> = {};
+  if (mode === 'cold') {
+    rmSync(join(home, 'models'), { recursive: true, force: true });
+    const t = performance.now();
+    await importModel(home, file, { id, ignoreMemory: true });
+    out.import_s = round((performance.now() - t) / 1000, 2);
+    out.stored_bytes = dirBytes(modelDir(home, id)) - dirBytes(join(modelDir(home, id), '.cache'));
+  }
+  const t = performance.now();
+  const m = await loadModel(id, { home, maxContext: 1024, intraOpThreads: threads });
+  out[`${mode}_load_s`] = round((performance.now() - t) / 1000, 2);
+  out.graph_built = m.graphBuilt;
+  out.cache_bytes = dirBytes(join(modelDir(home, id), '.cache'));
+  type Seq = ReturnType<typeof m.runner.newSequence>;
+  Object.assign(out, await speeds<Seq>({
+    newSeq: () => m.runner.newSequence(),
+    run: async (tokens, kv) => { await m.runner.forward([{ tokens, kv }]); },
+    batch: async (rows) => { await m.runner.forward(rows.map(([tokens, kv]) => ({ tokens, kv }))); },
+    release: (kv) => kv.dispose(),
+  }));
+  out.peak_rss_mb = maxRssMb();
+  await m.runner.release();
+  return out;
+}
+
+interface Engine<K> {
+  newSeq(): K;
+  run(tokens: number[], seq: K): Promise<void>;
+  /** One step over several sequences at once. */
+  batch(rows: [number[], K][]): Promise<void>;
+  release(seq: K): Promise<void> | void;
+}
+
+/** Timings shared by both sides: prefill of 128 and 512 tokens, decode of one stream and of eight. */
+async function speeds<K>(e: Engine<K>): Promise<Record<string, number>> {
+  const r: Record<string, number> = {};
+  for (const n of [128, 512]) {
+    const warm = e.newSeq();
+    await e.run(prompt(16, n), warm); // warm-up
+    await e.release(warm);
+    const seq = e.newSeq();
+    const t = performance.now();
+    await e.run(prompt(n), seq);
+    r[`prefill_${n}_tok_s`] = round(n / ((performance.now() - t) / 1000));
+    await e.release(seq);
+  }
+  const seq = e.newSeq();
+  await e.run(prompt(64), seq);
+  let t = performance.now();
+  for (let i = 0; i < decodeTokens; i++) await e.run([5 + i], seq);
+  r.decode_1_tok_s = round(decodeTokens / ((performance.now() - t) / 1000));
+  await e.release(seq);
+  const seqs = Array.from({ length: 8 }, () => e.newSeq());
+  for (let s = 0; s < 8; s++) await e.run(prompt(64, s), seqs[s]);
+  t = performance.now();
+  for (let i = 0; i < decodeTokens; i++) await e.batch(seqs.map((k, s) => [[5 + ((i + s) % 100)], k]));
+  r.decode_8_tok_s = round((8 * decodeTokens) / ((performance.now() - t) / 1000));
+  for (const k of seqs) await e.release(k);
+  return r;
+}
+
+/** llama.cpp's side through node-llama-cpp: memory-mapped load, then the same timings on token ids. */
+async function llamaChild(file: string): Promise<Record<string, unknown>> {
+  const { getLlama } = await import('node-llama-cpp');
+  const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
+  const t = performance.now();
+  const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
+  const out: Record<string, unknown> = { load_s: round((performance.now() - t) / 1000, 2) };
+  const context = await model.createContext({ contextSize: 8 * 1024, batchSize: 512, threads, sequences: 8 });
+  type Seq = ReturnType<typeof context.getSequence>;
+  Object.assign(out, await speeds<Seq>({
+    newSeq: () => context.getSequence(),
+    run: async (tokens, seq) => { await seq.evaluateWithoutGeneratingNewTokens(tokens as never); },
+    // Eight sequences' evaluations issued together are batched by node-llama-cpp into one llama_decode.
+    batch: async (rows) => { await Promise.all(rows.map(([tokens, seq]) => seq.evaluateWithoutGeneratingNewTokens(tokens as never))); },
+    release: (seq) => seq.dispose(),
+  }));
+  out.peak_rss_mb = maxRssMb();
+  await context.dispose();
+  await model.dispose();
+  return out;
+}
+
+function child(kind: string, extra: string[]): Record<string, unknown> {
+  const stdout = execFileSync(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, '--child', kind, ...extra],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 24 });
+  return JSON.parse(stdout.trim().split('\n').at(-1)!);
+}
+
+async function main(): Promise<void> {
+  const childKind = flag('child');
+  if (childKind) {
+    const file = flag('file')!;
+    const result = childKind === 'llama' ? await llamaChild(file) : await hearthChild(file, flag('home')!, childKind === 'hearth-cold' ? 'cold' : 'warm');
+    process.stdout.write(JSON.stringify(result) + '\n');
+    return;
+  }
+  const { writeGgufModel } = await import('../src/models/tiny-gguf.js');
+  const { shapeConfig } = await import('../src/models/tiny-model.js');
+  const specs = (flag('specs') ?? '1b:Q4_0,1b:Q4_K,1b:Q8_0,8b:Q4_K:4').split(',');
+  mkdirSync(dir, { recursive: true });
+  const results: Record<string, unknown>[] = [];
+  for (const spec of specs) {
+    const [shape, type, layers] = spec.split(':');
+    const file = join(dir, `${shape}-${type}${layers ? `-L${layers}` : ''}.gguf`);
+    const result: Record<string, unknown> = { spec, machine: machineLabel(), speed_probe_ms: speedProbe(), threads };
+    if (!existsSync(file)) {
+      const t = performance.now();
+      writeGgufModel(file, { config: shapeConfig(shape as never, { layers: layers ? Number(layers) : undefined }), type: type as never, seed: 1 });
+      result.generate_s = round((performance.now() - t) / 1000, 1);
+    }
+    result.gguf_bytes = statSync(file).size;
+    const home = join(dir, `home-${shape}-${type}-${layers ?? ''}`);
+    // Interleaved: llama.cpp, Hearth (cold), Hearth (warm), llama.cpp again; the peer's figures are the better of its two runs.
+    const l1 = child('llama', ['--file', file]);
+    const cold = child('hearth-cold', ['--file', file, '--home', home]);
+    const warm = child('hearth-warm', ['--file', file, '--home', home]);
+    const l2 = child('llama', ['--file', file]);
+    const best = (k: string, lower = false) => (lower ? Math.min : Math.max)(l1[k] as number, l2[k] as number);
+    const peer: Record<string, number> = {};
+    for (const k of ['prefill_128_tok_s', 'prefill_512_tok_s', 'decode_1_tok_s', 'decode_8_tok_s']) peer[k] = best(k);
+    peer.load_s = best('load_s', true);
+    peer.peak_rss_mb = best('peak_rss_mb', true);
+    const hearth: Record<string, unknown> = { ...cold, ...warm, cold_peak_rss_mb: cold.peak_rss_mb };
+    const ratio: Record<string, number> = {};
+    for (const k of ['prefill_128_tok_s', 'prefill_512_tok_s', 'decode_1_tok_s', 'decode_8_tok_s']) ratio[k] = round((warm[k] as number) / peer[k], 2);
+    ratio.disk_stored_vs_gguf = round((cold.stored_bytes as number) / (result.gguf_bytes as number), 3);
+    ratio.disk_with_cache_vs_gguf = round(((cold.stored_bytes as number) + (warm.cache_bytes as number)) / (result.gguf_bytes as number), 2);
+    ratio.warm_load_vs_peer = round((warm.warm_load_s as number) / peer.load_s, 2);
+    ratio.cold_load_vs_peer = round((cold.cold_load_s as number) / peer.load_s, 2);
+    Object.assign(result, { hearth, llama_cpp: { ...peer, runs: [l1, l2] }, ratio, speed_probe_after_ms: speedProbe() });
+    process.stdout.write(JSON.stringify(result) + '\n');
+    results.push(result);
+  }
+}
+
+await main();
