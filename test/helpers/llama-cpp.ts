@@ -8,18 +8,26 @@
 //
 // The binary is loaded once per process. Each call loads the model (memory-mapped, as llama.cpp serves it)
 // and frees it afterwards unless run inside withLlamaCppModel.
-import { getLlama, type Llama, type LlamaModel, type Token } from 'node-llama-cpp';
+import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from 'node-llama-cpp';
 
 export interface LlamaCppOptions {
   /** CPU threads (default 2: this machine's cores). */
   threads?: number;
+  /**
+   * KV cache element type (default F16, llama.cpp's own default: keys and values are rounded to f16, which
+   * moves logits by ~1e-3 of their scale). F32 with flashAttention: false (its CPU kernel works in f16 too)
+   * makes llama.cpp's attention exact to float32 rounding.
+   */
+  kvCacheType?: 'F16' | 'F32';
+  /** llama.cpp's flash-attention kernel (default: llama.cpp decides). */
+  flashAttention?: boolean;
 }
 
 let llamaPromise: Promise<Llama> | null = null;
 
 /** The llama.cpp binary shipped in node-llama-cpp's npm packages, CPU only, never built or downloaded. */
 export function llamaCpp(): Promise<Llama> {
-  llamaPromise ??= getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
+  llamaPromise ??= getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: LlamaLogLevel.error });
   return llamaPromise;
 }
 
@@ -41,7 +49,8 @@ export async function withLlamaCppModel<T>(path: string, fn: (m: LlamaCppModel) 
   const vocabSize = Number(embd.dimensions[1]);
   const withSequence = async <R>(tokens: number, run: (seq: ReturnType<Awaited<ReturnType<LlamaModel['createContext']>>['getSequence']>) => Promise<R>) => {
     const size = Math.max(256, Math.ceil(tokens / 256) * 256);
-    const context = await model.createContext({ contextSize: size, batchSize: size, threads, sequences: 1 });
+    const kv = opts.kvCacheType ?? 'F16';
+    const context = await model.createContext({ contextSize: size, batchSize: size, threads, sequences: 1, experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv, flashAttention: opts.flashAttention });
     try { return await run(context.getSequence()); } finally { await context.dispose(); }
   };
   const m: LlamaCppModel = {

@@ -12,6 +12,7 @@ import { dequantize, GGML_TYPE } from '../../worker/runtime/gguf-dequant.js';
 import { quantize } from '../../worker/runtime/gguf-quantize.js';
 import { Tokenizer } from '../../worker/runtime/tokenizer.js';
 import { withLlamaCppModel } from '../helpers/llama-cpp.js';
+import { referenceLogits } from './runtime-reference.js';
 
 let dir: string;
 beforeAll(() => { dir = mkdtempSync(join(tmpdir(), 'hearth-gguf-gen-')); });
@@ -42,6 +43,26 @@ describe('GGUF model generator', () => {
       expect(info.tensors.filter((t) => t.dims.length === 1).every((t) => t.type === 'F32')).toBe(true);
       expect(m.tokenizerConfig.chat_template).toContain('<|im_start|>');
     });
+  }
+
+  for (const arch of ['llama', 'qwen2', 'qwen3'] as const) {
+    it(`${arch}: llama.cpp computes the model the HF weights define (names, q/k layout, rope, norms, biases)`, async () => {
+      const config = tinyConfig({ architecture: arch, overrides: { hiddenSize: 256, numHeads: 4, numKvHeads: 2, headDim: 64, intermediateSize: 512, numLayers: 2, ropeTheta: 500000, tieWordEmbeddings: arch === 'qwen2' } }, tokSize);
+      const weights = syntheticWeights(config, 9);
+      const p = join(dir, `ref-${arch}.gguf`);
+      writeGgufModel(p, { config, type: 'F32', weights });
+      const ids = Array.from({ length: 24 }, (_, i) => (i * 131 + 7) % (config.vocabSize - 4));
+      const ours = referenceLogits(config, weights, ids);
+      const theirs = await withLlamaCppModel(p, (m) => m.logits(ids), { kvCacheType: 'F32', flashAttention: false });
+      let maxDiff = 0, sumSq = 0, n = 0;
+      for (let t = 0; t < ids.length; t++) for (let v = 0; v < config.vocabSize; v++) {
+        maxDiff = Math.max(maxDiff, Math.abs(ours[t][v] - theirs[t][v]));
+        sumSq += ours[t][v] ** 2; n++;
+      }
+      // float32 (llama.cpp, with an f32 KV cache) against float64 (reference) arithmetic: ~1e-5 of the
+      // logits' scale; a misplaced row, a wrong rope layout or a missing bias moves them by order 1.
+      expect(maxDiff / Math.sqrt(sumSq / n)).toBeLessThan(1e-4);
+    }, 120_000);
   }
 
   it('the same seed writes the same bytes; another seed other weights', () => {
