@@ -98,6 +98,8 @@ export function writeGgufModel(path: string, opts: GgufModelOptions): GgufModelI
       const cols = d.hf.shape[d.hf.shape.length - 1], rows = d.hf.shape.length > 1 ? d.hf.shape[0] : 1;
       const permuteHeads = qkPermutationHeads(d.hf.name, config, arch);
       const rowsPerChunk = Math.max(1, Math.floor((1 << 22) / cols));
+      const fill = synth?.rows(d.hf.name);
+      const source = opts.weights?.get(d.hf.name)?.data;
       const chunk = new Float32Array(Math.min(rows, rowsPerChunk) * cols);
       for (let r0 = 0; r0 < rows; r0 += rowsPerChunk) {
         const n = Math.min(rowsPerChunk, rows - r0);
@@ -105,8 +107,8 @@ export function writeGgufModel(path: string, opts: GgufModelOptions): GgufModelI
         for (let r = 0; r < n; r++) {
           const hfRow = permuteHeads ? hfRowOfPermutedRow(r0 + r, rows / permuteHeads) : r0 + r;
           const out = values.subarray(r * cols, (r + 1) * cols);
-          if (opts.weights) out.set(opts.weights.get(d.hf.name)!.data.subarray(hfRow * cols, (hfRow + 1) * cols));
-          else synth!.row(d.hf.name, hfRow, out);
+          if (source) out.set(source.subarray(hfRow * cols, (hfRow + 1) * cols));
+          else fill!(hfRow, out);
         }
         const bytes = quantize(d.type, values);
         writer.append(bytes);
@@ -132,7 +134,8 @@ export function syntheticWeights(config: ModelConfig, seed = 0, margin = 3): Wei
   for (const spec of llamaTensorSpecs(config)) {
     const cols = spec.shape[spec.shape.length - 1], rows = spec.shape.length > 1 ? spec.shape[0] : 1;
     const data = new Float32Array(rows * cols);
-    for (let r = 0; r < rows; r++) synth.row(spec.name, r, data.subarray(r * cols, (r + 1) * cols));
+    const fill = synth.rows(spec.name);
+    for (let r = 0; r < rows; r++) fill(r, data.subarray(r * cols, (r + 1) * cols));
     weights.set(spec.name, { shape: spec.shape, data });
   }
   return weights;
@@ -204,7 +207,6 @@ class SyntheticWeights {
   private readonly headScale: number = 0; // β
   private readonly permA: number;
   private readonly permB: number;
-  private scratch = new Float32Array(0);
 
   constructor(private readonly config: ModelConfig, private readonly seed: number, margin: number) {
     const { hiddenSize: D, vocabSize: V, numLayers: L } = config;
@@ -232,22 +234,22 @@ class SyntheticWeights {
     this.permB = (seed * 2654435761 + 12345) % V;
   }
 
-  /** Fill `out` with HF row `row` of tensor `name`. */
-  row(name: string, row: number, out: Float32Array): void {
+  /** A function filling `out` with HF row `row` of tensor `name` (made once per tensor: rows are hot). */
+  rows(name: string): (row: number, out: Float32Array) => void {
     const { hiddenSize: D, intermediateSize: F, numHeads: H, headDim: hd, vocabSize: V } = this.config;
     const leaf = name.replace(/^model\.layers\.\d+\./, '');
-    const gauss = (scale: number, mean = 0) => fillGaussian(out, this.rowSeed(name, row), scale, mean);
+    const gauss = (scale: number, mean = 0) => (row: number, out: Float32Array) => fillGaussian(out, this.rowSeed(name, row), scale, mean);
     switch (leaf) {
       case 'model.embed_tokens.weight': return gauss(this.embedStd);
       case 'lm_head.weight': {
-        // (β/sqrt(D))·(γ·e_σ(v)/embedStd + noise)
-        const scale = this.headScale / Math.sqrt(D);
-        gauss(scale);
-        // The embedding row of σ(v) is embedStd × the unit Gaussians of its seed: regenerate those.
-        const unit = this.scratch.length === D ? this.scratch : (this.scratch = new Float32Array(D));
-        fillGaussian(unit, this.rowSeed('model.embed_tokens.weight', (this.permA * row + this.permB) % V), 1, 0);
-        for (let i = 0; i < D; i++) out[i] += scale * this.headSelf * unit[i];
-        return;
+        // (β/sqrt(D))·(γ·e_σ(v)/embedStd + noise); the embedding row of σ(v) is embedStd × the unit
+        // Gaussians of its seed, so regenerate those.
+        const scale = this.headScale / Math.sqrt(D), noise = gauss(scale), unit = new Float32Array(D);
+        return (row, out) => {
+          noise(row, out);
+          fillGaussian(unit, this.rowSeed('model.embed_tokens.weight', (this.permA * row + this.permB) % V), 1, 0);
+          for (let i = 0; i < D; i++) out[i] += scale * this.headSelf * unit[i];
+        };
       }
       case 'input_layernorm.weight': case 'post_attention_layernorm.weight': case 'model.norm.weight':
       case 'self_attn.q_norm.weight': case 'self_attn.k_norm.weight':

@@ -2,25 +2,32 @@
 // loaded offline (build: 'never', no downloads, no GPU), driven with token ids so tokenization plays no part.
 //
 //   await llamaCppGreedy(path, promptIds, n)   → the n tokens greedy decoding appends to promptIds
-//   await llamaCppLogits(path, ids)            → logits after each position (row i predicts ids[i+1]), up to a
-//                                                constant per row (compare differences, or center both)
+//   await llamaCppLogits(path, ids)            → logits after each position (row i predicts ids[i+1])
 //   await llamaCppTokenize(path, text)         → llama.cpp's tokenization of text with the file's tokenizer
 //   await withLlamaCppModel(path, async (m) => …)  → several calls on one loaded model
 //
 // The binary is loaded once per process. Each call loads the model (memory-mapped, as llama.cpp serves it)
 // and frees it afterwards unless run inside withLlamaCppModel.
-import { getLlama, type Llama, type LlamaModel, type Token } from 'node-llama-cpp';
+import { getLlama, LlamaLogLevel, type Llama, type LlamaModel, type Token } from 'node-llama-cpp';
 
 export interface LlamaCppOptions {
   /** CPU threads (default 2: this machine's cores). */
   threads?: number;
+  /**
+   * KV cache element type (default F16, llama.cpp's own default: keys and values are rounded to f16, which
+   * moves logits by ~1e-3 of their scale). F32 with flashAttention: false (its CPU kernel works in f16 too)
+   * makes llama.cpp's attention exact to float32 rounding.
+   */
+  kvCacheType?: 'F16' | 'F32';
+  /** llama.cpp's flash-attention kernel (default: llama.cpp decides). */
+  flashAttention?: boolean;
 }
 
 let llamaPromise: Promise<Llama> | null = null;
 
 /** The llama.cpp binary shipped in node-llama-cpp's npm packages, CPU only, never built or downloaded. */
 export function llamaCpp(): Promise<Llama> {
-  llamaPromise ??= getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
+  llamaPromise ??= getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: LlamaLogLevel.error });
   return llamaPromise;
 }
 
@@ -42,7 +49,8 @@ export async function withLlamaCppModel<T>(path: string, fn: (m: LlamaCppModel) 
   const vocabSize = Number(embd.dimensions[1]);
   const withSequence = async <R>(tokens: number, run: (seq: ReturnType<Awaited<ReturnType<LlamaModel['createContext']>>['getSequence']>) => Promise<R>) => {
     const size = Math.max(256, Math.ceil(tokens / 256) * 256);
-    const context = await model.createContext({ contextSize: size, batchSize: size, threads, sequences: 1 });
+    const kv = opts.kvCacheType ?? 'F16';
+    const context = await model.createContext({ contextSize: size, batchSize: size, threads, sequences: 1, experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv, flashAttention: opts.flashAttention });
     try { return await run(context.getSequence()); } finally { await context.dispose(); }
   };
   const m: LlamaCppModel = {
@@ -60,19 +68,13 @@ export async function withLlamaCppModel<T>(path: string, fn: (m: LlamaCppModel) 
       });
     },
     async logits(ids) {
-      // node-llama-cpp 3.21 (the release whose binaries for every platform the registry serves, so the
-      // lockfile installs anywhere) exposes next-token probabilities, not logits: with temperature T and no
-      // truncation, p = softmax(logits / T), so T·ln p = logits − (a constant per row). T = 100 keeps every
-      // probability well above float32's smallest (logits recovered to ~0.003 on a 1024-token vocabulary).
-      const T = 100;
       return withSequence(ids.length, async (seq) => {
-        const options = { temperature: T, topK: vocabSize, topP: 1, minP: 0 };
-        const results = await seq.controlledEvaluate(ids.map((id) => [id as Token, { generateNext: { probabilities: true, options } }]));
+        const results = await seq.controlledEvaluate(ids.map((id) => [id as Token, { generateNext: { logits: true } }]));
         return results.map((r, i) => {
-          const map = r?.next.probabilities;
-          if (!map || map.size !== vocabSize) throw new Error(`llama.cpp returned ${map?.size ?? 0} probabilities at position ${i}, expected ${vocabSize}`);
+          const map = r?.next.logits;
+          if (!map || map.size !== vocabSize) throw new Error(`llama.cpp returned ${map?.size ?? 0} logits at position ${i}, expected ${vocabSize}`);
           const row = new Float32Array(vocabSize);
-          for (const [token, p] of map) row[token] = T * Math.log(p);
+          for (const [token, value] of map) row[token] = value;
           return row;
         });
       });

@@ -4,7 +4,7 @@ import { describe, expect, it, beforeAll, afterAll } from 'vitest';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dequantQ4_0, dequantQ4_K, dequantQ6_K, dequantQ8_0 } from '../../worker/runtime/gguf-dequant.js';
+import { dequantQ4_0, dequantQ8_0 } from '../../worker/runtime/gguf-dequant.js';
 import { readGgufHeader } from '../../worker/runtime/gguf-reader.js';
 import { readGgufModel, unpermuteQK } from '../../worker/runtime/gguf-model.js';
 import { f32ToF16 } from '../../worker/runtime/half.js';
@@ -35,26 +35,8 @@ describe('dequantization', () => {
     }
   });
 
-  it('Q4_K: 6-bit scales/mins per 32-element sub-block, low nibbles then high nibbles per 64', () => {
-    const scales = [1, 2, 3, 4, 0, 1, 0, 1, 0x05, 0x06, 0x07, 0x08];
-    const block = Uint8Array.from([...half(1), ...half(0.5), ...scales, ...new Array(128).fill(0x21)]);
-    const out = dequantQ4_K(block, 256);
-    const expected = [1, 3.5, 3, 7.5, 5, 12, 7, 16]; // d·sc·q − dmin·m with q = 1 (low) or 2 (high)
-    for (let s = 0; s < 8; s++) for (let i = 0; i < 32; i++) expect(out[s * 32 + i]).toBeCloseTo(expected[s], 6);
-  });
-
-  it('Q6_K: 4 low bits + 2 high bits − 32, int8 scale per 16 elements', () => {
-    const ql = new Array(128).fill(0), qh = new Array(64).fill(0);
-    ql[0] = 0x0f; qh[0] = 0x03; // element 0: 15 | 3<<4 = 63 → 31
-    const sc = Array.from({ length: 16 }, (_, i) => (i === 15 ? -2 : i + 1) & 0xff);
-    const out = dequantQ6_K(Uint8Array.from([...ql, ...qh, ...sc, ...half(1)]), 256);
-    const scale = (i: number) => (i === 15 ? -2 : i + 1);
-    expect(out[0]).toBe(31 * scale(0));
-    for (let e = 1; e < 256; e++) {
-      const n = e >> 7, r = e & 127, quarter = r >> 5, l = r & 31;
-      expect(out[e]).toBe(-32 * scale(8 * n + (l >> 4) + 2 * quarter));
-    }
-  });
+  // Q4_K, Q6_K and the other multi-level formats are checked against llama.cpp itself in gguf-quant.test.ts
+  // (an independent reader of the same blocks), not against expectations derived from our own reading.
 });
 
 describe('GGUF reader', () => {

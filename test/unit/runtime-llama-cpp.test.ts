@@ -67,7 +67,7 @@ describe('Hearth vs llama.cpp on the same GGUF files', () => {
       for (let p = 0; p < ids.length; p++) {
         const ours = all.subarray(p * V, (p + 1) * V);
         if (argmax(ours) === argmax(theirs[p])) agree++;
-        // llama.cpp's rows come up to a constant (see the helper): compare both centred.
+        // Compared centred: a constant shift of a row changes no probability.
         const mo = mean(ours), mt = mean(theirs[p]);
         let sd = 0;
         for (const v of theirs[p]) sd += (v - mt) ** 2 / V;
