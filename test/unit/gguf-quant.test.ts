@@ -1,11 +1,18 @@
 // ggml quantization formats: our quantizers round-trip through our dequantizers within each format's
 // error bound, and llama.cpp (node-llama-cpp's CPU build, an independent reader of the same blocks)
 // sees the same values our dequantizers produce.
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { dequantize, GGML_TYPE, GGML_TYPES, type GgmlTypeName } from '../../worker/runtime/gguf-dequant.js';
 import { quantize } from '../../worker/runtime/gguf-quantize.js';
 import { f16ToF32 } from '../../worker/runtime/half.js';
 import { seededRandom } from '../../worker/runtime/generate.js';
+import type { Weights } from '../../worker/runtime/model-config.js';
+import { syntheticWeights, writeGgufModel } from '../../src/models/tiny-gguf.js';
+import { tinyConfig, tinyTokenizer } from '../../src/models/tiny-model.js';
+import { withLlamaCppModel } from '../helpers/llama-cpp.js';
 
 const ALL_TYPES = Object.keys(GGML_TYPE) as GgmlTypeName[];
 
@@ -120,14 +127,6 @@ describe('quantize → dequantize round trip', () => {
 //    logits' std for 8-bit rounding, 3% for bf16, 0.5% for f16, while a wrongly decoded format moves logits
 //    by about their whole std.
 // ---------------------------------------------------------------------------------------------------
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll } from 'vitest';
-import { syntheticWeights, writeGgufModel } from '../../src/models/tiny-gguf.js';
-import { tinyConfig, tinyTokenizer } from '../../src/models/tiny-model.js';
-import type { Weights } from '../../worker/runtime/model-config.js';
-import { withLlamaCppModel } from '../helpers/llama-cpp.js';
 
 const config = tinyConfig({ overrides: { hiddenSize: 256, numHeads: 4, numKvHeads: 2, headDim: 64, intermediateSize: 512, numLayers: 2, tieWordEmbeddings: false } }, tinyTokenizer().size);
 const weights = syntheticWeights(config, 11);

@@ -8,7 +8,8 @@
 // only their rounding error is a little larger than llama.cpp's own quantizer would reach.
 //
 // Error per value, with d the stored step of the value's (sub-)block:
-//   Q8_0, Q5_1, Q4_1, Q4_K, Q5_K, Q6_K: ≤ d/2 (no clipping: scales are rounded up, never down)
+//   Q8_0, Q4_K, Q5_K, Q6_K: ≤ d/2 (no clipping: scales are rounded up, never down)
+//   Q4_1, Q5_1: ≤ d/2, plus the f16 rounding of the block's minimum for values at the bottom
 //   Q4_0, Q5_0: ≤ d, as in ggml: the largest-magnitude value maps to −8 (−16) exactly, so a value of
 //               the opposite sign and equal magnitude would need +8 (+16), which the format lacks.
 //   F16, BF16: round to nearest even.
