@@ -66,20 +66,28 @@ export function floatTensor(data: Float32Array, dims: number[]): ort.Tensor {
 }
 
 const cache = new Map<string, ComputeGraph>();
-function cached(key: string, build: () => Uint8Array): ComputeGraph {
-  let g = cache.get(key);
+function cached(key: string, build: () => Uint8Array, threads = trainingThreads()): ComputeGraph {
+  let g = cache.get(`${key}:${threads}`);
   if (!g) {
-    g = ComputeGraph.load(build());
-    cache.set(key, g);
+    g = ComputeGraph.load(build(), threads);
+    cache.set(`${key}:${threads}`, g);
   }
   return g;
 }
 
 /**
+ * Products below this many FLOPs run on one thread: waking the pool costs more than it saves
+ * (LoRA's rank-8 products are ~2 MFLOP), and on a loaded machine every parallel call also waits
+ * for its slowest thread to be scheduled.
+ */
+export const SINGLE_THREAD_FLOPS = 1 << 23;
+
+/**
  * Y[b] = op(A[b]) @ op(B[b]) over rank-3 operands (a batch of 1 broadcasts), op = transpose when
  * asked: com.microsoft FusedMatMul, which MLAS runs with the transposes folded into packing.
  */
-export function matMulGraph(transA: boolean, transB: boolean): ComputeGraph {
+export function matMulGraph(transA: boolean, transB: boolean, flops = Infinity): ComputeGraph {
+  const threads = flops < SINGLE_THREAD_FLOPS ? 1 : trainingThreads();
   return cached(`matmul:${transA}:${transB}`, () => {
     const g = new GraphBuilder();
     const a = g.input('A', DataType.FLOAT, ['a0', 'a1', 'a2']);
@@ -87,7 +95,7 @@ export function matMulGraph(transA: boolean, transB: boolean): ComputeGraph {
     g.node('FusedMatMul', [a, b], { outputs: ['Y'], attrs: { transA: transA ? 1 : 0, transB: transB ? 1 : 0, alpha: { float: 1 } }, domain: 'com.microsoft' });
     g.output('Y', DataType.FLOAT, ['y0', 'y1', 'y2']);
     return g.toModelBytes('hearth_matmul');
-  });
+  }, threads);
 }
 
 /**

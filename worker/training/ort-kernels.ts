@@ -66,7 +66,7 @@ export function registerOrtBatchMatMul(): void {
     const outDims = fold ? [1, batchA * m, n] : [Math.max(batchA, batchB), m, n];
     // Views are taken after makeOutput: an allocation may grow (and detach) the wasm heap.
     const view = (t: tf.TensorInfo) => backend.typedArrayFromHeap(t) as Float32Array;
-    matMulGraph(transposeA, transposeB).run(
+    matMulGraph(transposeA, transposeB, 2 * outDims[0] * outDims[1] * outDims[2] * k).run(
       { A: floatTensor(view(a), aDims), B: floatTensor(view(b), [batchB, rb, cb]) },
       { Y: floatTensor(view(out), outDims) },
     );
