@@ -2,7 +2,10 @@
 // one run. Prints one JSON document (progress on stderr).
 //
 //   npx tsx scripts/bench-train.ts [--phases gemm,sft_full,sft_lora,rl_step,qwen05b_lora]
-//        [--steps 3] [--steps-05b 2] [--threads <cores>] [--repeat 1] [--no-torch]
+//        [--steps 3] [--steps-05b 2] [--length-05b 512] [--threads <cores>] [--repeat 1] [--no-torch] [--reference]
+//
+// --reference also runs Hearth's reference path (HEARTH_TRAIN_GEMM=xnnpack: the wasm backend's own
+// GEMMs and the unfused LM head, what the trainer ran before the ONNX Runtime path) in each round.
 //
 // Phases (each measured in its own process, Hearth then PyTorch, so peak RSS is per phase):
 //   gemm          wasm XNNPACK vs ONNX Runtime GEMM at the trainer's shapes (Hearth only)
@@ -61,7 +64,7 @@ interface PhaseSetup {
 }
 function setupOf(phase: Phase): PhaseSetup {
   const steps = Number(arg('steps', '3'));
-  if (phase === 'qwen05b_lora') return { config: configQwen05b, mode: 'lora', rows: 1, length: 512, steps: Number(arg('steps-05b', '2')) };
+  if (phase === 'qwen05b_lora') return { config: configQwen05b, mode: 'lora', rows: 1, length: Number(arg('length-05b', '512')), steps: Number(arg('steps-05b', '2')) };
   return { config: config20m, mode: phase === 'sft_full' ? 'full' : 'lora', rows: 4, length: 128, steps };
 }
 
@@ -193,7 +196,7 @@ async function main(): Promise<void> {
   const hearthEnv = { ...process.env, HEARTH_TRAIN_THREADS: String(threads) };
   const results: Record<string, unknown> = {};
   for (const phase of phases) {
-    const runs: Array<{ hearth: Record<string, unknown>; pytorch: Record<string, unknown> | null; ratio: number | null; load_average: number }> = [];
+    const runs: Array<{ hearth: Record<string, unknown>; hearth_reference?: Record<string, unknown>; pytorch: Record<string, unknown> | null; ratio: number | null; load_average: number }> = [];
     for (let r = 0; r < (phase === 'gemm' ? 1 : repeat); r++) {
       const load = loadAverage();
       process.stderr.write(`bench-train: ${phase} (Hearth${python && phase !== 'gemm' ? ', then PyTorch' : ''}), load average ${load}...\n`);
@@ -205,7 +208,11 @@ async function main(): Promise<void> {
         pytorch = runChild(python, [join(here, 'bench-train-torch.py'), JSON.stringify(spec)], torchEnv(threads));
       }
       const ratio = pytorch ? Number(((hearth.tokens_per_second as number) / (pytorch.tokens_per_second as number)).toFixed(3)) : null;
-      runs.push({ hearth, pytorch, ratio, load_average: load });
+      const run: (typeof runs)[number] = { hearth, pytorch, ratio, load_average: load };
+      if (process.argv.includes('--reference') && phase !== 'gemm') {
+        run.hearth_reference = runChild(process.execPath, [...process.execArgv, join(here, 'bench-train.ts'), '--phase', phase, ...process.argv.slice(2)], { ...hearthEnv, HEARTH_TRAIN_GEMM: 'xnnpack' });
+      }
+      runs.push(run);
     }
     results[phase] = phase === 'gemm' ? runs[0].hearth : runs.length === 1 ? runs[0] : { runs, ratios: runs.map((r) => r.ratio) };
   }
@@ -215,8 +222,10 @@ async function main(): Promise<void> {
       .map(([p, r]) => {
         const rs = 'runs' in (r as object) ? (r as { runs: typeof r[] }).runs : [r];
         return [p, rs.map((x) => {
-          const run = x as { hearth: { tokens_per_second: number; peak_rss_mb: number }; pytorch: { tokens_per_second: number; peak_rss_mb: number } | null; ratio: number | null };
-          return `Hearth ${run.hearth.tokens_per_second} tok/s (${run.hearth.peak_rss_mb} MB) vs PyTorch ${run.pytorch?.tokens_per_second ?? '-'} tok/s (${run.pytorch?.peak_rss_mb ?? '-'} MB): ${run.ratio ?? 'no peer'}`;
+          type Side = { tokens_per_second: number; peak_rss_mb: number };
+          const run = x as { hearth: Side; hearth_reference?: Side; pytorch: Side | null; ratio: number | null };
+          const reference = run.hearth_reference ? `; reference path ${run.hearth_reference.tokens_per_second} tok/s (${run.hearth_reference.peak_rss_mb} MB)` : '';
+          return `Hearth ${run.hearth.tokens_per_second} tok/s (${run.hearth.peak_rss_mb} MB) vs PyTorch ${run.pytorch?.tokens_per_second ?? '-'} tok/s (${run.pytorch?.peak_rss_mb ?? '-'} MB): ${run.ratio ?? 'no peer'}${reference}`;
         })];
       }),
   );
