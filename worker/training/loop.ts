@@ -123,7 +123,7 @@ function checkpointContents(model: LlamaModel, spec: TrainingModelSpec): Checkpo
  */
 function logprobsAt(model: LlamaModel, mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
   const hidden = model.hidden(mb.batch, training);
-  const selected = at.index.length === mb.numTokens ? hidden : (tf.gather(hidden, tf.tensor1d(at.index, 'int32')) as tf.Tensor2D);
+  const selected = at.index.length === mb.trainable.length ? hidden : (tf.gather(hidden, tf.tensor1d(at.index, 'int32')) as tf.Tensor2D);
   return model.tokenLogprobs(selected, at.targets, onEntropy);
 }
 
