@@ -25,6 +25,9 @@ describe('capacity', () => {
     const abort = new Error('Aborted(). Build with -sASSERTIONS for more info.');
     abort.name = 'RuntimeError';
     expect(explainTrainingError(abort).message).toMatch(/wasm runtime aborted.*must be restarted/);
+    const outOfBounds = new Error('memory access out of bounds');
+    outOfBounds.name = 'RuntimeError';
+    expect(explainTrainingError(outOfBounds).message).toMatch(/wasm runtime aborted.*must be restarted/);
     const other = new Error('token id 9999 is outside the vocabulary (512)');
     expect(explainTrainingError(other)).toBe(other);
   });

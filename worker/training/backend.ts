@@ -8,6 +8,8 @@ import { createRequire, register } from 'node:module';
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-backend-wasm';
+import { matMulGraph, trainingThreads } from './ort-compute.js';
+import { registerOrtBatchMatMul, setOnnxRuntimeCompute } from './ort-kernels.js';
 import { patchWasmBatchMatMul, patchWasmIdentity, registerFusedAdamW, registerSegmentSumKernels } from './wasm-kernels.js';
 
 export type BackendName = 'tensorflow-gpu' | 'tensorflow' | 'wasm' | 'cpu';
@@ -20,7 +22,14 @@ export interface TrainingBackend {
   /** Why this one was chosen (and why the ones before it were not). */
   reason: string;
   simd: boolean;
+  /** Threads of the TF.js kernels themselves. */
   threads: number;
+  /**
+   * What runs the GEMMs and the LM head on the wasm backend: ONNX Runtime's MLAS (multi-threaded,
+   * ort-kernels.ts / head-logprobs.ts) or the wasm backend's own XNNPACK (the reference path).
+   * `native` for the TensorFlow backends, `js` for cpu.
+   */
+  gemm: 'onnxruntime' | 'xnnpack' | 'native' | 'js';
 }
 
 const requireOptional = createRequire(import.meta.url);
@@ -86,7 +95,7 @@ async function chooseBackend(prefer: BackendName | undefined): Promise<TrainingB
     if (prefer !== undefined && prefer !== name) continue;
     const failure = tryNative(pkg);
     if (failure === null && (await tf.setBackend('tensorflow'))) {
-      return { name, tfjsBackend: 'tensorflow', reason: `${pkg} loaded (native TensorFlow)`, simd: true, threads: 0 };
+      return { name, tfjsBackend: 'tensorflow', reason: `${pkg} loaded (native TensorFlow)`, simd: true, threads: 0, gemm: 'native' };
     }
     if (prefer === name) throw new Error(`TF.js backend ${name} was requested but ${failure ?? `${pkg} did not initialise`}`);
     skipped.push(failure ?? `${pkg} did not initialise`);
@@ -98,14 +107,38 @@ async function chooseBackend(prefer: BackendName | undefined): Promise<TrainingB
 
   if (prefer === 'cpu') {
     await tf.setBackend('cpu');
-    return { name: 'cpu', tfjsBackend: 'cpu', reason: 'requested explicitly (pure JS, ~30x slower than wasm)', simd: false, threads: 1 };
+    return { name: 'cpu', tfjsBackend: 'cpu', reason: 'requested explicitly (pure JS, ~30x slower than wasm)', simd: false, threads: 1, gemm: 'js' };
   }
 
   if (!(await tf.setBackend('wasm'))) throw new Error('the TF.js wasm backend failed to initialise');
   patchWasmBatchMatMul();
   patchWasmIdentity();
   const simd = Boolean(await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT'));
-  // tfjs-wasm hard-codes "no threads" under Node (tfjs issue 3830), so it is always 1.
-  const reason = prefer === 'wasm' ? 'requested explicitly' : `${skipped.join('; ')}; using wasm with patched BatchMatMul/UnsortedSegmentSum/Identity`;
-  return { name: 'wasm', tfjsBackend: 'wasm', reason, simd, threads: 1 };
+  const gemm = wasmGemm();
+  const reason = `${prefer === 'wasm' ? 'requested explicitly' : `${skipped.join('; ')}; using wasm`} with patched BatchMatMul/UnsortedSegmentSum/Identity; ${gemm.why}`;
+  // tfjs-wasm hard-codes "no threads" under Node (tfjs issue 3830): its own kernels use one thread
+  // (the ONNX Runtime GEMMs have their own pool, named in the reason).
+  return { name: 'wasm', tfjsBackend: 'wasm', reason, simd, threads: 1, gemm: gemm.engine };
+}
+
+/**
+ * GEMMs on ONNX Runtime unless HEARTH_TRAIN_GEMM=xnnpack asks for the wasm backend's own (the
+ * reference path), or onnxruntime-node cannot load (then said in the log line).
+ */
+function wasmGemm(): { engine: 'onnxruntime' | 'xnnpack'; why: string } {
+  const asked = process.env.HEARTH_TRAIN_GEMM ?? 'onnxruntime';
+  if (asked !== 'onnxruntime' && asked !== 'xnnpack') throw new Error(`HEARTH_TRAIN_GEMM must be onnxruntime or xnnpack, got "${asked}"`);
+  if (asked === 'xnnpack') {
+    setOnnxRuntimeCompute(false);
+    return { engine: 'xnnpack', why: 'GEMMs on wasm XNNPACK (HEARTH_TRAIN_GEMM=xnnpack)' };
+  }
+  try {
+    matMulGraph(false, false); // loads onnxruntime-node now, so that a failure is reported here
+    registerOrtBatchMatMul();
+    setOnnxRuntimeCompute(true);
+    return { engine: 'onnxruntime', why: `GEMMs and the LM head on ONNX Runtime (MLAS, ${trainingThreads()} threads)` };
+  } catch (err) {
+    setOnnxRuntimeCompute(false);
+    return { engine: 'xnnpack', why: `GEMMs on wasm XNNPACK: ONNX Runtime failed to load (${(err as Error).message.split('\n')[0]})` };
+  }
 }

@@ -37,7 +37,9 @@ export function assertFitsWasmHeap(config: ModelConfig, mode: 'lora' | 'full'): 
  */
 export function explainTrainingError(err: unknown): Error {
   const message = err instanceof Error ? err.message : String(err);
-  if (/^Aborted\(/.test(message) || (err instanceof Error && err.name === 'RuntimeError' && message.includes('Aborted'))) {
+  // A failed wasm allocation shows either as an abort or (when malloc's null result is written to)
+  // as an out-of-bounds access inside the wasm backend.
+  if (/^Aborted\(/.test(message) || (err instanceof Error && err.name === 'RuntimeError' && /Aborted|memory access out of bounds/.test(message))) {
     return new Error(
       'the TF.js wasm runtime aborted, most likely out of memory (its heap is capped at 4 GB); ' +
         'try a smaller micro-batch or LoRA. This process cannot train again and must be restarted.',

@@ -12,7 +12,7 @@ import { initTrainingBackend, type BackendName, type TrainingBackend } from './b
 import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
 import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
-import { policyLoss, readAndDispose, tokenLogprobs, weightedNll } from './losses.js';
+import { policyLoss, readAndDispose, weightedNll } from './losses.js';
 import { LlamaModel } from './model.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt } from './optimizer.js';
 import type { RlData } from './rl-data.js';
@@ -118,13 +118,13 @@ function checkpointContents(model: LlamaModel, spec: TrainingModelSpec): Checkpo
 }
 
 /**
- * Logits [n, vocab] at the given rows only. The LM head is the largest GEMM at a big vocabulary,
+ * log p(target) at the given rows only. The LM head is the largest GEMM at a big vocabulary,
  * and prompt positions need no logits, so they are dropped before it.
  */
-function logitsAt(model: LlamaModel, mb: MicroBatch, rows: Int32Array, training: boolean): tf.Tensor2D {
+function logprobsAt(model: LlamaModel, mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
   const hidden = model.hidden(mb.batch, training);
-  const selected = rows.length === mb.numTokens ? hidden : (tf.gather(hidden, tf.tensor1d(rows, 'int32')) as tf.Tensor2D);
-  return model.logits(selected);
+  const selected = at.index.length === mb.trainable.length ? hidden : (tf.gather(hidden, tf.tensor1d(at.index, 'int32')) as tf.Tensor2D);
+  return model.tokenLogprobs(selected, at.targets, onEntropy);
 }
 
 /**
@@ -136,7 +136,7 @@ export function sequenceLogprobs(model: LlamaModel, sequences: TrainSequence[], 
   for (const mb of microBatches(sequences, sequences.map((_, i) => i), tokenBudget)) {
     if (mb.numTrainableTokens === 0) continue;
     const at = trainedPositions(mb);
-    const lp = readAndDispose(tf.tidy(() => tokenLogprobs(logitsAt(model, mb, at.index, false), at.targets)));
+    const lp = readAndDispose(tf.tidy(() => logprobsAt(model, mb, at, false)));
     at.index.forEach((_, j) => (out[at.sequenceIndex[j]][at.positionInSequence[j]] = lp[j]));
   }
   return out;
@@ -204,7 +204,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
         const lossOf = (mb: MicroBatch) => {
           const at = trainedPositions(mb);
           const w = new Float32Array(at.index.length).fill(1 / trainable);
-          return weightedNll(tokenLogprobs(logitsAt(model, mb, at.index, true), at.targets), w);
+          return weightedNll(logprobsAt(model, mb, at, true), w);
         };
         const withTargets = mbs.filter((mb) => mb.numTrainableTokens > 0);
         ({ loss, gradNorm } = optimizerStep(optimizer, withTargets, lossOf, { learningRate: learningRates[step], maxGradNorm: deps.maxGradNorm ?? 1 }));
@@ -292,7 +292,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
           if (ref && refLogprobs) ref[j] = refLogprobs[s][at.positionInSequence[j]];
           weights[j] = 1 / (trajectoryTokens.get(trajectoryOf[s])! * trajectoriesInStep);
         }
-        const logprobs = tokenLogprobs(logitsAt(model, mb, at.index, true), at.targets, (entropy) => {
+        const logprobs = logprobsAt(model, mb, at, true, (entropy) => {
           for (let j = 0; j < n; j++) entropySum += entropy[j];
         });
         const parts = policyLoss(logprobs, {

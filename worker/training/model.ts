@@ -3,10 +3,14 @@
 //
 // Shapes: B rows of T tokens, N = B*T, d = hidden size, H query heads, KV key/value heads,
 // rep = H / KV, hd = head dim. Weights keep their Hugging Face names; Linear weights are stored
-// transposed ([in, out]) so the forward pass is x @ W without a transpose (faster on wasm).
+// transposed ([in, out]) so the forward pass is x @ W without a transpose (faster on wasm); the
+// LM head keeps the Hugging Face layout [vocab, d].
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import { headTokenLogprobs } from './head-logprobs.js';
 import type { LoraAdapters } from './lora.js';
+import { tokenLogprobs } from './losses.js';
+import { onnxRuntimeCompute } from './ort-kernels.js';
 import { ropeTables } from './rope.js';
 import { expectedWeightShapes, transpose2d } from './tensor-utils.js';
 
@@ -36,9 +40,13 @@ function halfSwapMatrix(hd: number): tf.Tensor2D {
   return tf.tensor2d(p, [hd, hd]);
 }
 
-/** A 2-D Linear weight (everything 2-D except the embedding table). */
-function isLinear(name: string, shape: number[]): boolean {
-  return shape.length === 2 && name !== 'model.embed_tokens.weight';
+/**
+ * A 2-D Linear weight stored transposed ([in, out]). The embedding table and the LM head keep the
+ * Hugging Face layout [vocab, d]: the head is read in vocabulary chunks of contiguous rows
+ * (head-logprobs.ts), and tied to the embedding it is the same tensor.
+ */
+function storedTransposed(name: string, shape: number[]): boolean {
+  return shape.length === 2 && name !== 'model.embed_tokens.weight' && name !== 'lm_head.weight';
 }
 
 /**
@@ -63,7 +71,7 @@ export class LlamaModel {
   /** LoRA adapters, or null for full fine-tuning / plain inference. */
   lora: LoraAdapters | null = null;
   /** A frozen LM head in both layouts, [d, vocab] and [vocab, d] (one is a cached transpose). */
-  private frozenHeadLayouts: { dByV: tf.Tensor2D; vByD: tf.Tensor2D; cached: tf.Tensor2D } | null = null;
+  private frozenHeadLayouts: { dByV: tf.Tensor2D; vByD: tf.Tensor2D } | null = null;
 
   private constructor(
     readonly config: ModelConfig,
@@ -83,8 +91,8 @@ export class LlamaModel {
       const w = weights.get(name);
       if (!w) throw new Error(`weight ${name} is missing`);
       if (w.shape.join(',') !== shape.join(',')) throw new Error(`weight ${name} has shape [${w.shape}], expected [${shape}]`);
-      const data = isLinear(name, shape) ? transpose2d(w.data, shape[0], shape[1]) : w.data;
-      const stored = isLinear(name, shape) ? [shape[1], shape[0]] : shape;
+      const data = storedTransposed(name, shape) ? transpose2d(w.data, shape[0], shape[1]) : w.data;
+      const stored = storedTransposed(name, shape) ? [shape[1], shape[0]] : shape;
       // Inside tidy: tf.variable keeps its initial tensor alive otherwise (a leak per weight).
       params.set(name, tf.tidy(() => tf.variable(tf.tensor(data, stored), opts.trainable)));
     }
@@ -173,25 +181,37 @@ export class LlamaModel {
     return this.rmsNorm(x, 'model.norm.weight');
   }
 
+  /** The LM head, [vocab, d]: lm_head.weight, or the embedding table when tied. */
+  private head(): tf.Variable {
+    return this.p(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Variable;
+  }
+
   /** Logits [N, vocab] from hidden states [N, d]. */
   logits(hidden: tf.Tensor2D): tf.Tensor2D {
-    const tied = this.config.tieWordEmbeddings;
-    const head = this.p(tied ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Variable;
-    if (head.trainable) return tied ? tf.matMul(hidden, head as tf.Tensor2D, false, true) : tf.matMul(hidden, head as tf.Tensor2D);
+    const head = this.head();
+    if (head.trainable) return tf.matMul(hidden, head as tf.Tensor2D, false, true);
     return this.frozenHead()(hidden) as tf.Tensor2D;
   }
 
   /**
-   * h -> h @ head for a frozen head (LoRA), as a custom gradient: the forward product and the
-   * backward one (dh = dy @ head^T) each read the layout they need, so neither transposes the
+   * log softmax(hidden @ head^T)[i, targets[i]] for every row. On the ONNX Runtime path this is
+   * one fused op that never materialises the [N, vocab] logits (head-logprobs.ts); otherwise the
+   * logits and losses.ts tokenLogprobs (the reference path).
+   */
+  tokenLogprobs(hidden: tf.Tensor2D, targets: Int32Array, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
+    if (onnxRuntimeCompute()) return headTokenLogprobs(hidden, this.head() as tf.Tensor2D, this.head().trainable, targets, onEntropy);
+    return tokenLogprobs(this.logits(hidden), targets, onEntropy);
+  }
+
+  /**
+   * h -> h @ head^T for a frozen head (LoRA), as a custom gradient: the forward product and the
+   * backward one (dh = dy @ head) each read the layout they need, so neither transposes the
    * largest matrix of the model on every micro-batch. Costs one extra vocab x d copy.
    */
   private frozenHead(): (h: tf.Tensor) => tf.Tensor {
     if (!this.frozenHeadLayouts) {
-      const tied = this.config.tieWordEmbeddings;
-      const stored = this.p(tied ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Tensor2D; // tied: [V, d]; untied: [d, V]
-      const cached = tf.tidy(() => tf.keep(tf.transpose(stored)));
-      this.frozenHeadLayouts = tied ? { dByV: cached, vByD: stored, cached } : { dByV: stored, vByD: cached, cached };
+      const stored = this.head() as tf.Tensor2D; // [V, d]
+      this.frozenHeadLayouts = { vByD: stored, dByV: tf.tidy(() => tf.keep(tf.transpose(stored))) };
     }
     const { dByV, vByD } = this.frozenHeadLayouts;
     return tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => ({
@@ -217,7 +237,7 @@ export class LlamaModel {
     const out: Weights = new Map();
     for (const [name, v] of this.params) {
       const data = v.dataSync() as Float32Array;
-      if (v.shape.length === 2 && name !== 'model.embed_tokens.weight') {
+      if (storedTransposed(name, v.shape)) {
         const [inDim, outDim] = v.shape;
         out.set(name, { shape: [outDim, inDim], data: transpose2d(data, inDim, outDim) });
       } else {
@@ -229,7 +249,7 @@ export class LlamaModel {
 
   dispose(): void {
     for (const v of this.params.values()) v.dispose();
-    this.frozenHeadLayouts?.cached.dispose();
+    this.frozenHeadLayouts?.dByV.dispose();
     this.lora?.dispose();
   }
 }
