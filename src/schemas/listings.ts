@@ -40,7 +40,13 @@ export const TableListRes = z.object({
 }).meta({ id: 'TableListRes' });
 
 const JobCounts = z.object({ queued: z.number().int(), running: z.number().int(), succeeded: z.number().int(), failed: z.number().int(), cancelled: z.number().int() });
+export const JobConfig = z.object({
+  id: z.string(), kind: z.enum(['rl', 'sft']), model_id: z.string(), request: z.record(z.string(), z.unknown()), trajectory_groups: z.number().int().nullable(),
+}).meta({ id: 'TrainingJobConfig' });
+
 export const SystemResponse = z.object({
+  /** The entity of the API key that asked (what the console signs in as). */
+  entity: z.string(),
   workers: z.array(z.object({
     id: z.string(), kind: z.enum(['inference', 'training']), device: z.string(), host: z.string(), pid: z.number().int(), load: z.number(),
     tasks: z.number().int(), last_seen_ms_ago: z.number(), devices: z.unknown(),

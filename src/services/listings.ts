@@ -10,7 +10,7 @@ import type { ModelsService } from './models.js';
 import type { BaseModelCatalog } from './base-models.js';
 import type { WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
-import { badRequest } from '../api/errors.js';
+import { badRequest, notFound } from '../api/errors.js';
 
 /** The name clients pass as `model` to serve a trained model (latest checkpoint, or one step). */
 export function inferenceName(m: Pick<ModelRecord, 'entity' | 'project' | 'name'>, step?: number): string {
@@ -85,12 +85,27 @@ export class Listings {
     }));
   }
 
+  /**
+   * What a job was created with, for reading: the request body less its bulk (RL trajectory groups are
+   * replaced by their count) and less server-side paths.
+   */
+  jobConfig(entity: string, jobId: string) {
+    const job = this.store.jobs.get(entity, jobId);
+    if (!job) throw notFound(`Training job ${jobId} not found`);
+    const { trajectory_groups: groups, resolved_data_path: _path, ...request } = (job.payload ?? {}) as Record<string, unknown>;
+    return { id: job.id, kind: job.kind, model_id: job.modelId, request, trajectory_groups: Array.isArray(groups) ? groups.length : null };
+  }
+
   /** Table versions newest first; `after` is the previous page's `next_cursor` (digests alone repeat across projects). */
   listTables(entity: string, q: { project?: string; after?: number; limit: number }) {
     const rows = this.repo.tables(entity, { project: q.project, beforeRowid: q.after ?? null, limit: q.limit });
     const data = rows.slice(0, q.limit).map((t) => ({ project_id: `${entity}/${t.project}`, digest: t.digest, row_count: t.rowCount, created_at: t.createdAt }));
     const last = rows.slice(0, q.limit).at(-1);
     return { tables: data, projects: this.repo.tableProjects(entity), next_cursor: rows.length > q.limit && last ? last.rowid : null };
+  }
+
+  tableProjects(entity: string) {
+    return this.repo.tableProjects(entity);
   }
 
   /** Workers, queue depths and base models of the installation, plus the caller's own queued/running jobs. */
@@ -101,6 +116,7 @@ export class Listings {
       last_seen_ms_ago: Math.max(0, now - w.lastSeenMs), devices: w.devices ?? null,
     }));
     return {
+      entity,
       workers,
       queues: {
         inference_in_flight: this.queue?.gateway.inFlight() ?? 0,

@@ -72,6 +72,16 @@ describe('training jobs listing', () => {
     expect(second.body.data.map((j: { id: string }) => j.id)).toEqual([ids[0]]);
     expect(second.body.has_more).toBe(false);
 
+    s.store.jobs.insert({
+      id: '00000000-0000-4000-8000-000000000001', entity: 'alice', modelId: m.id, kind: 'rl', status: 'succeeded', dedupKey: null, errorMessage: null,
+      payload: { model_id: m.id, trajectory_groups: [{}, {}], experimental_config: { learning_rate: 1e-5 } }, createdAt: '2026-01-04T00:00:00.000Z', startedAt: null, finishedAt: null,
+    });
+    const config = await s.call('GET', '/v1/preview/training-jobs/00000000-0000-4000-8000-000000000001/config', { key: alice });
+    expect(config.body).toEqual({
+      id: '00000000-0000-4000-8000-000000000001', kind: 'rl', model_id: m.id, trajectory_groups: 2, request: { model_id: m.id, experimental_config: { learning_rate: 1e-5 } },
+    });
+    expect((await s.call('GET', '/v1/preview/training-jobs/00000000-0000-4000-8000-000000000001/config', { key: bob })).status).toBe(404);
+
     const bobs = await s.call('GET', '/v1/preview/training-jobs', { key: bob });
     expect(bobs.body.data).toHaveLength(1);
     expect((await s.call('GET', `/v1/preview/training-jobs?after=${ids[0]}`, { key: bob })).status).toBe(400);
@@ -113,8 +123,9 @@ describe('/v1/system', () => {
     expect(r.status).toBe(200);
     expect(r.body.base_models.map((m: { id: string }) => m.id)).toEqual(['pub/base']);
     expect(r.body.queues).toEqual({ inference_in_flight: 0, training_queued: 2, training_running: 0 });
-    expect(r.body.your_jobs).toMatchObject({ queued: 1, succeeded: 2 });
+    expect(r.body.your_jobs).toEqual({ queued: 1, running: 0, succeeded: 3, failed: 0, cancelled: 0 });
     expect(r.body.workers).toEqual([]);
+    expect(r.body.entity).toBe('alice');
     expect((await s.call('GET', '/v1/system')).status).toBe(401);
   });
 });

@@ -4,8 +4,8 @@
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
 import { HttpError } from '../errors.js';
-import { ModelIdParams } from '../../schemas/training.js';
-import { JobList, JobListQuery, ModelDetail, ModelListQuery, ModelSummaryList, SystemResponse, TableListReq, TableListRes } from '../../schemas/listings.js';
+import { JobIdParams, ModelIdParams } from '../../schemas/training.js';
+import { JobConfig, JobList, JobListQuery, ModelDetail, ModelListQuery, ModelSummaryList, SystemResponse, TableListReq, TableListRes } from '../../schemas/listings.js';
 import { Listings } from '../../services/listings.js';
 
 export function listingRoutes(ctx: AppContext): RouteDef[] {
@@ -27,6 +27,11 @@ export function listingRoutes(ctx: AppContext): RouteDef[] {
       handler: ({ auth, query }) => listings.listJobs(auth.entity, query),
     }),
     defineRoute({
+      method: 'GET', url: '/v1/preview/training-jobs/:training_job_id/config', operationId: 'get_training_job_config_v1_preview_training_jobs__training_job_id__config_get',
+      summary: 'Get Training Job Config (Hearth)', tags: ['training-jobs'], auth: 'bearer', params: JobIdParams, response: JobConfig, errors: { 404: 'Unknown job' },
+      handler: ({ auth, params }) => listings.jobConfig(auth.entity, params.training_job_id),
+    }),
+    defineRoute({
       method: 'POST', url: '/table/list', operationId: 'table_list_table_list_post', summary: 'Table List (Hearth)', tags: ['tables'],
       auth: 'basic-or-bearer', errorStyle: 'reason', body: TableListReq, response: TableListRes, errors: { 400: 'Invalid project_id' },
       handler: ({ auth, body }) => {
@@ -37,7 +42,7 @@ export function listingRoutes(ctx: AppContext): RouteDef[] {
             throw new HttpError(400, `Invalid project_id '${body.project_id}': expected '<entity>/<project>'`);
           }
           // Another entity's project has no tables for this key, as /table/query answers no rows.
-          if (body.project_id.slice(0, slash) !== auth.entity) return { tables: [], projects: listings.listTables(auth.entity, { limit: 1 }).projects, next_cursor: null };
+          if (body.project_id.slice(0, slash) !== auth.entity) return { tables: [], projects: listings.tableProjects(auth.entity), next_cursor: null };
           project = body.project_id.slice(slash + 1);
         }
         return listings.listTables(auth.entity, { project, after: body.after, limit: body.limit });
