@@ -1,5 +1,7 @@
+/// <reference lib="dom" />
 // Debian's Chromium driven by puppeteer-core, for the console's browser tests and screenshots.
 // .ci/run installs the `chromium` package when /usr/bin/chromium is missing; CHROMIUM_PATH overrides.
+// The DOM types above are for the callbacks tests hand to page.evaluate, which run in the browser.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

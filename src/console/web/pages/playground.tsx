@@ -69,6 +69,8 @@ function Transcript({ turns, pane, label }: { turns: Turn[]; pane: Pane; label: 
               {r?.pieces.map((p, j) => <TokenSpan key={j} piece={p} />)}
               {r && !r.done ? <span class="cursor" aria-hidden="true">▍</span> : null}
               {r?.finish === 'length' ? <span class="muted small-text"> [max tokens]</span> : null}
+              {r?.finish === 'not asked' ? <span class="muted small-text">(this model was added after this message)</span> : null}
+              {r?.finish === 'stopped' ? <span class="muted small-text"> [stopped]</span> : null}
               <ErrorBox error={r?.error ?? null} />
             </div>
           </div>
@@ -96,7 +98,7 @@ export function PlaygroundPage({ api, initialModel }: { api: Api; initialModel: 
     if (!panes[0].model && models.length) setPanes((p) => [{ ...p[0], model: models[0] }, ...p.slice(1)]);
   }, [models]);
   useEffect(() => {
-    setPanes((p) => (compare ? (p.length === 1 ? [...p, { model: models[1] ?? p[0].model, replies: p[0].replies.map(() => ({ pieces: [], error: 'not asked', done: true, finish: null })) }] : p) : p.slice(0, 1)));
+    setPanes((p) => (compare ? (p.length === 1 ? [...p, { model: models[1] ?? p[0].model, replies: p[0].replies.map(() => ({ pieces: [], error: null, done: true, finish: 'not asked' })) }] : p) : p.slice(0, 1)));
   }, [compare]);
 
   const setModel = (index: number, model: string) => setPanes((p) => p.map((pane, i) => (i === index ? { ...pane, model } : pane)));
