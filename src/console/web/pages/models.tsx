@@ -89,7 +89,7 @@ export function ModelPage({ api, id }: { api: Api; id: string }) {
                       <td>{c.step}</td>
                       <td>{formatDate(c.created_at)}</td>
                       <td>{formatBytes(c.size_bytes)}</td>
-                      <td class="metrics">{Object.entries(c.metrics).slice(0, 4).map(([k, v]) => <span key={k}>{k} {formatNumber(v)}</span>)}</td>
+                      <td class="metrics">{Object.keys(c.metrics).length === 0 ? '—' : Object.entries(c.metrics).slice(0, 4).map(([k, v]) => <span key={k}>{k} {formatNumber(v)}</span>)}</td>
                       <td class="nowrap"><code>{c.inference_name}</code> <CopyButton text={c.inference_name} /></td>
                       <td class="nowrap">
                         <a class="button small" href={href(['playground'], { model: c.inference_name })}>Chat</a>{' '}
