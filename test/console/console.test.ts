@@ -125,6 +125,13 @@ describe('console in a browser', () => {
     const tip = await page.$eval('.msg.assistant .tok .tok-tip', (el) => ({ visible: getComputedStyle(el).display !== 'none', text: el.textContent ?? '' }));
     expect(tip.visible).toBe(true);
     expect(tip.text).toMatch(/-?\d+\.\d{3} \(\S+%\)/);
+    // The same from the keyboard: focus the answer, arrow to the second token.
+    await page.mouse.move(0, 0);
+    await page.focus('.msg.assistant');
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('ArrowRight');
+    expect(await page.$$eval('.msg.assistant .tok', (els) => els.findIndex((el) => el.classList.contains('active')))).toBe(1);
+    expect(await page.$eval('.msg.assistant .tok.active .tok-tip', (el) => getComputedStyle(el).display)).toBe('block');
 
     await page.click('.page-header input[type=checkbox]');
     await page.waitForSelector('.panes-2');

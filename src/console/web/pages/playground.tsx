@@ -30,12 +30,12 @@ function usePlaygroundModels(api: Api): string[] {
   return names;
 }
 
-function TokenSpan({ piece }: { piece: Piece }) {
+function TokenSpan({ piece, active }: { piece: Piece; active: boolean }) {
   if (piece.tokens.length === 0) return <span>{piece.text}</span>;
   const lp = piece.tokens.reduce((a, t) => a + t.logprob, 0);
   const shade = Math.min(1, Math.max(0, -lp / 6));
   return (
-    <span class="tok" style={{ '--uncertainty': shade.toFixed(2) }} data-logprob={lp.toFixed(4)}>
+    <span class={active ? 'tok active' : 'tok'} style={{ '--uncertainty': shade.toFixed(2) }} data-logprob={lp.toFixed(4)}>
       {piece.text}
       <span class="tok-tip" role="tooltip">
         {piece.tokens.map((t, i) => (
@@ -53,6 +53,42 @@ function TokenSpan({ piece }: { piece: Piece }) {
   );
 }
 
+/**
+ * An answer whose tokens can be inspected from the keyboard too: focus it (Tab), then ←/→ move through the
+ * tokens and show each one's logprobs, Home/End jump, Escape hides.
+ */
+function Answer({ reply }: { reply: Reply | undefined }) {
+  const [active, setActive] = useState<number | null>(null);
+  const count = reply?.pieces.length ?? 0;
+  const onKeyDown = (e: KeyboardEvent) => {
+    const moves: Record<string, (i: number) => number> = {
+      ArrowRight: (i) => Math.min(count - 1, i + 1), ArrowLeft: (i) => Math.max(0, i - 1), Home: () => 0, End: () => count - 1,
+    };
+    if (e.key === 'Escape') setActive(null);
+    else if (moves[e.key] && count > 0) {
+      e.preventDefault();
+      setActive((i) => moves[e.key](i ?? -1));
+    }
+  };
+  return (
+    <div
+      class="msg assistant"
+      data-done={reply?.done ? 'true' : 'false'}
+      tabIndex={0}
+      aria-label="Answer: use the arrow keys to inspect each token's probability"
+      onKeyDown={onKeyDown}
+      onBlur={() => setActive(null)}
+    >
+      {reply?.pieces.map((p, j) => <TokenSpan key={j} piece={p} active={j === active} />)}
+      {reply && !reply.done ? <span class="cursor" aria-hidden="true">▍</span> : null}
+      {reply?.finish === 'length' ? <span class="muted small-text"> [max tokens]</span> : null}
+      {reply?.finish === 'not asked' ? <span class="muted small-text">(this model was added after this message)</span> : null}
+      {reply?.finish === 'stopped' ? <span class="muted small-text"> [stopped]</span> : null}
+      <ErrorBox error={reply?.error ?? null} />
+    </div>
+  );
+}
+
 function Transcript({ turns, pane, label }: { turns: Turn[]; pane: Pane; label: string }) {
   const end = useRef<HTMLDivElement>(null);
   const last = pane.replies[pane.replies.length - 1];
@@ -65,14 +101,7 @@ function Transcript({ turns, pane, label }: { turns: Turn[]; pane: Pane; label: 
         return (
           <div key={i} class="exchange">
             <div class="msg user">{t.user}</div>
-            <div class="msg assistant" data-done={r?.done ? 'true' : 'false'}>
-              {r?.pieces.map((p, j) => <TokenSpan key={j} piece={p} />)}
-              {r && !r.done ? <span class="cursor" aria-hidden="true">▍</span> : null}
-              {r?.finish === 'length' ? <span class="muted small-text"> [max tokens]</span> : null}
-              {r?.finish === 'not asked' ? <span class="muted small-text">(this model was added after this message)</span> : null}
-              {r?.finish === 'stopped' ? <span class="muted small-text"> [stopped]</span> : null}
-              <ErrorBox error={r?.error ?? null} />
-            </div>
+            <Answer reply={r} />
           </div>
         );
       })}
@@ -174,7 +203,7 @@ export function PlaygroundPage({ api, initialModel }: { api: Api; initialModel: 
       <div class={`panes panes-${panes.length}`}>
         {panes.map((pane, i) => <Transcript key={i} turns={turns} pane={pane} label={`Answers of model ${i === 0 ? 'A' : 'B'}`} />)}
       </div>
-      <p class="muted small-text">Hover a token for its logprob and the top alternatives; darker tokens were less likely.</p>
+      <p class="muted small-text">Hover a token (or focus an answer and use ← →) for its logprob and the top alternatives; darker tokens were less likely.</p>
       <form class="composer" onSubmit={send}>
         <textarea
           aria-label="Message"
