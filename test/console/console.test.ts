@@ -42,6 +42,17 @@ describe('console in a browser', () => {
     const stored = await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.keys(localStorage) }));
     expect(stored.session).toContain(f.key);
     expect(stored.local).toEqual([]);
+
+    // A key revoked while signed in signs the tab out at the next call.
+    const doomed = f.s.ctx.keys.create(f.entity);
+    await page.evaluate(() => sessionStorage.clear());
+    await signIn(page, f.s.url, doomed.key);
+    f.s.ctx.keys.revoke(doomed.prefix);
+    await page.goto(`${f.s.url}/#/system`);
+    await page.waitForSelector('#api-key');
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    expect(b.problems.every((p) => p.startsWith('HTTP 401') || /401/.test(p))).toBe(true);
+    b.problems.splice(0);
     await page.close();
   });
 

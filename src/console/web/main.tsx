@@ -1,8 +1,8 @@
 // The console's shell: sign-in gate, navigation, and the view for the current #/route.
 import { render } from 'preact';
-import { useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import './styles.css';
-import { createApi } from './lib/api';
+import { createApi, UNAUTHORIZED_EVENT } from './lib/api';
 import { clearSession, loadSession, saveSession, type Session } from './lib/session';
 import { href, useRoute } from './lib/route';
 import { SignIn } from './pages/sign-in';
@@ -25,6 +25,15 @@ function App() {
   const [session, setSession] = useState<Session | null>(loadSession);
   const route = useRoute();
   const api = useMemo(() => (session ? createApi(session.key) : null), [session?.key]);
+  // A key that stops working (revoked) signs the tab out instead of leaving every page in error.
+  useEffect(() => {
+    const signOut = () => {
+      clearSession();
+      setSession(null);
+    };
+    addEventListener(UNAUTHORIZED_EVENT, signOut);
+    return () => removeEventListener(UNAUTHORIZED_EVENT, signOut);
+  }, []);
 
   if (!session || !api) {
     return <SignIn onSignedIn={(s) => { saveSession(s); setSession(s); }} />;

@@ -25,6 +25,9 @@ export interface Api {
   stream(path: string, body: unknown, onEvent: (data: any) => void, signal?: AbortSignal): Promise<void>;
 }
 
+/** Fired on `window` when the API answers 401 to the signed-in key (revoked, or the server's keys changed). */
+export const UNAUTHORIZED_EVENT = 'hearth:unauthorized';
+
 export function createApi(key: string): Api {
   const headers = (json: boolean): Record<string, string> => ({
     authorization: `Bearer ${key}`,
@@ -39,7 +42,10 @@ export function createApi(key: string): Api {
     } catch {
       parsed = text;
     }
-    if (!res.ok) throw new ApiError(res.status, errorMessage(res.status, parsed));
+    if (!res.ok) {
+      if (res.status === 401) dispatchEvent(new Event(UNAUTHORIZED_EVENT));
+      throw new ApiError(res.status, errorMessage(res.status, parsed));
+    }
     return parsed as T;
   };
   return {
