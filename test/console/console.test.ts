@@ -79,6 +79,7 @@ describe('console in a browser', () => {
     await signIn(control, f.s.url, f.key);
     await control.goto(`${f.s.url}/#/jobs/${jobA}`);
     await control.waitForSelector('.badge-running');
+    await control.bringToFront(); // the cancel button asks confirm(), a dialog Chromium opens in the front tab
     const cancel = await control.waitForSelector('xpath/.//button[contains(., "Cancel job")]');
     await cancel!.click();
     await control.waitForSelector('.badge-cancelled', { timeout: 60_000 });
@@ -106,10 +107,15 @@ describe('console in a browser', () => {
     expect(await textOf(watch, '.event-log tbody tr:last-child .event')).toBe('training_ended');
     expect(await watch.$eval('pre.json', (el) => el.textContent)).toContain('"batch_size": 4');
 
-    // The model page lists the checkpoint with its inference name.
+    // The model page lists the checkpoint with its inference name…
     await watch.goto(`${f.s.url}/#/models/${mb.id}`);
     await watch.waitForSelector('tbody tr');
     expect(await watch.$eval('tbody', (el) => el.textContent)).toContain('wandb-artifact:///alice/demo/facts:step1');
+    // …and deletes it (the confirm dialog is accepted by the helper; Chromium opens dialogs of the front tab only).
+    await watch.bringToFront();
+    await watch.click('tbody button.danger');
+    await watch.waitForFunction(() => document.querySelector('main')?.textContent?.includes('No checkpoints yet'), { polling: 100, timeout: 30_000 });
+    expect((await f.s.call('GET', `/v1/preview/models/${mb.id}/checkpoints`, { key: f.key })).body.data).toEqual([]);
     await watch.close();
     await control.close();
   }, 400_000);
