@@ -1,6 +1,8 @@
 // The console in a real browser (Debian's Chromium through puppeteer-core) against a real server with
 // workers: sign in, watch an SFT job's curve gain points live, cancel a job, chat with the demo model
 // (streamed, with logprobs on hover, and side by side), page through a table, and no console errors.
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'puppeteer-core';
 import { launchBrowser, signIn, textOf, type ConsoleBrowser } from '../helpers/browser.js';
@@ -88,7 +90,7 @@ describe('console in a browser', () => {
     await watch
       .waitForFunction(() => Number(document.querySelector('figure[data-metric="loss"]')?.getAttribute('data-points') ?? 0) >= 1, { timeout: 120_000, polling: 200 })
       .catch(async (err: Error) => {
-        await watch.screenshot({ path: 'test-console-failure.png' });
+        await watch.screenshot({ path: path.join(os.tmpdir(), 'hearth-console-failure.png') });
         const events = (await f.s.call('GET', `/v1/preview/training-jobs/${jobB}/events?limit=100`, { key: f.key })).body;
         throw new Error(`${err.message}; job B ${await f.jobStatus(jobB)}, page says ${await textOf(watch, 'main')}; events ${JSON.stringify(events).slice(0, 600)}`);
       });
