@@ -13,6 +13,7 @@ import { registerRoutes, type RouteDef } from './route.js';
 import { buildOpenApi } from './openapi.js';
 import { allRoutes } from './routes/index.js';
 import { registerMetrics } from './plugins/metrics.js';
+import { registerConsole } from './plugins/console.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
@@ -148,5 +149,6 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
   app.get('/openapi.json', async () => document);
   await app.register(swagger, { mode: 'static', specification: { document: document as never } });
   await app.register(swaggerUi, { routePrefix: '/docs' });
+  registerConsole(app);
   return app;
 }

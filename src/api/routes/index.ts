@@ -9,6 +9,7 @@ import { hardwareRoutes } from './hardware.js';
 import { tableRoutes } from './tables.js';
 import { datasetRoutes } from './datasets.js';
 import { usageRoutes } from './usage.js';
+import { listingRoutes } from './listings.js';
 
 export function allRoutes(ctx: AppContext): RouteDef[] {
   return [
@@ -20,5 +21,6 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...tableRoutes(ctx),
     ...datasetRoutes(ctx),
     ...usageRoutes(ctx),
+    ...listingRoutes(ctx),
   ];
 }

@@ -1,0 +1,208 @@
+// The console in a real browser (Debian's Chromium through puppeteer-core) against a real server with
+// workers: sign in, watch an SFT job's curve gain points live, cancel a job, chat with the demo model
+// (streamed, with logprobs on hover, and side by side), page through a table, and no console errors.
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'puppeteer-core';
+import { launchBrowser, signIn, textOf, type ConsoleBrowser } from '../helpers/browser.js';
+import { startConsoleFixture, type ConsoleFixture } from '../helpers/console-fixture.js';
+import { waitFor } from '../helpers/wait.js';
+
+let f: ConsoleFixture;
+let b: ConsoleBrowser;
+beforeAll(async () => {
+  [f, b] = await Promise.all([startConsoleFixture(), launchBrowser()]);
+}, 120_000);
+afterAll(async () => {
+  await b?.close();
+  await f?.close();
+});
+afterEach(() => {
+  // Every page the test opened stayed free of console errors, uncaught exceptions and failed requests.
+  expect(b.problems).toEqual([]);
+});
+
+const points = (page: Page, metric: string) =>
+  page.$eval(`figure[data-metric="${metric}"]`, (el) => Number(el.getAttribute('data-points'))).catch(() => 0);
+
+describe('console in a browser', () => {
+  it('signs in with a key kept in session storage only, and refuses a wrong key', async () => {
+    const page = await b.newPage();
+    await page.goto(`${f.s.url}/`);
+    await page.waitForSelector('#api-key');
+    await page.type('#api-key', 'hearth_not-a-key');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('.error');
+    expect(await textOf(page, '.error')).toMatch(/Invalid or revoked API key/);
+    b.problems.splice(0); // the 401 of the refused key is expected
+    await page.$eval('#api-key', (el) => ((el as HTMLInputElement).value = ''));
+    await page.type('#api-key', f.key);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('nav[aria-label="Sections"]');
+    expect(await textOf(page, '.who .muted')).toBe(f.entity);
+    const stored = await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.keys(localStorage) }));
+    expect(stored.session).toContain(f.key);
+    expect(stored.local).toEqual([]);
+
+    // A key revoked while signed in signs the tab out at the next call.
+    const doomed = f.s.ctx.keys.create(f.entity);
+    await page.evaluate(() => sessionStorage.clear());
+    await signIn(page, f.s.url, doomed.key);
+    f.s.ctx.keys.revoke(doomed.prefix);
+    await page.goto(`${f.s.url}/#/system`);
+    await page.waitForSelector('#api-key');
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    expect(b.problems.every((p) => p.startsWith('HTTP 401') || /401/.test(p))).toBe(true);
+    b.problems.splice(0);
+    await page.close();
+  });
+
+  it('shows a queued SFT job, then its loss curve gaining points without a reload; cancels a job from its page', async () => {
+    // Job A holds the only training worker (thousands of steps) until the console cancels it, so job B is
+    // surely still queued when its page opens: every point of B's curve then arrives live.
+    const [longData, shortData] = await Promise.all([f.dataset('long', 3000), f.dataset('short', 48)]);
+    const [ma, mb] = await Promise.all([f.model('demo', 'blocker'), f.model('demo', 'facts')]);
+    const jobA = await f.sftJob(ma.id, longData, 1);
+    await waitFor(async () => (await f.jobStatus(jobA)) === 'running', 'job A to run', 60_000, 100);
+    const jobB = await f.sftJob(mb.id, shortData, 4);
+
+    const watch = await b.newPage();
+    await signIn(watch, f.s.url, f.key);
+    await watch.goto(`${f.s.url}/#/jobs`);
+    await watch.waitForSelector(`a[href="#/jobs/${jobB}"]`);
+    await watch.click(`a[href="#/jobs/${jobB}"]`);
+    await watch.waitForSelector('.badge-queued');
+    expect(await textOf(watch, '#step-count')).toBe('0');
+    expect(await f.jobStatus(jobB)).toBe('queued');
+    const loadsBefore = await watch.evaluate(() => performance.getEntriesByType('navigation').length + ':' + performance.timeOrigin);
+
+    const control = await b.newPage();
+    await signIn(control, f.s.url, f.key);
+    await control.goto(`${f.s.url}/#/jobs/${jobA}`);
+    await control.waitForSelector('.badge-running');
+    await control.bringToFront(); // the cancel button asks confirm(), a dialog Chromium opens in the front tab
+    const cancel = await control.waitForSelector('xpath/.//button[contains(., "Cancel job")]');
+    await cancel!.click();
+    await control.waitForSelector('.badge-cancelled', { timeout: 60_000 });
+
+    // B's curve grows from nothing (asserted above, while B was surely queued) to every step, in the same page.
+    await watch
+      .waitForFunction(() => Number(document.querySelector('figure[data-metric="loss"]')?.getAttribute('data-points') ?? 0) >= 1, { timeout: 120_000, polling: 200 })
+      .catch(async (err: Error) => {
+        await watch.screenshot({ path: path.join(os.tmpdir(), 'hearth-console-failure.png') });
+        const events = (await f.s.call('GET', `/v1/preview/training-jobs/${jobB}/events?limit=100`, { key: f.key })).body;
+        throw new Error(`${err.message}; job B ${await f.jobStatus(jobB)}, page says ${await textOf(watch, 'main')}; events ${JSON.stringify(events).slice(0, 600)}`);
+      });
+    const seen = new Set<number>([await points(watch, 'loss')]);
+    await waitFor(async () => {
+      const n = await points(watch, 'loss');
+      seen.add(n);
+      return n === 12 && (await textOf(watch, '.badge-succeeded')) !== null;
+    }, 'job B to succeed in the page with all its steps', 240_000, 100);
+    seen.add(await points(watch, 'loss'));
+    expect(Math.max(...seen)).toBe(12); // 48 rows / batch 4
+    expect(await textOf(watch, '#step-count')).toBe('12');
+    expect(await watch.evaluate(() => performance.getEntriesByType('navigation').length + ':' + performance.timeOrigin)).toBe(loadsBefore);
+    // started + 12 steps + ended (the terminal event may come one poll after the status)
+    await watch.waitForFunction(() => document.querySelectorAll('.event-log tbody tr').length === 14, { polling: 100, timeout: 30_000 });
+    expect(await textOf(watch, '.event-log tbody tr:last-child .event')).toBe('training_ended');
+    expect(await watch.$eval('pre.json', (el) => el.textContent)).toContain('"batch_size": 4');
+
+    // The model page lists the checkpoint with its inference name…
+    await watch.goto(`${f.s.url}/#/models/${mb.id}`);
+    await watch.waitForSelector('tbody tr');
+    expect(await watch.$eval('tbody', (el) => el.textContent)).toContain('wandb-artifact:///alice/demo/facts:step1');
+    // …and deletes it (the confirm dialog is accepted by the helper; Chromium opens dialogs of the front tab only).
+    await watch.bringToFront();
+    await watch.click('tbody button.danger');
+    await watch.waitForFunction(() => document.querySelector('main')?.textContent?.includes('No checkpoints yet'), { polling: 100, timeout: 30_000 });
+    expect((await f.s.call('GET', `/v1/preview/models/${mb.id}/checkpoints`, { key: f.key })).body.data).toEqual([]);
+    await watch.close();
+    await control.close();
+  }, 400_000);
+
+  it('streams a chat answer from the demo model with logprobs on hover, and compares two models', async () => {
+    const page = await b.newPage();
+    await signIn(page, f.s.url, f.key);
+    const streamed: string[] = [];
+    page.on('response', (r) => {
+      if (r.url().endsWith('/v1/chat/completions')) streamed.push(r.headers()['content-type'] ?? '');
+    });
+    await page.goto(`${f.s.url}/#/playground?model=hearth%2Ftiny-random-llama`);
+    await page.waitForSelector('textarea[aria-label="Message"]');
+    await page.$eval('input[type=number][step="1"][min="1"]', (el) => ((el as HTMLInputElement).value = ''));
+    await page.type('input[type=number][step="1"][min="1"]', '12');
+    await page.type('textarea[aria-label="Message"]', 'Hello there');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('.msg.assistant[data-done="true"]', { timeout: 60_000 });
+    expect(streamed).toEqual([expect.stringMatching(/^text\/event-stream/)]);
+    const tokens = await page.$$eval('.msg.assistant .tok', (els) => els.length);
+    expect(tokens).toBe(12);
+    expect((await textOf(page, '.msg.user')) ?? '').toBe('Hello there');
+    await page.hover('.msg.assistant .tok');
+    const tip = await page.$eval('.msg.assistant .tok .tok-tip', (el) => ({ visible: getComputedStyle(el).display !== 'none', text: el.textContent ?? '' }));
+    expect(tip.visible).toBe(true);
+    expect(tip.text).toMatch(/-?\d+\.\d{3} \(\S+%\)/);
+    // The same from the keyboard: focus the answer, arrow to the second token.
+    await page.mouse.move(0, 0);
+    await page.focus('.msg.assistant');
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('ArrowRight');
+    expect(await page.$$eval('.msg.assistant .tok', (els) => els.findIndex((el) => el.classList.contains('active')))).toBe(1);
+    expect(await page.$eval('.msg.assistant .tok.active .tok-tip', (el) => getComputedStyle(el).display)).toBe('block');
+
+    await page.click('.page-header input[type=checkbox]');
+    await page.waitForSelector('.panes-2');
+    await page.type('textarea[aria-label="Message"]', 'And again');
+    await page.keyboard.press('Enter');
+    // Model B joins at the second turn: its first turn is marked "not asked", the second is answered by both.
+    await page.waitForFunction(() => document.querySelectorAll('.msg.assistant[data-done="true"]').length === 4, { timeout: 60_000, polling: 100 });
+    expect(await page.$$eval('.transcript:nth-child(2) .msg.assistant .tok', (els) => els.length)).toBe(12);
+    const panes = await page.$$eval('.transcript', (els) => els.map((el) => el.querySelectorAll('.exchange').length));
+    expect(panes).toEqual([2, 2]);
+    expect(streamed).toHaveLength(3);
+    await page.close();
+  }, 120_000);
+
+  it('opens a table, pages it, shows a row as JSON and sorts it', async () => {
+    const digest = await f.table('evals', 2500);
+    const page = await b.newPage();
+    await signIn(page, f.s.url, f.key);
+    await page.goto(`${f.s.url}/#/tables`);
+    await page.waitForSelector('a[href="#/tables/evals"]');
+    await page.click('a[href="#/tables/evals"]');
+    await page.waitForSelector(`a[href="#/tables/evals/${digest}"]`);
+    await page.click(`a[href="#/tables/evals/${digest}"]`);
+    await page.waitForFunction(() => document.querySelector('#page-label')?.textContent === 'Page 1 of 50', { polling: 100 });
+    const firstIndex = () => page.$eval('.rows tbody tr td', (el) => el.textContent);
+    expect(await page.$$eval('.rows tbody tr', (rows) => rows.length)).toBe(50);
+    expect(await firstIndex()).toBe('0');
+    await page.click('button[aria-label="Next page"]');
+    await page.waitForFunction(() => document.querySelector('#page-label')?.textContent === 'Page 2 of 50', { polling: 100 });
+    await page.waitForFunction(() => document.querySelector('.rows tbody tr td')?.textContent === '50', { polling: 100 });
+    await page.focus('.rows tbody tr');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('.row-json pre.json');
+    expect(JSON.parse((await textOf(page, '.row-json pre.json'))!)).toMatchObject({ i: 50, score: (50 * 37) % 101 });
+
+    await page.type('input[placeholder^="e.g. score"]', 'i');
+    await page.select('select', 'desc');
+    await page.click('form.controls button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('.rows tbody tr td')?.textContent === '2499', { polling: 100 });
+    expect(await textOf(page, '#page-label')).toBe('Page 1 of 50');
+    await page.close();
+  }, 120_000);
+
+  it('renders the models, jobs and system pages on a phone-sized screen', async () => {
+    const page = await b.newPage({ width: 390, height: 844, mobile: true });
+    await signIn(page, f.s.url, f.key);
+    for (const [path, marker] of [['models', 'blocker'], ['jobs', 'SFT'], ['system', 'hearth/tiny-random-llama']]) {
+      await page.goto(`${f.s.url}/#/${path}`);
+      await page.waitForFunction((m) => document.querySelector('main')?.textContent?.includes(m), { polling: 100 }, marker);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      expect(overflow, `${path} scrolls sideways`).toBeLessThanOrEqual(0);
+    }
+    await page.close();
+  }, 60_000);
+});

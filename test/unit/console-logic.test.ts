@@ -1,0 +1,54 @@
+// The console's pure pieces: SSE framing, events → metric series, chunk → token pieces.
+import { describe, expect, it } from 'vitest';
+import { SseParser } from '../../src/console/web/lib/sse.js';
+import { appendEvents, emptySeries, metricOrder } from '../../src/console/web/lib/series.js';
+import { percent, pieceOfChunk } from '../../src/console/web/lib/tokens.js';
+import { elapsed, formatBytes } from '../../src/console/web/lib/format.js';
+
+describe('SseParser', () => {
+  it('returns complete events only, across arbitrary splits and CRLF', () => {
+    const p = new SseParser();
+    expect(p.push('data: {"a"')).toEqual([]);
+    expect(p.push(':1}\r\n\r\ndata: [DO')).toEqual(['{"a":1}']);
+    expect(p.push('NE]\n\n: comment\n\n')).toEqual(['[DONE]']);
+    expect(p.push('data: x\ndata: y\n\n')).toEqual(['x\ny']);
+  });
+});
+
+describe('metric series', () => {
+  it('keeps one value per gradient step per metric, null where a step lacks it', () => {
+    const s = emptySeries();
+    appendEvents(s, [
+      { id: '1', type: 'training_started', data: { num_sequences: 2 } },
+      { id: '2', type: 'gradient_step', data: { loss: 2, learning_rate: 0.1, step: 1 } },
+    ]);
+    appendEvents(s, [
+      { id: '3', type: 'gradient_step', data: { loss: 1, reward: 0.5, note: 'x' } },
+      { id: '4', type: 'training_ended', data: {} },
+    ]);
+    expect(s.steps).toEqual([1, 2]);
+    expect(Object.fromEntries(s.metrics)).toEqual({ loss: [2, 1], learning_rate: [0.1, null], reward: [null, 0.5] });
+    expect(metricOrder(s.metrics.keys())).toEqual(['loss', 'reward', 'learning_rate']);
+  });
+});
+
+describe('token pieces', () => {
+  it('decodes token bytes for the hover and keeps the delta text', () => {
+    const piece = pieceOfChunk({
+      choices: [{ delta: { content: 'é' }, logprobs: { content: [{ token: 'token_id:7', logprob: -0.5, bytes: [195, 169], top_logprobs: [{ token: 'token_id:8', logprob: -1, bytes: null }] }] } }],
+    });
+    expect(piece).toEqual({ text: 'é', tokens: [{ text: 'é', logprob: -0.5, top: [{ text: 'token_id:8', logprob: -1 }] }] });
+    expect(pieceOfChunk({ choices: [{ delta: { role: 'assistant' }, logprobs: null }] })).toBeNull();
+    expect(percent(0)).toBe('100%');
+    expect(percent(Math.log(0.5))).toBe('50.0%');
+  });
+});
+
+describe('format', () => {
+  it('formats sizes and durations', () => {
+    expect(formatBytes(1234)).toBe('1.2 KB');
+    expect(formatBytes(null)).toBe('—');
+    expect(elapsed('2026-01-01T00:00:00Z', '2026-01-01T00:01:05Z')).toBe('1m 5s');
+    expect(elapsed(null, null)).toBe('—');
+  });
+});
