@@ -21,7 +21,10 @@ export interface EngineOptions {
   kvCacheTokens: number;
   blockSize: number;
   logprobsMode: 'processed' | 'raw';
-  /** Keep finished sequences' caches to reuse shared prompt prefixes (needs runner copyPrefix). */
+  /**
+   * Reuse shared prompt prefixes (needs runner copyPrefix): finished sequences' caches are kept, and the
+   * sequences of a group (one prompt sent n times, or n requests at once) copy the first one's prefill.
+   */
   prefixCaching: boolean;
   /** Most finished caches kept for reuse. */
   prefixCacheEntries: number;
@@ -111,7 +114,13 @@ export class Engine {
     const blocks = (this.blocks = new BlockManager(Math.floor(o.kvCacheTokens / o.blockSize), o.blockSize));
     this.prefixCache = o.prefixCaching && model.copyPrefix ? new PrefixCache(o.blockSize, o.prefixCacheEntries) : null;
     this.scheduler = new Scheduler(
-      { maxNumSeqs: o.maxNumSeqs, maxBatchedTokens: o.maxBatchedTokens, mixedAdapterBatches: model.mixedAdapterBatches },
+      {
+        maxNumSeqs: o.maxNumSeqs,
+        maxBatchedTokens: o.maxBatchedTokens,
+        mixedAdapterBatches: model.mixedAdapterBatches,
+        // Sequences of one group (same prompt) copy the prefill of the first instead of repeating it.
+        groupPrefixMin: this.prefixCache ? o.blockSize : 0,
+      },
       blocks,
       this.prefixHooks(),
     );

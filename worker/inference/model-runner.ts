@@ -70,9 +70,8 @@ export class RuntimeModelPort implements ModelPort {
   copyPrefix(from: number, to: number, length: number): void {
     const src = this.kv.get(from);
     if (!src || src.length < length) throw new Error(`sequence ${from} does not hold ${length} cached tokens`);
-    const copy = src.clone();
-    copy.truncate(length);
-    this.kv.set(to, copy);
+    this.kv.get(to)?.dispose();
+    this.kv.set(to, src.copyPrefix(length));
   }
 }
 
