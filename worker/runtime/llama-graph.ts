@@ -13,14 +13,19 @@
 //              runner graph reads the past in place (no concatenated cache) with contrib RotaryEmbedding.
 //   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask): few nodes, which
 //              helps very small models.
+// Runner graphs that decode in place also take packed rows (mixed steps: decoding rows and prompt chunks
+// in one run, see packedRows): input_ids [1, N] holds every row's new tokens one after another.
 import type { ModelConfig, Weights } from './model-config.js';
 import { DataType, GraphBuilder, float, type Dim } from './onnx-proto.js';
 import { ropeTables } from './rope.js';
 import { q4BlockFor, quantizeQ4, type Q4Weights } from './q4.js';
 
 export type AttentionKind = 'gqa' | 'standard' | 'onnx23';
-/** What one decoder body computes attention with: a kind, or 'decode' (runner graphs, one new token per row). */
-type BodyForm = AttentionKind | 'decode';
+/**
+ * What one decoder body computes attention with: a kind, 'decode' (runner graphs, one new token per row)
+ * or 'packed' (runner graphs, rows with different numbers of new tokens packed into one sequence).
+ */
+type BodyForm = AttentionKind | 'decode' | 'packed';
 
 export interface GraphOptions {
   attention: AttentionKind;
@@ -206,15 +211,25 @@ export function decodeStepInPlace(rows: number, newTokens: number, cachePosition
   return newTokens === 1 && rows * (cachePositions + 1) >= IN_PLACE_DECODE_MIN;
 }
 
+/**
+ * Symbolic name of the cache's batch dimension. Runner graphs name it apart from input_ids' batch_size:
+ * packed runs feed input_ids as one row over a cache of several (ORT plans buffers by these names, and
+ * one name for both made it reuse a [1, N, ·] buffer for [B, S, ·]).
+ */
+function cacheRowsDim(opts: GraphOptions): string {
+  return opts.forExport ? 'batch_size' : 'rows';
+}
+
 /** Graph outputs: logits first, then the KV outputs (see GraphOptions.forExport). */
 function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]][] {
   const hp = cacheHeadDim(config, opts.attention);
-  const out: [string, Dim[]][] = [['logits', ['batch_size', 'num_logits', config.vocabSize]]];
-  if (!opts.forExport) out.push(['logits_lse', ['batch_size', 'num_logits']]);
+  const rows = cacheRowsDim(opts);
+  const out: [string, Dim[]][] = [['logits', [rows, 'num_logits', config.vocabSize]]];
+  if (!opts.forExport) out.push(['logits_lse', [rows, 'num_logits']]);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
       if (opts.forExport) out.push([`present.${i}.${kind}`, ['batch_size', config.numKvHeads, 'total_sequence_length', hp]]);
-      else out.push([`new_key_values.${i}.${kind}`, ['batch_size', config.numKvHeads, 'sequence_length', hp]]);
+      else out.push([`new_key_values.${i}.${kind}`, [rows, config.numKvHeads, 'new_positions', hp]]);
     }
   }
   return out;
@@ -231,6 +246,8 @@ interface AttentionShared {
   masked?: { bias: string; cosF: string; sinS: string; pastNewSplit: string };
   /** The decode form: bias [B,1,1,P+1] and [P, 1]. */
   decode?: { bias: string; pastNewSplit: string };
+  /** Packed rows (see packedRows). */
+  packed?: PackedRows;
 }
 
 /** Names a layer's attention writes: its output, and the new keys/values (or the present, in exports). */
@@ -249,11 +266,11 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const eps = float(config.rmsNormEps);
 
   const inputIds = g.input('input_ids', DataType.INT64, ['batch_size', 'sequence_length']);
-  const mask = g.input('attention_mask', DataType.INT64, ['batch_size', 'total_sequence_length']);
+  const mask = g.input('attention_mask', DataType.INT64, [cacheRowsDim(opts), 'total_sequence_length']);
   const positionIds = g.input('position_ids', DataType.INT64, ['batch_size', 'sequence_length']);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
-      g.input(`past_key_values.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'past_sequence_length', hp]);
+      g.input(`past_key_values.${i}.${kind}`, DataType.FLOAT, [cacheRowsDim(opts), KV, 'past_sequence_length', hp]);
     }
   }
 
@@ -270,6 +287,8 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   const inPlace = !opts.forExport && decodesInPlace(config, opts.attention);
   const shared = attentionShared(g, config, opts, { inputIds, mask, positionIds, cosTable, sinTable }, inPlace);
   const decodeForm = inPlace ? decodeFormCondition(g, inputIds) : null;
+  // Mixed steps: rows with different numbers of new tokens, packed (same graphs as the decode form).
+  if (inPlace) shared.packed = packedRows(g, config, mask, shared.decode!.bias);
 
   // y + (x·A)·B per batch row, when the graph takes LoRA inputs.
   const loraDims = { qkv: [D, (H + 2 * KV) * hp], o: [H * hp, D], gate_up: [D, 2 * F], down: [F, D] } as const;
@@ -331,16 +350,20 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
     const layer = (sub: GraphBuilder, form: BodyForm, names: AttentionOutputs) => attention(sub, form, config, opts, shared, i, qkv, normWeight, names);
     if (!decodeForm) layer(g, opts.attention, out);
     else {
-      // Both branches hold attention nodes only (no weights: see buildDecoderGraph).
-      const t = g.subgraph(), e = g.subgraph();
-      const branchNames = (tag: string): AttentionOutputs => ({ attn: `${out.attn}.${tag}`, key: `${out.key}.${tag}`, value: `${out.value}.${tag}` });
-      for (const [sub, form, tag] of [[t, 'decode', 'then'], [e, opts.attention, 'else']] as const) {
-        const names = branchNames(tag);
-        layer(sub, form, names);
-        sub.output(names.attn, DataType.FLOAT, ['batch_size', 'sequence_length', H * hp]);
-        for (const n of [names.key, names.value]) sub.output(n, DataType.FLOAT, ['batch_size', KV, 'sequence_length', hp]);
-      }
-      g.node('If', [decodeForm], { outputs: [out.attn, out.key, out.value], attrs: { then_branch: { graph: t, name: g.fresh('decode') }, else_branch: { graph: e, name: g.fresh('chunk') } } });
+      // If(decode step) then 'decode' else (If(packed rows) then 'packed' else the graph's own form): decode
+      // steps pass one If, as before mixed steps existed. The branches hold attention nodes only (no
+      // weights: see buildDecoderGraph).
+      const choose = (sub: GraphBuilder, cond: string, then: (b: GraphBuilder, names: AttentionOutputs) => void, otherwise: (b: GraphBuilder, names: AttentionOutputs) => void, names: AttentionOutputs, tag: string) => {
+        const t = sub.subgraph(), e = sub.subgraph();
+        for (const [branch, build, side] of [[t, then, 'then'], [e, otherwise, 'else']] as const) {
+          const inner: AttentionOutputs = { attn: `${names.attn}.${tag}.${side}`, key: `${names.key}.${tag}.${side}`, value: `${names.value}.${tag}.${side}` };
+          build(branch, inner);
+          branch.output(inner.attn, DataType.FLOAT, ['batch_size', 'sequence_length', H * hp]);
+          for (const n of [inner.key, inner.value]) branch.output(n, DataType.FLOAT, ['rows', KV, 'new_positions', hp]);
+        }
+        sub.node('If', [cond], { outputs: [names.attn, names.key, names.value], attrs: { then_branch: { graph: t, name: g.fresh(tag) }, else_branch: { graph: e, name: g.fresh(`not_${tag}`) } } });
+      };
+      choose(g, decodeForm, (b, names) => layer(b, 'decode', names), (b, names) => choose(b, shared.packed!.cond, (c, n) => layer(c, 'packed', n), (c, n) => layer(c, opts.attention, n), names, 'packed'), out, 'decode');
     }
     // o_proj^T is [H·hd, D]: its rows follow the (padded) value layout of the attention output.
     const wo = () => (hp === hd ? w(p + 'self_attn.o_proj.weight') : transpose(pad(transpose(w(p + 'self_attn.o_proj.weight'), D, H * hd), H, D, false), H * hp, D));
@@ -361,6 +384,7 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: Weights, opt
   // `num_logits_to_keep` (1, or S for prompt scoring); exported graphs keep exactly the last position
   // so they need only the standard inputs. (onnxruntime-node cannot feed initializer-backed inputs.)
   let last = addAndNorm('model.norm.weight');
+  if (shared.packed) last = unpackRows(g, shared.packed, last, D);
   const keep = opts.forExport ? g.int64s([1]) : g.input('num_logits_to_keep', DataType.INT64, [1]);
   last = g.op('Slice', [last, g.op('Neg', [keep]), g.int64s([2 ** 31 - 1]), g.int64s([1])]);
   const head = () => (config.tieWordEmbeddings ? w('model.embed_tokens.weight') : w('lm_head.weight'));
@@ -378,6 +402,76 @@ function decodeFormCondition(g: GraphBuilder, inputIds: string): string {
   const rowsTimesPositions = g.op('Mul', [dim(inputIds, 0), g.op('Add', [dim('past_key_values.0.key', 2), g.int64s([1])])]);
   const oneToken = g.op('Equal', [dim(inputIds, 1), g.int64s([1])]);
   return g.op('Squeeze', [g.op('And', [oneToken, g.op('GreaterOrEqual', [rowsTimesPositions, g.int64s([IN_PLACE_DECODE_MIN])])]), g.int64s([0])]);
+}
+
+/**
+ * Packed rows (mixed steps, vLLM's chunked prefill): decoding rows and prompt chunks in one run without
+ * padding the projections and MLP. The runner feeds input_ids / position_ids as [1, N] (row after row)
+ * with the past as [B, KV, P, hd] and the explicit mask [B, P + S] (row b: its valid past, then its
+ * count c_b of new positions right-aligned in S = the longest count). The graph recognises it by
+ * input_ids having one row while the past has B ≠ 1. From the mask alone: c = Σ mask[:, P:], and padded
+ * slot (b, j) holds packed token j + Σ_{b' ≤ b} c_{b'} − S when j ≥ S − c_b (else padding).
+ */
+interface PackedRows {
+  /** Bool scalar: the run is packed. */
+  cond: string;
+  /** [B·S] packed token of each padded slot (0 in padding slots, which the mask hides). */
+  index: string;
+  /** [B·S] bool: the slot holds a token (Compress by it packs padded rows again, in order). */
+  valid: string;
+  /** [B, 1, G·S, P + S] additive mask (padding and causality), [P, S], and [B, −1]. */
+  bias: string;
+  pastNewSplit: string;
+  rowsDims: string;
+}
+
+/** The packed-rows values, computed only in packed runs (an If; other runs get placeholders). */
+function packedRows(g: GraphBuilder, config: ModelConfig, mask: string, padBias: string): PackedRows {
+  const dim = (t: string, axis: number) => g.op('Shape', [t], { start: axis, end: axis + 1 });
+  const past = 'past_key_values.0.key';
+  const cond = g.op('Squeeze', [g.op('Not', [g.op('Equal', [dim('input_ids', 0), dim(past, 0)])]), g.int64s([0])]);
+  const t = g.subgraph(), e = g.subgraph();
+  const outs = ['index', 'valid', 'bias', 'split', 'rows'].map((n) => g.fresh(`packed_${n}`));
+  const names = outs.map((n) => `${n}.then`), none = outs.map((n) => `${n}.else`);
+  const scalar = (x: string) => t.op('Squeeze', [x, t.int64s([0])]);
+  const B = dim(past, 0), P = t.op('Shape', [past], { start: 2, end: 3 }), T = t.op('Shape', [mask], { start: 1, end: 2 });
+  const S = t.op('Sub', [T, P]);
+  const counts = t.op('ReduceSum', [t.op('Slice', [mask, P, T, t.int64s([1])]), t.int64s([1])], { keepdims: 1 }); // [B, 1]
+  const slot = t.op('Range', [t.int64s([0], []), scalar(S), t.int64s([1], [])]); // [S]
+  const index = t.op('Add', [slot, t.op('Sub', [t.op('CumSum', [counts, t.int64s([0], [])]), S])]); // [B, S]
+  t.node('Reshape', [t.op('Max', [index, t.int64s([0], [])]), t.int64s([-1])], { outputs: [names[0]] });
+  t.node('Reshape', [t.op('GreaterOrEqual', [slot, t.op('Sub', [S, counts])]), t.int64s([-1])], { outputs: [names[1]] });
+  const big = t.scalarFloat(-1e9, 'mask_big');
+  const keyIdx = t.op('Range', [t.int64s([0], []), scalar(T), t.int64s([1], [])]);
+  const queryIdx = t.op('Unsqueeze', [t.op('Range', [scalar(P), scalar(T), t.int64s([1], [])]), t.int64s([1])]); // [S, 1]
+  const causal = t.op('Where', [t.op('LessOrEqual', [keyIdx, queryIdx]), t.scalarFloat(0), big]); // [S, T]
+  t.node('Tile', [t.op('Add', [padBias, causal]), t.int64s([1, 1, config.numHeads / config.numKvHeads, 1])], { outputs: [names[2]] });
+  t.node('Concat', [P, S], { outputs: [names[3]], attrs: { axis: 0 } });
+  t.node('Concat', [B, t.int64s([-1])], { outputs: [names[4]], attrs: { axis: 0 } });
+  // Placeholders of the same types for every other run.
+  e.node('Identity', [e.int64s([0])], { outputs: [none[0]] });
+  e.node('Cast', [e.int64s([1])], { outputs: [none[1]], attrs: { to: DataType.BOOL } });
+  e.node('Identity', [e.floats(g.fresh('packed_none'), [1, 1, 1, 1], new Float32Array(1))], { outputs: [none[2]] });
+  e.node('Identity', [e.int64s([0, 0])], { outputs: [none[3]] });
+  e.node('Identity', [e.int64s([1, -1])], { outputs: [none[4]] });
+  const types = [DataType.INT64, DataType.BOOL, DataType.FLOAT, DataType.INT64, DataType.INT64];
+  const ranks: Dim[][] = [['n'], ['n'], ['b', 1, 'gs', 't'], [2], [2]];
+  for (const [branch, ns] of [[t, names], [e, none]] as const) ns.forEach((n, i) => branch.output(n, types[i], ranks[i]));
+  g.node('If', [cond], { outputs: outs, attrs: { then_branch: { graph: t, name: g.fresh('packed_rows') }, else_branch: { graph: e, name: g.fresh('not_packed_rows') } } });
+  return { cond, index: outs[0], valid: outs[1], bias: outs[2], pastNewSplit: outs[3], rowsDims: outs[4] };
+}
+
+/** Before the LM head: packed hidden states [1, N, D] back to right-padded rows [B, S, D], whose last position is each row's last token. */
+function unpackRows(g: GraphBuilder, pk: PackedRows, hidden: string, D: number): string {
+  const t = g.subgraph(), e = g.subgraph();
+  const out = g.fresh('rows'), tOut = `${out}.then`, eOut = `${out}.else`;
+  const padded = t.op('Gather', [t.op('Reshape', [hidden, t.int64s([-1, D])]), pk.index], { axis: 0 });
+  t.node('Reshape', [padded, t.op('Concat', [pk.rowsDims, t.int64s([D])], { axis: 0 })], { outputs: [tOut] });
+  e.node('Identity', [hidden], { outputs: [eOut] });
+  t.output(tOut, DataType.FLOAT, ['rows', 'row_length', D]);
+  e.output(eOut, DataType.FLOAT, ['rows', 'row_length', D]);
+  g.node('If', [pk.cond], { outputs: [out], attrs: { then_branch: { graph: t, name: g.fresh('unpack_rows') }, else_branch: { graph: e, name: g.fresh('rows_as_fed') } } });
+  return out;
 }
 
 /** The per-forward values of the forms a body uses (its kind, plus 'decode' when it decodes in place). */
@@ -492,6 +586,22 @@ function attention(
       heads(kr, out.key);
       heads(v, out.value);
     }
+  } else if (form === 'packed') {
+    // Projections ran on the packed tokens [1, N, ·]; rotary too (positions are per token). Attention
+    // runs on right-padded rows [B, heads, S, hd] gathered from them, and its output is packed again.
+    const pk = shared.packed!;
+    const { q, k, v } = qkvParts();
+    const qr = g.op('RotaryEmbedding', [q, positionIds, cosTable, sinTable], { num_heads: H, interleaved: 0 }, 'com.microsoft');
+    const kr = g.op('RotaryEmbedding', [k, positionIds, cosTable, sinTable], { num_heads: KV, interleaved: 0 }, 'com.microsoft');
+    const rows = (t: string, heads: number, name?: string) => {
+      const padded = g.op('Gather', [g.op('Reshape', [t, g.int64s([-1, heads * hd])]), pk.index], { axis: 0 }); // [B·S, heads·hd]
+      const shaped = g.op('Reshape', [padded, g.op('Concat', [pk.rowsDims, g.int64s([heads, hd])], { axis: 0 })]); // [B, S, heads, hd]
+      return g.node('Transpose', [shaped], { outputs: name ? [name] : 1, attrs: { perm: { ints: [0, 2, 1, 3] } } })[0];
+    };
+    const qg = g.op('Mul', [g.op('Reshape', [rows(qr, H), g.int64s([0, KV, -1, hd])]), scale()]); // [B,KV,G·S,hd]
+    const ctx = attendInPlace(qg, rows(kr, KV, out.key), rows(v, KV, out.value), pk.bias, pk.pastNewSplit);
+    const ctxRows = g.op('Reshape', [g.op('Transpose', [g.op('Reshape', [ctx, g.int64s([0, H, -1, hd])])], { perm: { ints: [0, 2, 1, 3] } }), g.int64s([-1, H * hd])]);
+    g.node('Unsqueeze', [g.op('Compress', [ctxRows, pk.valid], { axis: 0 }), g.int64s([0])], { outputs: [out.attn] }); // [1, N, H·hd]
   } else if (form === 'decode') {
     // One new token per row: [B, 1, heads·hd] is [B, heads, 1, hd] in memory already, so heads need
     // reshapes, not transposes.
