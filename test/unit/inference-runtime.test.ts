@@ -61,6 +61,35 @@ describe('engine on the ONNX runner', () => {
     });
   }
 
+  it('gqa: mixed steps (decoding rows and capped prompt chunks in one packed run) give the one-at-a-time tokens', async () => {
+    const m = loaded.gqa!;
+    const servable = servableFromRuntime(m);
+    const ids = await Promise.all(PROMPTS.map((p) => m.tokenizer.encode(p)));
+    const sequential: number[][] = [];
+    for (const p of ids) sequential.push(...(await generate(new Engine(servable.model, servable.tokenizer, { prefixCaching: false }), [p])));
+    for (const prefillChunkTokens of [3, 8]) {
+      const engine = new Engine(servable.model, servable.tokenizer, { maxNumSeqs: 8, prefillChunkTokens, kvCacheTokens: 2048, prefixCaching: false });
+      const packed = m.runner.timing.packedCalls;
+      // Staggered arrivals: each prompt comes in while the earlier ones decode.
+      const out: Promise<number[]>[] = [];
+      await new Promise<void>((resolve, reject) => {
+        const submit = (k: number) => {
+          let deltas = 0;
+          out[k] = new Promise<number[]>((done) =>
+            engine.submit({ promptIds: ids[k], params: defaultSamplingParams({ temperature: 0, maxTokens: 10, ignoreEos: true }) }, (e) => {
+              if (e.type === 'delta' && ++deltas === 2) (k + 1 < ids.length ? submit(k + 1) : resolve());
+              if (e.type === 'finished') done(e.tokens.map((t) => t.id));
+              if (e.type === 'error') reject(new Error(e.message));
+            }),
+          );
+        };
+        submit(0);
+      });
+      expect(await Promise.all(out)).toEqual(sequential);
+      expect(m.runner.timing.packedCalls - packed).toBeGreaterThan(2);
+    }
+  });
+
   it('prefix caching on the real runner: reused caches give the same greedy tokens', async () => {
     const m = loaded.gqa!;
     const servable = servableFromRuntime(m);

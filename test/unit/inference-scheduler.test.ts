@@ -61,6 +61,23 @@ describe('scheduler', () => {
     ]);
   });
 
+  it('mixed steps: while streams decode, prompt tokens per step are capped at prefillChunkTokens; alone, a prompt takes the whole budget', () => {
+    const { s } = make({ maxBatchedTokens: 64, prefillChunkTokens: 5 });
+    const first = seq(20);
+    s.add(first);
+    expect(complete(s, s.schedule())).toEqual([[first.id, 20, true]]); // nobody decodes: no cap
+    const a = seq(8), b = seq(4);
+    s.add(a);
+    s.add(b);
+    const steps = [];
+    for (let i = 0; i < 3; i++) steps.push(complete(s, s.schedule()));
+    expect(steps).toEqual([
+      [[first.id, 1, true], [a.id, 5, false]],
+      [[first.id, 1, true], [a.id, 3, true], [b.id, 2, false]],
+      [[first.id, 1, true], [a.id, 1, true], [b.id, 2, true]],
+    ]);
+  });
+
   it('preempts the newest sequence instead of running out of KV cache, then recomputes it', () => {
     // 4 blocks of 4 tokens = 16 tokens of cache.
     const { s, blocks } = make({}, new BlockManager(4, 4));

@@ -17,6 +17,8 @@ import type { TokenConstraint } from './token-constraint.js';
 export interface EngineOptions {
   maxNumSeqs: number;
   maxBatchedTokens: number;
+  /** Most prompt tokens in a step that also decodes (mixed steps; see the scheduler). */
+  prefillChunkTokens: number;
   /** KV budget in tokens over all sequences; must hold at least one full-length sequence. */
   kvCacheTokens: number;
   blockSize: number;
@@ -33,6 +35,7 @@ export interface EngineOptions {
 export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
   maxNumSeqs: 16,
   maxBatchedTokens: 512,
+  prefillChunkTokens: 32,
   kvCacheTokens: 16384,
   blockSize: 16,
   logprobsMode: 'processed',
@@ -117,6 +120,7 @@ export class Engine {
       {
         maxNumSeqs: o.maxNumSeqs,
         maxBatchedTokens: o.maxBatchedTokens,
+        prefillChunkTokens: o.prefillChunkTokens,
         mixedAdapterBatches: model.mixedAdapterBatches,
         // Sequences of one group (same prompt) copy the prefill of the first instead of repeating it.
         groupPrefixMin: this.prefixCache ? o.blockSize : 0,

@@ -6,6 +6,9 @@
 //   2. running sequences still prefilling get a chunk of what is left of the budget
 //      (chunked prefill: a long prompt is spread over several steps instead of stalling others);
 //   3. waiting sequences are admitted, oldest first, while `maxNumSeqs` and the KV budget allow.
+// In a step that decodes, prompt tokens (2 and 3) are capped at `prefillChunkTokens`: such a mixed step
+// costs the decoding streams about one decode step plus the chunk, never a whole prefill (vLLM's chunked
+// prefill; the runner runs the rows together, see ModelRunner.packsRows).
 // Groups (an RL rollout group: the same prompt n times, or n requests arriving together) prefill once:
 // a waiting sequence whose prompt a running sequence is still prefilling waits for it, then starts
 // from a copy of that sequence's cache (see livePrefix) and computes only what is left.
@@ -20,6 +23,8 @@ export interface SchedulerConfig {
   maxNumSeqs: number;
   /** Most tokens (prefill + decode) in one step. */
   maxBatchedTokens: number;
+  /** Most prompt tokens in a step that also decodes (default: no cap beyond maxBatchedTokens). */
+  prefillChunkTokens?: number;
   /** If false, one step only holds sequences with the same adapter. */
   mixedAdapterBatches: boolean;
   /**
@@ -65,7 +70,7 @@ export class Scheduler {
     private readonly blocks: BlockManager,
     private readonly hooks: SchedulerHooks = {},
   ) {
-    if (config.maxNumSeqs < 1 || config.maxBatchedTokens < 1) throw new Error('maxNumSeqs and maxBatchedTokens must be ≥ 1');
+    if (config.maxNumSeqs < 1 || config.maxBatchedTokens < 1 || (config.prefillChunkTokens ?? 1) < 1) throw new Error('maxNumSeqs, maxBatchedTokens and prefillChunkTokens must be ≥ 1');
   }
 
   add(seq: Sequence): void {
@@ -127,6 +132,7 @@ export class Scheduler {
 
     // 1. decodes, 2. unfinished prefills (both from `running`, oldest first).
     for (const decodingPass of [true, false]) {
+      if (!decodingPass && items.length > 0) budget = Math.min(budget, this.config.prefillChunkTokens ?? budget);
       for (const seq of [...this.running]) {
         if (budget === 0) break;
         if (!this.running.includes(seq) || scheduled.has(seq) || !eligible(seq)) continue;
