@@ -411,18 +411,30 @@ function decodeFormCondition(g: GraphBuilder, inputIds: string): string {
  * count c_b of new positions right-aligned in S = the longest count). The graph recognises it by
  * input_ids having one row while the past has B ≠ 1. From the mask alone: c = Σ mask[:, P:], and padded
  * slot (b, j) holds packed token j + Σ_{b' ≤ b} c_{b'} − S when j ≥ S − c_b (else padding).
+ * Attention comes in two parts, so that decoding rows are not padded to S queries (which made a mixed
+ * step with a 64-token chunk cost twice two separate runs on ~20M): every row's last token attends like
+ * a decode step (the whole batch, one query per row), and the rows with several new tokens (chunk rows,
+ * usually one) attend as right-padded rows over a gathered copy of their own past.
  */
 interface PackedRows {
   /** Bool scalar: the run is packed. */
   cond: string;
   /** [B·S] packed token of each padded slot (0 in padding slots, which the mask hides). */
   index: string;
-  /** [B·S] bool: the slot holds a token (Compress by it packs padded rows again, in order). */
-  valid: string;
-  /** [B, 1, G·S, P + S] additive mask (padding and causality), [P, S], and [B, −1]. */
-  bias: string;
+  /** [B] packed token that is each row's last. */
+  lastIndex: string;
+  /** [B_c] the chunk rows (c_b > 1), their [B_c·S] padded slots' packed tokens and validity. */
+  chunkRows: string;
+  chunkIndex: string;
+  chunkValid: string;
+  /** [B_c, 1, G·S, P + S] additive mask of the chunk rows (padding and causality). */
+  chunkBias: string;
+  /** [P, S], [B, −1] and [B_c, −1]. */
   pastNewSplit: string;
   rowsDims: string;
+  chunkDims: string;
+  /** [N] where each packed token's attention output lies in [last tokens (B); chunk rows' tokens]. */
+  assemble: string;
 }
 
 /** The packed-rows values, computed only in packed runs (an If; other runs get placeholders). */
@@ -430,35 +442,53 @@ function packedRows(g: GraphBuilder, config: ModelConfig, mask: string, padBias:
   const dim = (t: string, axis: number) => g.op('Shape', [t], { start: axis, end: axis + 1 });
   const past = 'past_key_values.0.key';
   const cond = g.op('Squeeze', [g.op('Not', [g.op('Equal', [dim('input_ids', 0), dim(past, 0)])]), g.int64s([0])]);
+  const keys = ['index', 'lastIndex', 'chunkRows', 'chunkIndex', 'chunkValid', 'chunkBias', 'pastNewSplit', 'rowsDims', 'chunkDims', 'assemble'] as const;
+  const types = [DataType.INT64, DataType.INT64, DataType.INT64, DataType.INT64, DataType.BOOL, DataType.FLOAT, DataType.INT64, DataType.INT64, DataType.INT64, DataType.INT64];
+  const ranks: Dim[][] = [['n'], ['b'], ['bc'], ['n'], ['n'], ['bc', 1, 'gs', 't'], [2], [2], [2], ['n']];
+  const outs = keys.map((k) => g.fresh(`packed_${k}`));
   const t = g.subgraph(), e = g.subgraph();
-  const outs = ['index', 'valid', 'bias', 'split', 'rows'].map((n) => g.fresh(`packed_${n}`));
-  const names = outs.map((n) => `${n}.then`), none = outs.map((n) => `${n}.else`);
+  const value: Record<(typeof keys)[number], string> = {} as never;
+  const zero = t.int64s([0], []), one = t.int64s([1], []);
   const scalar = (x: string) => t.op('Squeeze', [x, t.int64s([0])]);
+  const flat = (x: string) => t.op('Reshape', [x, t.int64s([-1])]);
   const B = dim(past, 0), P = t.op('Shape', [past], { start: 2, end: 3 }), T = t.op('Shape', [mask], { start: 1, end: 2 });
   const S = t.op('Sub', [T, P]);
   const counts = t.op('ReduceSum', [t.op('Slice', [mask, P, T, t.int64s([1])]), t.int64s([1])], { keepdims: 1 }); // [B, 1]
-  const slot = t.op('Range', [t.int64s([0], []), scalar(S), t.int64s([1], [])]); // [S]
-  const index = t.op('Add', [slot, t.op('Sub', [t.op('CumSum', [counts, t.int64s([0], [])]), S])]); // [B, S]
-  t.node('Reshape', [t.op('Max', [index, t.int64s([0], [])]), t.int64s([-1])], { outputs: [names[0]] });
-  t.node('Reshape', [t.op('GreaterOrEqual', [slot, t.op('Sub', [S, counts])]), t.int64s([-1])], { outputs: [names[1]] });
-  const big = t.scalarFloat(-1e9, 'mask_big');
-  const keyIdx = t.op('Range', [t.int64s([0], []), scalar(T), t.int64s([1], [])]);
-  const queryIdx = t.op('Unsqueeze', [t.op('Range', [scalar(P), scalar(T), t.int64s([1], [])]), t.int64s([1])]); // [S, 1]
-  const causal = t.op('Where', [t.op('LessOrEqual', [keyIdx, queryIdx]), t.scalarFloat(0), big]); // [S, T]
-  t.node('Tile', [t.op('Add', [padBias, causal]), t.int64s([1, 1, config.numHeads / config.numKvHeads, 1])], { outputs: [names[2]] });
-  t.node('Concat', [P, S], { outputs: [names[3]], attrs: { axis: 0 } });
-  t.node('Concat', [B, t.int64s([-1])], { outputs: [names[4]], attrs: { axis: 0 } });
-  // Placeholders of the same types for every other run.
-  e.node('Identity', [e.int64s([0])], { outputs: [none[0]] });
-  e.node('Cast', [e.int64s([1])], { outputs: [none[1]], attrs: { to: DataType.BOOL } });
-  e.node('Identity', [e.floats(g.fresh('packed_none'), [1, 1, 1, 1], new Float32Array(1))], { outputs: [none[2]] });
-  e.node('Identity', [e.int64s([0, 0])], { outputs: [none[3]] });
-  e.node('Identity', [e.int64s([1, -1])], { outputs: [none[4]] });
-  const types = [DataType.INT64, DataType.BOOL, DataType.FLOAT, DataType.INT64, DataType.INT64];
-  const ranks: Dim[][] = [['n'], ['n'], ['b', 1, 'gs', 't'], [2], [2]];
-  for (const [branch, ns] of [[t, names], [e, none]] as const) ns.forEach((n, i) => branch.output(n, types[i], ranks[i]));
+  const incl = t.op('CumSum', [counts, zero]);
+  const slot = t.op('Range', [zero, scalar(S), one]); // [S]
+  const index2d = t.op('Max', [t.op('Add', [slot, t.op('Sub', [incl, S])]), zero]); // [B, S]
+  const valid2d = t.op('GreaterOrEqual', [slot, t.op('Sub', [S, counts])]); // [B, S]
+  value.index = flat(index2d);
+  value.lastIndex = flat(t.op('Sub', [incl, one]));
+  const isChunk = t.op('Greater', [counts, one]); // [B, 1]
+  value.chunkRows = flat(t.op('NonZero', [flat(isChunk)]));
+  value.chunkIndex = flat(t.op('Gather', [index2d, value.chunkRows], { axis: 0 }));
+  value.chunkValid = flat(t.op('Gather', [valid2d, value.chunkRows], { axis: 0 }));
+  const keyIdx = t.op('Range', [zero, scalar(T), one]);
+  const queryIdx = t.op('Unsqueeze', [t.op('Range', [scalar(P), scalar(T), one]), t.int64s([1])]); // [S, 1]
+  const causal = t.op('Where', [t.op('LessOrEqual', [keyIdx, queryIdx]), t.scalarFloat(0), t.scalarFloat(-1e9, 'mask_big')]); // [S, T]
+  const chunkPad = t.op('Gather', [padBias, value.chunkRows], { axis: 0 }); // [B_c, 1, 1, T]
+  value.chunkBias = t.op('Tile', [t.op('Add', [chunkPad, causal]), t.int64s([1, 1, config.numHeads / config.numKvHeads, 1])]);
+  value.pastNewSplit = t.op('Concat', [P, S], { axis: 0 });
+  value.rowsDims = t.op('Concat', [B, t.int64s([-1])], { axis: 0 });
+  value.chunkDims = t.op('Concat', [t.op('Shape', [value.chunkRows]), t.int64s([-1])], { axis: 0 });
+  // Token (b, j) of a chunk row comes after the B last-token outputs, at its place among the chunk rows' tokens.
+  const chunkOffset = t.op('CumSum', [t.op('Where', [isChunk, counts, zero]), zero], { exclusive: 1 }); // [B, 1]
+  const inChunks = t.op('Add', [t.op('Add', [B, chunkOffset]), t.op('Sub', [slot, t.op('Sub', [S, counts])])]); // [B, S]
+  const rowIdx = t.op('Unsqueeze', [t.op('Range', [zero, scalar(B), one]), t.int64s([1])]); // [B, 1]
+  value.assemble = t.op('Compress', [flat(t.op('Where', [isChunk, inChunks, rowIdx])), flat(valid2d)], { axis: 0 });
+  keys.forEach((k, i) => {
+    t.node('Identity', [value[k]], { outputs: [`${outs[i]}.then`] });
+    t.output(`${outs[i]}.then`, types[i], ranks[i]);
+    // Placeholders of the same types for every other run.
+    const none = types[i] === DataType.FLOAT ? e.floats(g.fresh('packed_none'), [1, 1, 1, 1], new Float32Array(1)) : e.int64s(ranks[i].length === 1 ? [0] : [0, 0]);
+    e.node(types[i] === DataType.BOOL ? 'Cast' : 'Identity', [none], { outputs: [`${outs[i]}.else`], attrs: types[i] === DataType.BOOL ? { to: DataType.BOOL } : undefined });
+    e.output(`${outs[i]}.else`, types[i], ranks[i]);
+  });
   g.node('If', [cond], { outputs: outs, attrs: { then_branch: { graph: t, name: g.fresh('packed_rows') }, else_branch: { graph: e, name: g.fresh('not_packed_rows') } } });
-  return { cond, index: outs[0], valid: outs[1], bias: outs[2], pastNewSplit: outs[3], rowsDims: outs[4] };
+  const result = { cond } as PackedRows;
+  keys.forEach((k, i) => (result[k] = outs[i]));
+  return result;
 }
 
 /** Before the LM head: packed hidden states [1, N, D] back to right-padded rows [B, S, D], whose last position is each row's last token. */
@@ -553,10 +583,10 @@ function attention(
   // Attention over the past where it lies plus the new positions: scores against the past (never
   // concatenated) and against the new keys are joined for one softmax; the context sums both halves'
   // products. qg [B,KV,G·S,hd] scaled; new keys/values [B,KV,S,hd]; split = [P, S]. Returns [B,KV,G·S,hd].
-  const attendInPlace = (qg: string, newK: string, newV: string, bias: string, split: string) => {
-    const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(pastK)]), g.op('MatMul', [qg, keysT(newK)])], { axis: -1 }), bias]);
+  const attendInPlace = (qg: string, newK: string, newV: string, bias: string, split: string, past = { k: pastK, v: pastV }) => {
+    const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(past.k)]), g.op('MatMul', [qg, keysT(newK)])], { axis: -1 }), bias]);
     const [probsPast, probsNew] = g.node('Split', [g.op('Softmax', [scores], { axis: -1 }), split], { outputs: 2, attrs: { axis: -1 } });
-    return g.op('Add', [g.op('MatMul', [probsPast, pastV]), g.op('MatMul', [probsNew, newV])]);
+    return g.op('Add', [g.op('MatMul', [probsPast, past.v]), g.op('MatMul', [probsNew, newV])]);
   };
 
   if (form === 'gqa') {
@@ -587,21 +617,28 @@ function attention(
       heads(v, out.value);
     }
   } else if (form === 'packed') {
-    // Projections ran on the packed tokens [1, N, ·]; rotary too (positions are per token). Attention
-    // runs on right-padded rows [B, heads, S, hd] gathered from them, and its output is packed again.
+    // Projections ran on the packed tokens [1, N, ·]; rotary too (positions are per token). New keys and
+    // values go to right-padded rows [B, KV, S, hd] (the runner's layout); attention in two parts (see PackedRows).
     const pk = shared.packed!;
     const { q, k, v } = qkvParts();
     const qr = g.op('RotaryEmbedding', [q, positionIds, cosTable, sinTable], { num_heads: H, interleaved: 0 }, 'com.microsoft');
     const kr = g.op('RotaryEmbedding', [k, positionIds, cosTable, sinTable], { num_heads: KV, interleaved: 0 }, 'com.microsoft');
-    const rows = (t: string, heads: number, name?: string) => {
-      const padded = g.op('Gather', [g.op('Reshape', [t, g.int64s([-1, heads * hd])]), pk.index], { axis: 0 }); // [B·S, heads·hd]
-      const shaped = g.op('Reshape', [padded, g.op('Concat', [pk.rowsDims, g.int64s([heads, hd])], { axis: 0 })]); // [B, S, heads, hd]
-      return g.node('Transpose', [shaped], { outputs: name ? [name] : 1, attrs: { perm: { ints: [0, 2, 1, 3] } } })[0];
+    const tokens = (t: string, heads: number) => g.op('Reshape', [t, g.int64s([-1, heads * hd])]); // [N, heads·hd]
+    const rows = (t: string, heads: number, index: string, dims: string, name?: string) => {
+      const shaped = g.op('Reshape', [g.op('Gather', [tokens(t, heads), index], { axis: 0 }), g.op('Concat', [dims, g.int64s([heads, hd])], { axis: 0 })]); // [rows, S, heads, hd]
+      return g.node('Transpose', [shaped], { outputs: name ? [name] : 1, attrs: { perm: { ints: [0, 2, 1, 3] } } })[0]; // [rows, heads, S, hd]
     };
-    const qg = g.op('Mul', [g.op('Reshape', [rows(qr, H), g.int64s([0, KV, -1, hd])]), scale()]); // [B,KV,G·S,hd]
-    const ctx = attendInPlace(qg, rows(kr, KV, out.key), rows(v, KV, out.value), pk.bias, pk.pastNewSplit);
-    const ctxRows = g.op('Reshape', [g.op('Transpose', [g.op('Reshape', [ctx, g.int64s([0, H, -1, hd])])], { perm: { ints: [0, 2, 1, 3] } }), g.int64s([-1, H * hd])]);
-    g.node('Unsqueeze', [g.op('Compress', [ctxRows, pk.valid], { axis: 0 }), g.int64s([0])], { outputs: [out.attn] }); // [1, N, H·hd]
+    const newK = rows(kr, KV, pk.index, pk.rowsDims, out.key), newV = rows(v, KV, pk.index, pk.rowsDims, out.value);
+    // Every row's last token, as a decode step (its row's new keys are all before it).
+    const qLast = g.op('Mul', [g.op('Reshape', [g.op('Gather', [tokens(qr, H), pk.lastIndex], { axis: 0 }), g.int64s([-1, KV, H / KV, hd])]), scale()]); // [B,KV,G,hd]
+    const lastCtx = g.op('Reshape', [attendInPlace(qLast, newK, newV, shared.decode!.bias, pk.pastNewSplit), g.int64s([-1, H * hd])]); // [B, H·hd]
+    // Chunk rows, right-padded, over a copy of their own past.
+    const pick = (t: string) => g.op('Gather', [t, pk.chunkRows], { axis: 0 });
+    const qChunk = g.op('Mul', [g.op('Reshape', [rows(qr, H, pk.chunkIndex, pk.chunkDims), g.int64s([0, KV, -1, hd])]), scale()]); // [B_c,KV,G·S,hd]
+    const chunkCtx = attendInPlace(qChunk, pick(newK), pick(newV), pk.chunkBias, pk.pastNewSplit, { k: pick(pastK), v: pick(pastV) });
+    const chunkTokens = g.op('Reshape', [g.op('Transpose', [g.op('Reshape', [chunkCtx, g.int64s([0, H, -1, hd])])], { perm: { ints: [0, 2, 1, 3] } }), g.int64s([-1, H * hd])]);
+    const joined = g.op('Concat', [lastCtx, g.op('Compress', [chunkTokens, pk.chunkValid], { axis: 0 })], { axis: 0 });
+    g.node('Unsqueeze', [g.op('Gather', [joined, pk.assemble], { axis: 0 }), g.int64s([0])], { outputs: [out.attn] }); // [1, N, H·hd]
   } else if (form === 'decode') {
     // One new token per row: [B, 1, heads·hd] is [B, heads, 1, hd] in memory already, so heads need
     // reshapes, not transposes.
