@@ -3,7 +3,8 @@
 //
 // forward() takes any mix of sequences (different cached lengths, different numbers of new tokens)
 // and returns logits per sequence. Every layout is right-padded: row b's cache holds its valid
-// positions first and (masked) spare room after. The graph returns only the new tokens' keys/values,
+// positions first and (masked) spare room after. Rows with different numbers of new tokens run as one
+// packed run where the graph allows it (packsRows), else in groups of equal counts. The graph returns only the new tokens' keys/values,
 // which are appended in JS; the past is fed to ORT without copying. A batch's caches stay packed in
 // one [B, KV, P, hd] tensor per layer for as long as the same sequences are decoded together.
 import os from 'node:os';
