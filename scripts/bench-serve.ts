@@ -303,6 +303,6 @@ for (const { name, id } of ids) {
 }
 await server.stop();
 process.stdout.write(
-  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), speed_probe_ms: { before: probeBefore, after: speedProbe() }, load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, results }, null, 2)}\n`,
+  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), speed_probe_ms: { before: probeBefore, after: speedProbe() }, load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, prefill_chunk_tokens: process.env.HEARTH_PREFILL_CHUNK_TOKENS ?? 'default', results }, null, 2)}\n`,
 );
 process.exit(0);
