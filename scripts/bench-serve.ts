@@ -257,6 +257,9 @@ const probeBefore = speedProbe();
 const server = await startServe({
   HEARTH_HOME: home, HEARTH_API_KEY: KEY, HEARTH_WORKERS: 'inference:cpu', HEARTH_RATE_LIMIT: '0',
   HEARTH_MAX_NUM_SEQS: '32', HEARTH_KV_CACHE_MB: '512',
+  // The worker builds the graph and its ONNX Runtime session synchronously when the first request arrives; on a
+  // machine shared with other work that took 17 s for ~20M (2026-11-24), past the default 15 s heartbeat timeout.
+  HEARTH_HEARTBEAT_TIMEOUT: '120',
 }, 60_000);
 const url = new URL(server.url);
 
