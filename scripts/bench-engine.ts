@@ -5,6 +5,11 @@
 // --chunks measures the mixed-step chunk budget (prefillChunkTokens) instead: closed loops of the first
 // concurrency level, the values interleaved round by round (the machine's speed drifts), each value with
 // output tokens/s (median of rounds), inter-token latency p50/p99 and TTFT p50 (pooled).
+// --mixed-steps prints what a mixed step costs against a decode step of 8 rows (context ~100), for chunks of
+// 8–64 prompt tokens, in process CPU time (ORT's threads do not spin, so it counts work, and it holds up
+// better than wall time when other processes share the cores): ITL p99 ≤ 3 × p50 needs mixed steps under
+// 3 × the decode step, which is how the default chunk budget was chosen. `separateOverPacked` is the same
+// work as two runs (the decoding rows, then the chunk alone): what packing the rows into one run saves.
 // Reports, per concurrency: output tokens/s over all requests, mean time to first token, and the
 // single-sequence loop of worker/runtime/generate.ts as the no-engine baseline. Two arrival patterns: a burst
 // (all requests at once) and a closed loop (each of `c` clients sends its next request when the last ends,
@@ -89,6 +94,45 @@ try {
     const t = performance.now();
     await Promise.all(Array.from({ length: c }, async () => { while (started < 4 * c) await one(started++); }));
     return { tps: tokens / ((performance.now() - t) / 1000), itl, ttft };
+  }
+
+  if (process.argv.includes('--mixed-steps')) {
+    const r = loaded.runner;
+    const cpuMs = (c0: NodeJS.CpuUsage) => { const d = process.cpuUsage(c0); return (d.user + d.system) / 1000; };
+    const rows = [] as ReturnType<typeof r.newSequence>[];
+    for (let b = 0; b < 8; b++) { const kv = r.newSequence(); await r.forward([{ tokens: prompt(b).concat(prompt(b)).slice(0, 100 - b), kv }]); rows.push(kv); }
+    const sizes = [0, 8, 16, 32, 48, 64];
+    const acc = new Map(sizes.map((c) => [c, [] as number[]]));
+    const ratios = new Map(sizes.map((c) => [c, [] as number[]]));
+    for (let round = 0; round < rounds * 3; round++)
+      for (const C of sizes) {
+        const times: number[] = [];
+        for (const separate of C ? [false, true] : [false]) {
+          rows.forEach((kv, b) => kv.truncate(100 - b));
+          const chunkKv = r.newSequence();
+          const decodeRows = () => rows.map((kv) => ({ tokens: [5], kv }));
+          const chunk = () => (C ? [{ tokens: prompt(99).slice(0, C), kv: chunkKv }] : []);
+          const step = async () => {
+            if (!separate) return r.forward([...decodeRows(), ...chunk()]);
+            await r.forward(decodeRows());
+            return r.forward(chunk());
+          };
+          await step(); // sizes the batch for this chunk
+          chunkKv.truncate(0);
+          const c0 = process.cpuUsage();
+          for (let i = 0; i < 4; i++) { await step(); chunkKv.truncate(0); }
+          times.push(cpuMs(c0) / 4);
+          chunkKv.dispose();
+        }
+        acc.get(C)!.push(times[0]);
+        if (C) ratios.get(C)!.push(times[1] / times[0]);
+      }
+    const d8 = pct(acc.get(0)!, 0.5);
+    process.stdout.write(JSON.stringify({ bench: 'engine-mixed-steps', date: new Date().toISOString(), loadavg1m: +loadavg()[0].toFixed(2), size, attention: r.attention, packedRows: r.packsRows, loraGraph: lora,
+      decode8CpuMs: +d8.toFixed(2), mixed: sizes.slice(1).map((C) => ({ chunk: C, cpuMs: +pct(acc.get(C)!, 0.5).toFixed(2), overDecode: +(pct(acc.get(C)!, 0.5) / d8).toFixed(2), separateOverPacked: +pct(ratios.get(C)!, 0.5).toFixed(2) })) }, null, 2) + '\n');
+    await r.release();
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(0);
   }
 
   if (chunks) {
