@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Architecture, ModelConfig, Weights } from '../../worker/runtime/model-config.js';
 import { buildDecoderGraph, type AttentionKind } from '../../worker/runtime/llama-graph.js';
-import { createSession, ModelRunner } from '../../worker/runtime/runner.js';
+import { createSession, ModelRunner, PACK_MAX_CHUNK_TOKENS } from '../../worker/runtime/runner.js';
 import { randomWeights, tinyConfig } from '../../src/models/tiny-model.js';
 import { referenceLogits } from './runtime-reference.js';
 import { logSumExp } from '../../worker/inference/sampler.js';
@@ -160,6 +160,12 @@ describe('decoder graph vs reference forward', () => {
       // Decoding on afterwards from the packed caches (in the batch form again).
       const out = await r.forward([...kvs, kvFresh].map((kv) => ({ tokens: [9], kv })));
       [...seqs, fresh].forEach((p, b) => expect(maxDiff(out[b], referenceLogits(m.config, m.weights, [...p, 9]).at(-1)!)).toBeLessThan(2e-3));
+      // Past PACK_MAX_CHUNK_TOKENS prompt tokens the rows run apart again (packing would cost more).
+      const packedBefore = r.timing.packedCalls;
+      const bigPrompt = Array.from({ length: PACK_MAX_CHUNK_TOKENS + 8 }, (_, i) => (i * 13 + 1) % 300);
+      const apart = await r.forward([...kvs.map((kv) => ({ tokens: [4], kv })), { tokens: bigPrompt, kv: r.newSequence() }]);
+      expect(r.timing.packedCalls - packedBefore).toBe(0);
+      expect(maxDiff(apart[4], referenceLogits(m.config, m.weights, bigPrompt).at(-1)!)).toBeLessThan(2e-3);
       await r.release();
     });
   }
