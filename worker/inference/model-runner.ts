@@ -5,7 +5,7 @@
 // are applied per batch row without merging when the model was loaded with `lora: true`.
 //
 // KV layout and prefix reuse: because each sequence owns its own arrays, sharing a prefix means
-// copying it (SequenceKv.clone + truncate), which saves the prefill compute but not memory.
+// copying it (SequenceKv.copyPrefix, read from a batch row in place), which saves the prefill compute but not memory.
 // `copyPrefix` exposes that; the engine's block accounting still charges each sequence fully.
 
 import type { LoadedModel } from '../runtime/load-model.js';
