@@ -1,6 +1,15 @@
 // Serving benchmark: the inference engine (continuous batching, sampler, detokenizer) on the ONNX
 // runner with a generated random model. Prints JSON.
 //   npx tsx scripts/bench-engine.ts [--size tiny|s20|m120] [--concurrency 1,4,8] [--prompt 64] [--tokens 64] [--json] [--lora]
+//                                   [--chunks 16,32,64,512 [--rounds 4]]
+// --chunks measures the mixed-step chunk budget (prefillChunkTokens) instead: closed loops of the first
+// concurrency level, the values interleaved round by round (the machine's speed drifts), each value with
+// output tokens/s (median of rounds), inter-token latency p50/p99 and TTFT p50 (pooled).
+// --mixed-steps prints what a mixed step costs against a decode step of 8 rows (context ~100), for chunks of
+// 8–64 prompt tokens, in process CPU time (ORT's threads do not spin, so it counts work, and it holds up
+// better than wall time when other processes share the cores): ITL p99 ≤ 3 × p50 needs mixed steps under
+// 3 × the decode step, which is how the default chunk budget was chosen. `separateOverPacked` is the same
+// work as two runs (the decoding rows, then the chunk alone): what packing the rows into one run saves.
 // Reports, per concurrency: output tokens/s over all requests, mean time to first token, and the
 // single-sequence loop of worker/runtime/generate.ts as the no-engine baseline. Two arrival patterns: a burst
 // (all requests at once) and a closed loop (each of `c` clients sends its next request when the last ends,
@@ -28,6 +37,9 @@ const maxTokens = Number(arg('tokens', '64'));
 const json = process.argv.includes('--json');
 /** Build the graph with LoRA inputs (as the worker does) to see what that costs base-model requests. */
 const lora = process.argv.includes('--lora');
+const chunks = process.argv.includes('--chunks') ? arg('chunks', '').split(',').map(Number) : null;
+const rounds = Number(arg('rounds', '4'));
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-bench-serve-'));
 try {
@@ -57,6 +69,96 @@ try {
     const t = performance.now();
     await Promise.all(Array.from({ length: c }, async () => { while (started < 4 * c) await one(started++); }));
     return +(tokens / ((performance.now() - t) / 1000)).toFixed(1);
+  }
+
+  /** Closed loop as above, with every delta's arrival time: tokens/s, ITL and TTFT samples. */
+  async function latencyLoop(engine: Engine, c: number) {
+    let started = 0, tokens = 0;
+    const itl: number[] = [], ttft: number[] = [];
+    const one = (k: number) =>
+      new Promise<void>((resolve, reject) => {
+        const t0 = performance.now();
+        let last = -1;
+        engine.submit({ promptIds: prompt(1000 + k), params: defaultSamplingParams({ temperature: 0, maxTokens, ignoreEos: true }) }, (e) => {
+          const now = performance.now();
+          if (e.type === 'delta') {
+            if (last < 0) ttft.push(now - t0);
+            else itl.push(now - last);
+            last = now;
+          }
+          if (e.type === 'finished') tokens += e.tokens.length;
+          if (e.type === 'done') resolve();
+          if (e.type === 'error') reject(new Error(e.message));
+        });
+      });
+    const t = performance.now();
+    await Promise.all(Array.from({ length: c }, async () => { while (started < 4 * c) await one(started++); }));
+    return { tps: tokens / ((performance.now() - t) / 1000), itl, ttft };
+  }
+
+  if (process.argv.includes('--mixed-steps')) {
+    const r = loaded.runner;
+    const cpuMs = (c0: NodeJS.CpuUsage) => { const d = process.cpuUsage(c0); return (d.user + d.system) / 1000; };
+    const rows = [] as ReturnType<typeof r.newSequence>[];
+    for (let b = 0; b < 8; b++) { const kv = r.newSequence(); await r.forward([{ tokens: prompt(b).concat(prompt(b)).slice(0, 100 - b), kv }]); rows.push(kv); }
+    const sizes = [0, 8, 16, 32, 48, 64];
+    const acc = new Map(sizes.map((c) => [c, [] as number[]]));
+    const ratios = new Map(sizes.map((c) => [c, [] as number[]]));
+    for (let round = 0; round < rounds * 3; round++)
+      for (const C of sizes) {
+        const times: number[] = [];
+        for (const separate of C ? [false, true] : [false]) {
+          rows.forEach((kv, b) => kv.truncate(100 - b));
+          const chunkKv = r.newSequence();
+          const decodeRows = () => rows.map((kv) => ({ tokens: [5], kv }));
+          const chunk = () => (C ? [{ tokens: prompt(99).slice(0, C), kv: chunkKv }] : []);
+          const step = async () => {
+            if (!separate) return r.forward([...decodeRows(), ...chunk()]);
+            await r.forward(decodeRows());
+            return r.forward(chunk());
+          };
+          await step(); // sizes the batch for this chunk
+          chunkKv.truncate(0);
+          const c0 = process.cpuUsage();
+          for (let i = 0; i < 4; i++) { await step(); chunkKv.truncate(0); }
+          times.push(cpuMs(c0) / 4);
+          chunkKv.dispose();
+        }
+        acc.get(C)!.push(times[0]);
+        if (C) ratios.get(C)!.push(times[1] / times[0]);
+      }
+    const d8 = pct(acc.get(0)!, 0.5);
+    process.stdout.write(JSON.stringify({ bench: 'engine-mixed-steps', date: new Date().toISOString(), loadavg1m: +loadavg()[0].toFixed(2), size, attention: r.attention, packedRows: r.packsRows, loraGraph: lora,
+      decode8CpuMs: +d8.toFixed(2), mixed: sizes.slice(1).map((C) => ({ chunk: C, cpuMs: +pct(acc.get(C)!, 0.5).toFixed(2), overDecode: +(pct(acc.get(C)!, 0.5) / d8).toFixed(2), separateOverPacked: +pct(ratios.get(C)!, 0.5).toFixed(2) })) }, null, 2) + '\n');
+    await r.release();
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(0);
+  }
+
+  if (chunks) {
+    const c = concurrency[0];
+    const engines = chunks.map((prefillChunkTokens) => {
+      const s = servableFromRuntime(loaded); // each engine its own runner port (sequence ids restart per engine)
+      return new Engine(s.model, s.tokenizer, { maxNumSeqs: Math.max(c, 1), maxBatchedTokens: 512, prefillChunkTokens, kvCacheTokens: 65536, prefixCaching: false });
+    });
+    const acc = chunks.map(() => ({ tps: [] as number[], itl: [] as number[], ttft: [] as number[] }));
+    await latencyLoop(engines[0], c); // warm-up
+    for (let r = 0; r < rounds; r++)
+      for (const [i, engine] of engines.entries()) {
+        const res = await latencyLoop(engine, c);
+        acc[i].tps.push(res.tps);
+        acc[i].itl.push(...res.itl);
+        acc[i].ttft.push(...res.ttft);
+      }
+    const r1 = (x: number) => Math.round(x * 10) / 10;
+    const results = chunks.map((chunk, i) => ({
+      prefillChunkTokens: chunk, tokensPerSecond: r1(pct(acc[i].tps, 0.5)), tokensPerSecondRounds: acc[i].tps.map(r1),
+      itlMs: { p50: r1(pct(acc[i].itl, 0.5)), p99: r1(pct(acc[i].itl, 0.99)) }, ttftMs: { p50: r1(pct(acc[i].ttft, 0.5)), p99: r1(pct(acc[i].ttft, 0.99)) },
+    }));
+    process.stdout.write(JSON.stringify({ bench: 'engine-chunks', date: new Date().toISOString(), loadavg1m: +loadavg()[0].toFixed(2), size, attention: loaded.runner.attention, loraGraph: lora, concurrency: c, promptTokens: promptLen, maxTokens, packedRuns: loaded.runner.timing.packedCalls, results }, null, 2) + '\n');
+    await loaded.runner.release();
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(0);
   }
 
   const runs = [];

@@ -61,6 +61,35 @@ describe('engine on the ONNX runner', () => {
     });
   }
 
+  it('gqa: mixed steps (decoding rows and capped prompt chunks in one packed run) give the one-at-a-time tokens', async () => {
+    const m = loaded.gqa!;
+    const servable = servableFromRuntime(m);
+    const ids = await Promise.all(PROMPTS.map((p) => m.tokenizer.encode(p)));
+    const sequential: number[][] = [];
+    for (const p of ids) sequential.push(...(await generate(new Engine(servable.model, servable.tokenizer, { prefixCaching: false }), [p])));
+    for (const prefillChunkTokens of [3, 8]) {
+      const engine = new Engine(servable.model, servable.tokenizer, { maxNumSeqs: 8, prefillChunkTokens, kvCacheTokens: 2048, prefixCaching: false });
+      const packed = m.runner.timing.packedCalls;
+      // Staggered arrivals: each prompt comes in while the earlier ones decode.
+      const out: Promise<number[]>[] = [];
+      await new Promise<void>((resolve, reject) => {
+        const submit = (k: number) => {
+          let deltas = 0;
+          out[k] = new Promise<number[]>((done) =>
+            engine.submit({ promptIds: ids[k], params: defaultSamplingParams({ temperature: 0, maxTokens: 10, ignoreEos: true }) }, (e) => {
+              if (e.type === 'delta' && ++deltas === 2) (k + 1 < ids.length ? submit(k + 1) : resolve());
+              if (e.type === 'finished') done(e.tokens.map((t) => t.id));
+              if (e.type === 'error') reject(new Error(e.message));
+            }),
+          );
+        };
+        submit(0);
+      });
+      expect(await Promise.all(out)).toEqual(sequential);
+      expect(m.runner.timing.packedCalls - packed).toBeGreaterThan(2);
+    }
+  });
+
   it('prefix caching on the real runner: reused caches give the same greedy tokens', async () => {
     const m = loaded.gqa!;
     const servable = servableFromRuntime(m);
@@ -79,6 +108,59 @@ describe('engine on the ONNX runner', () => {
       else expect(reused.every((n) => n === 0)).toBe(true);
     }
     expect(results.true).toEqual(results.false);
+  });
+
+  it('a group (n = 8, or 8 requests at once) prefills its prompt once and gives the one-at-a-time tokens', async () => {
+    const m = loaded.gqa!;
+    const servable = servableFromRuntime(m);
+    const prompt = await m.tokenizer.encode('Hearth serves models on small machines and keeps going, one group at a time');
+    const other = await m.tokenizer.encode('tools and tables');
+    const alone = (await generate(new Engine(servable.model, servable.tokenizer, { prefixCaching: false }), [prompt]))[0];
+    const otherAlone = (await generate(new Engine(servable.model, servable.tokenizer, { prefixCaching: false }), [other]))[0];
+    const run = async (submit: (engine: Engine) => Promise<number[][]>) => {
+      const engine = new Engine(servable.model, servable.tokenizer, { kvCacheTokens: 4096, blockSize: 8 });
+      const out = await submit(engine);
+      return { out, computed: engine.counters.tokensComputed, reused: engine.counters.prefixTokensReused };
+    };
+    const greedy = defaultSamplingParams({ temperature: 0, maxTokens: 10, ignoreEos: true });
+    const nChoices = await run(
+      (engine) =>
+        new Promise((resolve, reject) => {
+          const out: number[][] = [];
+          engine.submit({ promptIds: prompt, params: greedy, n: 8 }, (e) => {
+            if (e.type === 'finished') out[e.index] = e.tokens.map((t) => t.id);
+            if (e.type === 'done') resolve(out);
+            if (e.type === 'error') reject(new Error(e.message));
+          });
+        }),
+    );
+    // The prompt once (P tokens), then 7 copies that each compute their last prompt token, then 9 decode steps × 8.
+    expect(nChoices.out).toEqual(Array(8).fill(alone));
+    expect(nChoices.computed).toBe(prompt.length + 7 + 8 * 9);
+    expect(nChoices.reused).toBe(7 * (prompt.length - 1));
+    // Eight separate requests arriving together, among them one unrelated prompt that must not wait.
+    const parallel = await run((engine) => generate(engine, [...Array(8).fill(prompt), other]));
+    expect(parallel.out).toEqual([...Array(8).fill(alone), otherAlone]);
+    expect(parallel.computed).toBe(prompt.length + 7 + 8 * 9 + other.length + 9);
+    // A copy arriving while the first decodes in a batch with another stream reads its batch row.
+    const late = await run(
+      (engine) =>
+        new Promise((resolve, reject) => {
+          const out: number[][] = [];
+          let deltas = 0, open = 3;
+          const submit = (ids: number[], slot: number) =>
+            engine.submit({ promptIds: ids, params: greedy }, (e) => {
+              if (e.type === 'delta' && slot === 0 && ++deltas === 3) submit(prompt, 2);
+              if (e.type === 'finished') out[slot] = e.tokens.map((t) => t.id);
+              if (e.type === 'done' && --open === 0) resolve(out);
+              if (e.type === 'error') reject(new Error(e.message));
+            });
+          submit(prompt, 0);
+          submit(other, 1);
+        }),
+    );
+    expect(late.out).toEqual([alone, otherAlone, alone]);
+    expect(late.reused).toBe(prompt.length - 1);
   });
 
   it('serves a chat completion end to end with the model template and tokenizer', async () => {

@@ -6,8 +6,8 @@ import { Scheduler, type SchedulerConfig } from '../../worker/inference/schedule
 import { Sequence } from '../../worker/inference/sequence.js';
 
 let nextId = 1;
-function seq(promptLen: number, adapter: string | null = null): Sequence {
-  return new Sequence(nextId++, Array.from({ length: promptLen }, (_, i) => i + 2), defaultSamplingParams(), createRng(0), adapter);
+function seq(promptLen: number, adapter: string | null = null, first = 2): Sequence {
+  return new Sequence(nextId++, Array.from({ length: promptLen }, (_, i) => i + first), defaultSamplingParams(), createRng(0), adapter);
 }
 
 /** What the engine does after a step: mark tokens computed, append a token where one was sampled. */
@@ -61,6 +61,23 @@ describe('scheduler', () => {
     ]);
   });
 
+  it('mixed steps: while streams decode, prompt tokens per step are capped at prefillChunkTokens; alone, a prompt takes the whole budget', () => {
+    const { s } = make({ maxBatchedTokens: 64, prefillChunkTokens: 5 });
+    const first = seq(20);
+    s.add(first);
+    expect(complete(s, s.schedule())).toEqual([[first.id, 20, true]]); // nobody decodes: no cap
+    const a = seq(8), b = seq(4);
+    s.add(a);
+    s.add(b);
+    const steps = [];
+    for (let i = 0; i < 3; i++) steps.push(complete(s, s.schedule()));
+    expect(steps).toEqual([
+      [[first.id, 1, true], [a.id, 5, false]],
+      [[first.id, 1, true], [a.id, 3, true], [b.id, 2, false]],
+      [[first.id, 1, true], [a.id, 1, true], [b.id, 2, true]],
+    ]);
+  });
+
   it('preempts the newest sequence instead of running out of KV cache, then recomputes it', () => {
     // 4 blocks of 4 tokens = 16 tokens of cache.
     const { s, blocks } = make({}, new BlockManager(4, 4));
@@ -107,5 +124,68 @@ describe('scheduler', () => {
     expect(seen.every((g) => g.length === 1)).toBe(true);
     expect(seen.flat()).toContain('y');
     expect(seen.flat()).toContain('x');
+  });
+
+  describe('groups (the same prompt n times) prefill once', () => {
+    /** A scheduler with group sharing whose copies are recorded as [to, from, length]. */
+    function grouped(config: Partial<SchedulerConfig> = {}) {
+      const copies: [number, number, number][] = [];
+      const s = new Scheduler({ maxNumSeqs: 8, maxBatchedTokens: 64, mixedAdapterBatches: true, groupPrefixMin: 4, ...config }, new BlockManager(100, 4), {
+        applyPrefix: (q, m) => {
+          copies.push([q.id, m.donorId, m.length]);
+          q.numComputed = m.length;
+        },
+      });
+      return { s, copies };
+    }
+    /** n sequences with the same 10-token prompt. */
+    const group = (n: number, adapter: string | null = null) => Array.from({ length: n }, () => seq(10, adapter));
+
+    it('the first of a group prefills; the others wait, then copy its cache and compute one token each', () => {
+      const { s, copies } = grouped();
+      const g = group(4);
+      g.forEach((q) => s.add(q));
+      expect(complete(s, s.schedule())).toEqual([[g[0].id, 10, true]]);
+      expect(s.numWaiting).toBe(3);
+      expect(complete(s, s.schedule())).toEqual([[g[0].id, 1, true], ...g.slice(1).map((q) => [q.id, 1, true])]);
+      expect(copies).toEqual(g.slice(1).map((q) => [q.id, g[0].id, 9]));
+    });
+
+    it('waits through a chunked prefill without holding back unrelated requests', () => {
+      const { s, copies } = grouped({ maxBatchedTokens: 4 });
+      const [lead, follower] = group(2);
+      const other = seq(3, null, 50);
+      [lead, follower, other].forEach((q) => s.add(q));
+      const steps = [];
+      for (let i = 0; i < 4; i++) steps.push(complete(s, s.schedule()));
+      expect(steps).toEqual([
+        [[lead.id, 4, false]],
+        [[lead.id, 4, false]], // other: no budget left after the chunk
+        [[lead.id, 2, true], [other.id, 2, false]],
+        [[lead.id, 1, true], [other.id, 1, true], [follower.id, 1, true]],
+      ]);
+      expect(copies).toEqual([[follower.id, lead.id, 9]]);
+    });
+
+    it('copies only the shared part of a prompt that differs later; shares nothing across adapters or below the minimum', () => {
+      const { s, copies } = grouped();
+      const lead = seq(10);
+      const partial = new Sequence(nextId++, [2, 3, 4, 5, 6, 7, 99, 98], defaultSamplingParams(), createRng(0));
+      const short = new Sequence(nextId++, [2, 3, 4, 97, 96], defaultSamplingParams(), createRng(0));
+      const [otherAdapter] = group(1, 'x');
+      [lead, partial, short, otherAdapter].forEach((q) => s.add(q));
+      // `partial` waits for its 6 shared tokens; `short` (3 shared < 4) and the other adapter start at once.
+      expect(complete(s, s.schedule())).toEqual([[lead.id, 10, true], [short.id, 5, true], [otherAdapter.id, 10, true]]);
+      expect(complete(s, s.schedule())).toEqual([[lead.id, 1, true], [short.id, 1, true], [otherAdapter.id, 1, true], [partial.id, 2, true]]);
+      expect(copies).toEqual([[partial.id, lead.id, 6]]);
+    });
+
+    it('is off with groupPrefixMin 0: every copy of the prompt is prefilled', () => {
+      const { s, copies } = grouped({ groupPrefixMin: 0 });
+      const g = group(3);
+      g.forEach((q) => s.add(q));
+      expect(complete(s, s.schedule())).toEqual(g.map((q) => [q.id, 10, true]));
+      expect(copies).toEqual([]);
+    });
   });
 });

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Architecture, ModelConfig, Weights } from '../../worker/runtime/model-config.js';
 import { buildDecoderGraph, type AttentionKind } from '../../worker/runtime/llama-graph.js';
-import { createSession, ModelRunner } from '../../worker/runtime/runner.js';
+import { createSession, ModelRunner, PACK_MAX_CHUNK_TOKENS } from '../../worker/runtime/runner.js';
 import { randomWeights, tinyConfig } from '../../src/models/tiny-model.js';
 import { referenceLogits } from './runtime-reference.js';
 import { logSumExp } from '../../worker/inference/sampler.js';
@@ -73,9 +73,9 @@ describe('decoder graph vs reference forward', () => {
       const kvs = prompts.map(() => r.newSequence());
       const calls = r.timing.calls;
       const first = await r.forward(prompts.map((tokens, i) => ({ tokens, kv: kvs[i] })));
-      // GQA runs one group per token count; the explicit-mask graphs pad prompt chunks together but keep
-      // the one-token row out of them (it would be padded to 6 positions).
-      expect(r.timing.calls - calls).toBe(attention === 'gqa' ? 3 : 2);
+      // gqa and standard graphs run the rows packed in one run; onnx23 pads prompt chunks together but
+      // keeps the one-token row out of them (it would be padded to 6 positions).
+      expect(r.timing.calls - calls).toBe(attention === 'onnx23' ? 2 : 1);
       const next = [[8], [9], [10]];
       const second = await r.forward(next.map((tokens, i) => ({ tokens, kv: kvs[i] })), { allLogits: true });
       for (let i = 0; i < prompts.length; i++) {
@@ -127,6 +127,45 @@ describe('decoder graph vs reference forward', () => {
       // One row over a short cache stays with GroupQueryAttention.
       await r.forward([{ tokens: [1], kv: r.newSequence() }]);
       expect(r.timing.inPlaceDecodeCalls - before).toBe(3);
+      await r.release();
+    });
+  }
+
+  // Mixed steps: decoding rows, a prompt chunk on a cached prefix and a new prompt in one packed run.
+  for (const [label, arch, attention] of [['llama', 'llama', 'gqa'], ['qwen2 (qkv bias)', 'qwen2', 'gqa'], ['qwen3 (q/k norm)', 'qwen3', 'gqa'], ['llama', 'llama', 'standard']] as const) {
+    it(`${attention}, ${label}: decoding rows and prompt chunks of different lengths run packed in one run and match the reference`, async () => {
+      const m = model(arch);
+      const r = await runner(m, attention, 160);
+      const seqs = Array.from({ length: 4 }, (_, b) => Array.from({ length: 20 + 3 * b }, (_, i) => (i * 37 + b * 11 + 5) % 300));
+      const kvs = seqs.map(() => r.newSequence());
+      for (const [b, p] of seqs.entries()) await r.forward([{ tokens: p, kv: kvs[b] }]);
+      await r.forward(seqs.map((p, b) => ({ tokens: [p.at(-1)!], kv: kvs[b] }))); // now rows of one batch
+      seqs.forEach((p) => p.push(p.at(-1)!));
+      const fresh = [7, 8, 9, 10, 11];
+      const kvFresh = r.newSequence();
+      for (let step = 0; step < 3; step++) {
+        // rows 0 and 2 decode, row 1 takes a 6-token chunk, row 3 a 2-token chunk, and a new prompt arrives (step 0) or continues.
+        const adds = [[1 + step], [40, 41, 42, 43, 44, step], [3 + step], [50 + step, 60], step === 0 ? fresh : [12 + step]];
+        const calls = r.timing.calls, packed = r.timing.packedCalls;
+        const out = await r.forward([...kvs, kvFresh].map((kv, b) => ({ tokens: adds[b], kv })));
+        expect([r.timing.calls - calls, r.timing.packedCalls - packed]).toEqual([1, 1]);
+        const all = [...seqs, step === 0 ? [] : fresh];
+        adds.forEach((a, b) => all[b].push(...a));
+        for (let b = 0; b < 5; b++) {
+          const full = b < 4 ? seqs[b] : fresh;
+          expect(maxDiff(out[b], referenceLogits(m.config, m.weights, full).at(-1)!)).toBeLessThan(2e-3);
+          expect((b < 4 ? kvs[b] : kvFresh).length).toBe(full.length);
+        }
+      }
+      // Decoding on afterwards from the packed caches (in the batch form again).
+      const out = await r.forward([...kvs, kvFresh].map((kv) => ({ tokens: [9], kv })));
+      [...seqs, fresh].forEach((p, b) => expect(maxDiff(out[b], referenceLogits(m.config, m.weights, [...p, 9]).at(-1)!)).toBeLessThan(2e-3));
+      // Past PACK_MAX_CHUNK_TOKENS prompt tokens the rows run apart again (packing would cost more).
+      const packedBefore = r.timing.packedCalls;
+      const bigPrompt = Array.from({ length: PACK_MAX_CHUNK_TOKENS + 8 }, (_, i) => (i * 13 + 1) % 300);
+      const apart = await r.forward([...kvs.map((kv) => ({ tokens: [4], kv })), { tokens: bigPrompt, kv: r.newSequence() }]);
+      expect(r.timing.packedCalls - packedBefore).toBe(0);
+      expect(maxDiff(apart[4], referenceLogits(m.config, m.weights, bigPrompt).at(-1)!)).toBeLessThan(2e-3);
       await r.release();
     });
   }

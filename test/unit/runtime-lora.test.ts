@@ -76,6 +76,14 @@ describe('LoRA at inference', () => {
         expect(maxDiff(first[i], expected[i][n - 1])).toBeLessThan(2e-3);
         expect(maxDiff(second[i], expected[i][n])).toBeLessThan(2e-3);
       }
+      // Mixed steps: rows of one adapter with different counts run packed (one run per adapter; the graphs that decode in place).
+      const extra = { adapter: all, kv: runner.newSequence() };
+      const adds = [[1, 2, 3], [4], [5, 6], [8, 9, 10, 11]];
+      const packedBefore = runner.timing.packedCalls;
+      const third = await runner.forward([...rows, extra].map((r, i) => ({ tokens: adds[i], kv: r.kv, adapter: r.adapter })));
+      expect(runner.timing.packedCalls - packedBefore).toBe(headDim === 16 ? 1 : 0);
+      [mergedAll, base, mergedQv].forEach((w, i) => expect(maxDiff(third[i], referenceLogits(config, w, [...prompt, 7, ...adds[i]]).at(-1)!)).toBeLessThan(2e-3));
+      expect(maxDiff(third[3], referenceLogits(config, mergedAll, adds[3]).at(-1)!)).toBeLessThan(2e-3);
       // The adapter really changes the output (the test can fail).
       expect(maxDiff(expected[0][n], expected[1][n])).toBeGreaterThan(0.1);
       // Alone, without any adapter in the batch (rank-0 inputs).

@@ -17,11 +17,16 @@ import type { TokenConstraint } from './token-constraint.js';
 export interface EngineOptions {
   maxNumSeqs: number;
   maxBatchedTokens: number;
+  /** Most prompt tokens in a step that also decodes (mixed steps; see the scheduler). */
+  prefillChunkTokens: number;
   /** KV budget in tokens over all sequences; must hold at least one full-length sequence. */
   kvCacheTokens: number;
   blockSize: number;
   logprobsMode: 'processed' | 'raw';
-  /** Keep finished sequences' caches to reuse shared prompt prefixes (needs runner copyPrefix). */
+  /**
+   * Reuse shared prompt prefixes (needs runner copyPrefix): finished sequences' caches are kept, and the
+   * sequences of a group (one prompt sent n times, or n requests at once) copy the first one's prefill.
+   */
   prefixCaching: boolean;
   /** Most finished caches kept for reuse. */
   prefixCacheEntries: number;
@@ -30,6 +35,7 @@ export interface EngineOptions {
 export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
   maxNumSeqs: 16,
   maxBatchedTokens: 512,
+  prefillChunkTokens: 32,
   kvCacheTokens: 16384,
   blockSize: 16,
   logprobsMode: 'processed',
@@ -111,7 +117,14 @@ export class Engine {
     const blocks = (this.blocks = new BlockManager(Math.floor(o.kvCacheTokens / o.blockSize), o.blockSize));
     this.prefixCache = o.prefixCaching && model.copyPrefix ? new PrefixCache(o.blockSize, o.prefixCacheEntries) : null;
     this.scheduler = new Scheduler(
-      { maxNumSeqs: o.maxNumSeqs, maxBatchedTokens: o.maxBatchedTokens, mixedAdapterBatches: model.mixedAdapterBatches },
+      {
+        maxNumSeqs: o.maxNumSeqs,
+        maxBatchedTokens: o.maxBatchedTokens,
+        prefillChunkTokens: o.prefillChunkTokens,
+        mixedAdapterBatches: model.mixedAdapterBatches,
+        // Sequences of one group (same prompt) copy the prefill of the first instead of repeating it.
+        groupPrefixMin: this.prefixCache ? o.blockSize : 0,
+      },
       blocks,
       this.prefixHooks(),
     );

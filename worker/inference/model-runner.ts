@@ -5,7 +5,7 @@
 // are applied per batch row without merging when the model was loaded with `lora: true`.
 //
 // KV layout and prefix reuse: because each sequence owns its own arrays, sharing a prefix means
-// copying it (SequenceKv.clone + truncate), which saves the prefill compute but not memory.
+// copying it (SequenceKv.copyPrefix, read from a batch row in place), which saves the prefill compute but not memory.
 // `copyPrefix` exposes that; the engine's block accounting still charges each sequence fully.
 
 import type { LoadedModel } from '../runtime/load-model.js';
@@ -70,9 +70,8 @@ export class RuntimeModelPort implements ModelPort {
   copyPrefix(from: number, to: number, length: number): void {
     const src = this.kv.get(from);
     if (!src || src.length < length) throw new Error(`sequence ${from} does not hold ${length} cached tokens`);
-    const copy = src.clone();
-    copy.truncate(length);
-    this.kv.set(to, copy);
+    this.kv.get(to)?.dispose();
+    this.kv.set(to, src.copyPrefix(length));
   }
 }
 

@@ -6,6 +6,12 @@
 //   2. running sequences still prefilling get a chunk of what is left of the budget
 //      (chunked prefill: a long prompt is spread over several steps instead of stalling others);
 //   3. waiting sequences are admitted, oldest first, while `maxNumSeqs` and the KV budget allow.
+// In a step that decodes, prompt tokens (2 and 3) are capped at `prefillChunkTokens`: such a mixed step
+// costs the decoding streams about one decode step plus the chunk, never a whole prefill (vLLM's chunked
+// prefill; the runner runs the rows together, see ModelRunner.packsRows).
+// Groups (an RL rollout group: the same prompt n times, or n requests arriving together) prefill once:
+// a waiting sequence whose prompt a running sequence is still prefilling waits for it, then starts
+// from a copy of that sequence's cache (see livePrefix) and computes only what is left.
 // When the KV cache cannot grow a running sequence, the newest running sequence is preempted:
 // its cache is dropped and it goes back to waiting, to be recomputed later (vLLM's "recompute").
 
@@ -17,15 +23,22 @@ export interface SchedulerConfig {
   maxNumSeqs: number;
   /** Most tokens (prefill + decode) in one step. */
   maxBatchedTokens: number;
+  /** Most prompt tokens in a step that also decodes (default: no cap beyond maxBatchedTokens). */
+  prefillChunkTokens?: number;
   /** If false, one step only holds sequences with the same adapter. */
   mixedAdapterBatches: boolean;
+  /**
+   * Shortest prefix copied from a running sequence (group sharing, see livePrefix); 0 turns it off
+   * (a runner that cannot copy caches).
+   */
+  groupPrefixMin?: number;
 }
 
 /** Optional prefix reuse and memory reclaim, supplied by the engine. */
 export interface SchedulerHooks {
   /** Length of a reusable cached prefix for a sequence about to be admitted (no side effects). */
   prefixFor?(seq: Sequence): { donorId: number; length: number } | null;
-  /** Gives the admitted sequence that prefix (runner copy); sets seq.numComputed. */
+  /** Gives the admitted sequence that prefix (runner copy from a cached or a running donor); sets seq.numComputed. */
   applyPrefix?(seq: Sequence, match: { donorId: number; length: number }): void;
   /** Frees memory held by no running sequence (cached prefixes); false when nothing is left. */
   reclaim?(protect?: number): boolean;
@@ -57,7 +70,7 @@ export class Scheduler {
     private readonly blocks: BlockManager,
     private readonly hooks: SchedulerHooks = {},
   ) {
-    if (config.maxNumSeqs < 1 || config.maxBatchedTokens < 1) throw new Error('maxNumSeqs and maxBatchedTokens must be ≥ 1');
+    if (config.maxNumSeqs < 1 || config.maxBatchedTokens < 1 || (config.prefillChunkTokens ?? 1) < 1) throw new Error('maxNumSeqs, maxBatchedTokens and prefillChunkTokens must be ≥ 1');
   }
 
   add(seq: Sequence): void {
@@ -119,6 +132,7 @@ export class Scheduler {
 
     // 1. decodes, 2. unfinished prefills (both from `running`, oldest first).
     for (const decodingPass of [true, false]) {
+      if (!decodingPass && items.length > 0) budget = Math.min(budget, this.config.prefillChunkTokens ?? budget);
       for (const seq of [...this.running]) {
         if (budget === 0) break;
         if (!this.running.includes(seq) || scheduled.has(seq) || !eligible(seq)) continue;
@@ -132,7 +146,10 @@ export class Scheduler {
       for (const seq of [...this.waiting]) {
         if (budget === 0 || this.running.length >= this.config.maxNumSeqs) break;
         if (!eligible(seq)) continue;
+        const live = seq.numComputed === 0 ? this.livePrefix(seq) : null;
+        if (live === 'wait') continue; // a running sequence is computing this prompt: copy it when done
         let prefix = seq.numComputed === 0 ? (this.hooks.prefixFor?.(seq) ?? null) : null;
+        if (live && (!prefix || live.length > prefix.length)) prefix = live;
         // Room for the first chunk, reclaiming cached prefixes (but not the one we are about to copy).
         const fit = (): number | null => {
           const start = prefix ? prefix.length : seq.numComputed;
@@ -155,6 +172,30 @@ export class Scheduler {
       }
     }
     return { items, preempted };
+  }
+
+  /**
+   * Group sharing: the longest prefix of `seq`'s tokens that a running sequence with the same adapter
+   * holds in its cache now, or 'wait' when one of them is still prefilling a longer shared part (it runs
+   * every step, so the wait is short, and the prefill then happens once for the whole group). Always
+   * leaves `seq` one token to compute (the model must run on something to give logits).
+   */
+  private livePrefix(seq: Sequence): { donorId: number; length: number } | 'wait' | null {
+    const min = this.config.groupPrefixMin ?? 0;
+    if (min <= 0) return null;
+    let best: { donorId: number; length: number } | null = null;
+    let pending = 0;
+    for (const donor of this.running) {
+      if (donor.adapter !== seq.adapter) continue;
+      const limit = Math.min(seq.length - 1, donor.length);
+      let shared = 0;
+      while (shared < limit && donor.tokenAt(shared) === seq.tokenAt(shared)) shared++;
+      const ready = Math.min(shared, donor.numComputed);
+      if (ready >= min && (!best || ready > best.length)) best = { donorId: donor.id, length: ready };
+      // Only a prompt still being prefilled is worth waiting for (decoding adds one token a step).
+      if (donor.numUncomputed > 1) pending = Math.max(pending, shared);
+    }
+    return pending >= min && pending > (best?.length ?? 0) ? 'wait' : best;
   }
 
   /** Newest running sequence not yet scheduled this step (or `self` as a last resort). */

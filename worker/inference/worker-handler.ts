@@ -6,7 +6,7 @@
 // measures prefill/decode speed on this device for hardware pricing (see calibrate.ts).
 //
 // Tuning (environment): HEARTH_KV_CACHE_MB (default 1024), HEARTH_MAX_NUM_SEQS (16),
-// HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime),
+// HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_PREFILL_CHUNK_TOKENS (32), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime),
 // HEARTH_INTRA_OP_THREADS (ONNX Runtime threads per model; default one per core), HEARTH_WEIGHTS
 // (f32, or q4: 4-bit projections quantized at load, 2-4× faster decode and 6× smaller, at some accuracy).
 
@@ -48,11 +48,12 @@ export async function createHandlers(device: string, log: (m: string) => void): 
           kvCacheBytes: kvMb * 2 ** 20,
           maxNumSeqs: envNumber('HEARTH_MAX_NUM_SEQS'),
           maxBatchedTokens: envNumber('HEARTH_MAX_BATCHED_TOKENS'),
+          prefillChunkTokens: envNumber('HEARTH_PREFILL_CHUNK_TOKENS'),
         });
         const o = hearth.engine.options;
         log(
           `inference engine ready: ${model.baseModel} on ${loaded.runner.device} (${weightType} weights, ${loaded.runner.attention} attention, context ${loaded.runner.maxPositions}, ` +
-            `KV budget ${o.kvCacheTokens} tokens, max ${o.maxNumSeqs} sequences / ${o.maxBatchedTokens} tokens per step, loaded in ${Math.round(loaded.loadMs)} ms)`,
+            `KV budget ${o.kvCacheTokens} tokens, max ${o.maxNumSeqs} sequences / ${o.maxBatchedTokens} tokens per step (${o.prefillChunkTokens} prompt tokens in steps that decode), loaded in ${Math.round(loaded.loadMs)} ms)`,
         );
         const ready = { loaded, hearth };
         loadedEngines.add(ready);

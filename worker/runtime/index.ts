@@ -14,7 +14,7 @@
 //     - any mix of sequences: different cached lengths and different numbers of new tokens
 //       (prefill chunks and single decode tokens may share a call);
 //     - returns one Float32Array per item: [vocab] for its last new token, or [n × vocab] with allLogits;
-//     - each kv is extended by its new tokens. kv.truncate(n) rolls back; kv.clone() forks a prefix.
+//     - each kv is extended by its new tokens. kv.truncate(n) rolls back; kv.copyPrefix(n) forks a prefix.
 //   Caches are right-padded [KV, capacity, hd] arrays; the graph returns only the new positions, which
 //   the runner appends. Batching: keep calling forward with the same sequences in the same order and
 //   their caches stay packed in one [B, KV, P, hd] tensor per layer (no per-step repacking); adding or

@@ -82,11 +82,18 @@ export class SequenceKv {
     this.length = 0;
   }
 
-  /** An independent copy (prefix sharing between requests with the same prompt). */
-  clone(): SequenceKv {
+  /**
+   * A new cache holding a copy of the first n positions (prefix sharing between requests with the same
+   * prompt). A cache that lives in a batch row is read there: the donor keeps decoding in its batch.
+   */
+  copyPrefix(n: number): SequenceKv {
+    if (n > this.length) throw new Error(`copyPrefix: ${n} positions asked, ${this.length} cached`);
     const c = new SequenceKv(this.numLayers, this.numKvHeads, this.headDim);
-    c.setArrays(this.keys.map((k) => k.slice()), this.values.map((v) => v.slice()), this.capacity);
-    c.length = this.length;
+    const cap = n + KV_HEADROOM;
+    const row = this.batch ? this.batch.rowView(this) : { keys: this.ownKeys, values: this.ownValues, capacity: this.capacity };
+    const copy = (src: Float32Array) => resizePositions(src, this.numKvHeads, row.capacity, this.headDim, n, cap);
+    c.setArrays(row.keys.map(copy), row.values.map(copy), cap);
+    c.length = n;
     return c;
   }
 }
@@ -198,6 +205,13 @@ export class BatchKv {
     }
     this.rows.pop();
     seq.batch = null;
+  }
+
+  /** A member's row as [KV, P, hd] views per layer (valid while the batch is unchanged). */
+  rowView(seq: SequenceKv): { keys: Float32Array[]; values: Float32Array[]; capacity: number } {
+    const b = this.rowOf(seq), size = this.rowSize;
+    const view = (a: Float32Array) => a.subarray(b * size, (b + 1) * size);
+    return { keys: this.keys.map(view), values: this.values.map(view), capacity: this.P };
   }
 
   private rowOf(seq: SequenceKv): number {

@@ -13,6 +13,8 @@
 //              runner graph reads the past in place (no concatenated cache) with contrib RotaryEmbedding.
 //   'onnx23'   opset-23 Attention + RotaryEmbedding (any head_dim, explicit mask): few nodes, which
 //              helps very small models.
+// Runner graphs that decode in place also take packed rows (mixed steps: decoding rows and prompt chunks
+// in one run, see packedRows): input_ids [1, N] holds every row's new tokens one after another.
 import type { ModelConfig, Weights } from './model-config.js';
 import { DataType, GraphBuilder, float, type Dim, type ExternalData } from './onnx-proto.js';
 import { ropeTables } from './rope.js';
@@ -22,8 +24,11 @@ import { nbitsLayout, repackGgml, type NBitsWeights } from './gguf-repack.js';
 
 export type AttentionKind = 'gqa' | 'standard' | 'onnx23';
 export type WeightType = 'stored' | 'f32' | 'q4';
-/** What one decoder body computes attention with: a kind, or 'decode' (runner graphs, one new token per row). */
-type BodyForm = AttentionKind | 'decode';
+/**
+ * What one decoder body computes attention with: a kind, 'decode' (runner graphs, one new token per row)
+ * or 'packed' (runner graphs, rows with different numbers of new tokens packed into one sequence).
+ */
+type BodyForm = AttentionKind | 'decode' | 'packed';
 
 export interface GraphOptions {
   attention: AttentionKind;
@@ -230,15 +235,25 @@ export function decodeStepInPlace(rows: number, newTokens: number, cachePosition
   return newTokens === 1 && rows * (cachePositions + 1) >= IN_PLACE_DECODE_MIN;
 }
 
+/**
+ * Symbolic name of the cache's batch dimension. Runner graphs name it apart from input_ids' batch_size:
+ * packed runs feed input_ids as one row over a cache of several (ORT plans buffers by these names, and
+ * one name for both made it reuse a [1, N, ·] buffer for [B, S, ·]).
+ */
+function cacheRowsDim(opts: GraphOptions): string {
+  return opts.forExport ? 'batch_size' : 'rows';
+}
+
 /** Graph outputs: logits first, then the KV outputs (see GraphOptions.forExport). */
 function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]][] {
   const hp = cacheHeadDim(config, opts.attention);
-  const out: [string, Dim[]][] = [['logits', ['batch_size', 'num_logits', config.vocabSize]]];
-  if (!opts.forExport) out.push(['logits_lse', ['batch_size', 'num_logits']]);
+  const rows = cacheRowsDim(opts);
+  const out: [string, Dim[]][] = [['logits', [rows, 'num_logits', config.vocabSize]]];
+  if (!opts.forExport) out.push(['logits_lse', [rows, 'num_logits']]);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
       if (opts.forExport) out.push([`present.${i}.${kind}`, ['batch_size', config.numKvHeads, 'total_sequence_length', hp]]);
-      else out.push([`new_key_values.${i}.${kind}`, ['batch_size', config.numKvHeads, 'sequence_length', hp]]);
+      else out.push([`new_key_values.${i}.${kind}`, [rows, config.numKvHeads, 'new_positions', hp]]);
     }
   }
   return out;
@@ -255,6 +270,8 @@ interface AttentionShared {
   masked?: { bias: string; cosF: string; sinS: string; pastNewSplit: string };
   /** The decode form: bias [B,1,1,P+1] and [P, 1]. */
   decode?: { bias: string; pastNewSplit: string };
+  /** Packed rows (see packedRows). */
+  packed?: PackedRows;
 }
 
 /** Names a layer's attention writes: its output, and the new keys/values (or the present, in exports). */
@@ -273,11 +290,11 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
   const eps = float(config.rmsNormEps);
 
   const inputIds = g.input('input_ids', DataType.INT64, ['batch_size', 'sequence_length']);
-  const mask = g.input('attention_mask', DataType.INT64, ['batch_size', 'total_sequence_length']);
+  const mask = g.input('attention_mask', DataType.INT64, [cacheRowsDim(opts), 'total_sequence_length']);
   const positionIds = g.input('position_ids', DataType.INT64, ['batch_size', 'sequence_length']);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
-      g.input(`past_key_values.${i}.${kind}`, DataType.FLOAT, ['batch_size', KV, 'past_sequence_length', hp]);
+      g.input(`past_key_values.${i}.${kind}`, DataType.FLOAT, [cacheRowsDim(opts), KV, 'past_sequence_length', hp]);
     }
   }
 
@@ -294,6 +311,8 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
   const inPlace = !opts.forExport && decodesInPlace(config, opts.attention);
   const shared = attentionShared(g, config, opts, { inputIds, mask, positionIds, cosTable, sinTable }, inPlace);
   const decodeForm = inPlace ? decodeFormCondition(g, inputIds) : null;
+  // Mixed steps: rows with different numbers of new tokens, packed (same graphs as the decode form).
+  if (inPlace) shared.packed = packedRows(g, config, mask, shared.decode!.bias);
 
   // y + (x·A)·B per batch row, when the graph takes LoRA inputs.
   const loraDims = { qkv: [D, (H + 2 * KV) * hp], o: [H * hp, D], gate_up: [D, 2 * F], down: [F, D] } as const;
@@ -369,16 +388,20 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
     const layer = (sub: GraphBuilder, form: BodyForm, names: AttentionOutputs) => attention(sub, form, config, opts, shared, i, qkv, normWeight, names);
     if (!decodeForm) layer(g, opts.attention, out);
     else {
-      // Both branches hold attention nodes only (no weights: see buildDecoderGraph).
-      const t = g.subgraph(), e = g.subgraph();
-      const branchNames = (tag: string): AttentionOutputs => ({ attn: `${out.attn}.${tag}`, key: `${out.key}.${tag}`, value: `${out.value}.${tag}` });
-      for (const [sub, form, tag] of [[t, 'decode', 'then'], [e, opts.attention, 'else']] as const) {
-        const names = branchNames(tag);
-        layer(sub, form, names);
-        sub.output(names.attn, DataType.FLOAT, ['batch_size', 'sequence_length', H * hp]);
-        for (const n of [names.key, names.value]) sub.output(n, DataType.FLOAT, ['batch_size', KV, 'sequence_length', hp]);
-      }
-      g.node('If', [decodeForm], { outputs: [out.attn, out.key, out.value], attrs: { then_branch: { graph: t, name: g.fresh('decode') }, else_branch: { graph: e, name: g.fresh('chunk') } } });
+      // If(decode step) then 'decode' else (If(packed rows) then 'packed' else the graph's own form): decode
+      // steps pass one If, as before mixed steps existed. The branches hold attention nodes only (no
+      // weights: see buildDecoderGraph).
+      const choose = (sub: GraphBuilder, cond: string, then: (b: GraphBuilder, names: AttentionOutputs) => void, otherwise: (b: GraphBuilder, names: AttentionOutputs) => void, names: AttentionOutputs, tag: string) => {
+        const t = sub.subgraph(), e = sub.subgraph();
+        for (const [branch, build, side] of [[t, then, 'then'], [e, otherwise, 'else']] as const) {
+          const inner: AttentionOutputs = { attn: `${names.attn}.${tag}.${side}`, key: `${names.key}.${tag}.${side}`, value: `${names.value}.${tag}.${side}` };
+          build(branch, inner);
+          branch.output(inner.attn, DataType.FLOAT, ['batch_size', 'sequence_length', H * hp]);
+          for (const n of [inner.key, inner.value]) branch.output(n, DataType.FLOAT, ['rows', KV, 'new_positions', hp]);
+        }
+        sub.node('If', [cond], { outputs: [names.attn, names.key, names.value], attrs: { then_branch: { graph: t, name: g.fresh(tag) }, else_branch: { graph: e, name: g.fresh(`not_${tag}`) } } });
+      };
+      choose(g, decodeForm, (b, names) => layer(b, 'decode', names), (b, names) => choose(b, shared.packed!.cond, (c, n) => layer(c, 'packed', n), (c, n) => layer(c, opts.attention, n), names, 'packed'), out, 'decode');
     }
     // o_proj^T is [H·hd, D]: its rows follow the (padded) value layout of the attention output.
     const wo = () => (hp === hd ? w(p + 'self_attn.o_proj.weight') : transpose(pad(transpose(w(p + 'self_attn.o_proj.weight'), D, H * hd), H, D, false), H * hp, D));
@@ -397,6 +420,7 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
   // `num_logits_to_keep` (1, or S for prompt scoring); exported graphs keep exactly the last position
   // so they need only the standard inputs. (onnxruntime-node cannot feed initializer-backed inputs.)
   let last = addAndNorm('model.norm.weight');
+  if (shared.packed) last = unpackRows(g, shared.packed, last, D);
   const keep = opts.forExport ? g.int64s([1]) : g.input('num_logits_to_keep', DataType.INT64, [1]);
   last = g.op('Slice', [last, g.op('Neg', [keep]), g.int64s([2 ** 31 - 1]), g.int64s([1])]);
   const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
@@ -504,6 +528,106 @@ function decodeFormCondition(g: GraphBuilder, inputIds: string): string {
   return g.op('Squeeze', [g.op('And', [oneToken, g.op('GreaterOrEqual', [rowsTimesPositions, g.int64s([IN_PLACE_DECODE_MIN])])]), g.int64s([0])]);
 }
 
+/**
+ * Packed rows (mixed steps, vLLM's chunked prefill): decoding rows and prompt chunks in one run without
+ * padding the projections and MLP. The runner feeds input_ids / position_ids as [1, N] (row after row)
+ * with the past as [B, KV, P, hd] and the explicit mask [B, P + S] (row b: its valid past, then its
+ * count c_b of new positions right-aligned in S = the longest count). The graph recognises it by
+ * input_ids having one row while the past has B ≠ 1. From the mask alone: c = Σ mask[:, P:], and padded
+ * slot (b, j) holds packed token j + Σ_{b' ≤ b} c_{b'} − S when j ≥ S − c_b (else padding).
+ * Attention comes in two parts, so that decoding rows are not padded to S queries (which made a mixed
+ * step with a 64-token chunk cost twice two separate runs on ~20M): every row's last token attends like
+ * a decode step (the whole batch, one query per row), and the rows with several new tokens (chunk rows,
+ * usually one) attend as right-padded rows over a gathered copy of their own past.
+ */
+interface PackedRows {
+  /** Bool scalar: the run is packed. */
+  cond: string;
+  /** [B·S] packed token of each padded slot (0 in padding slots, which the mask hides). */
+  index: string;
+  /** [B] packed token that is each row's last. */
+  lastIndex: string;
+  /** [B_c] the chunk rows (c_b > 1), their [B_c·S] padded slots' packed tokens and validity. */
+  chunkRows: string;
+  chunkIndex: string;
+  chunkValid: string;
+  /** [B_c, 1, G·S, P + S] additive mask of the chunk rows (padding and causality). */
+  chunkBias: string;
+  /** [P, S], [B, −1] and [B_c, −1]. */
+  pastNewSplit: string;
+  rowsDims: string;
+  chunkDims: string;
+  /** [N] where each packed token's attention output lies in [last tokens (B); chunk rows' tokens]. */
+  assemble: string;
+}
+
+/** The packed-rows values, computed only in packed runs (an If; other runs get placeholders). */
+function packedRows(g: GraphBuilder, config: ModelConfig, mask: string, padBias: string): PackedRows {
+  const dim = (t: string, axis: number) => g.op('Shape', [t], { start: axis, end: axis + 1 });
+  const past = 'past_key_values.0.key';
+  const cond = g.op('Squeeze', [g.op('Not', [g.op('Equal', [dim('input_ids', 0), dim(past, 0)])]), g.int64s([0])]);
+  const keys = ['index', 'lastIndex', 'chunkRows', 'chunkIndex', 'chunkValid', 'chunkBias', 'pastNewSplit', 'rowsDims', 'chunkDims', 'assemble'] as const;
+  const types = [DataType.INT64, DataType.INT64, DataType.INT64, DataType.INT64, DataType.BOOL, DataType.FLOAT, DataType.INT64, DataType.INT64, DataType.INT64, DataType.INT64];
+  const ranks: Dim[][] = [['n'], ['b'], ['bc'], ['n'], ['n'], ['bc', 1, 'gs', 't'], [2], [2], [2], ['n']];
+  const outs = keys.map((k) => g.fresh(`packed_${k}`));
+  const t = g.subgraph(), e = g.subgraph();
+  const value: Record<(typeof keys)[number], string> = {} as never;
+  const zero = t.int64s([0], []), one = t.int64s([1], []);
+  const scalar = (x: string) => t.op('Squeeze', [x, t.int64s([0])]);
+  const flat = (x: string) => t.op('Reshape', [x, t.int64s([-1])]);
+  const B = dim(past, 0), P = t.op('Shape', [past], { start: 2, end: 3 }), T = t.op('Shape', [mask], { start: 1, end: 2 });
+  const S = t.op('Sub', [T, P]);
+  const counts = t.op('ReduceSum', [t.op('Slice', [mask, P, T, t.int64s([1])]), t.int64s([1])], { keepdims: 1 }); // [B, 1]
+  const incl = t.op('CumSum', [counts, zero]);
+  const slot = t.op('Range', [zero, scalar(S), one]); // [S]
+  const index2d = t.op('Max', [t.op('Add', [slot, t.op('Sub', [incl, S])]), zero]); // [B, S]
+  const valid2d = t.op('GreaterOrEqual', [slot, t.op('Sub', [S, counts])]); // [B, S]
+  value.index = flat(index2d);
+  value.lastIndex = flat(t.op('Sub', [incl, one]));
+  const isChunk = t.op('Greater', [counts, one]); // [B, 1]
+  value.chunkRows = flat(t.op('NonZero', [flat(isChunk)]));
+  value.chunkIndex = flat(t.op('Gather', [index2d, value.chunkRows], { axis: 0 }));
+  value.chunkValid = flat(t.op('Gather', [valid2d, value.chunkRows], { axis: 0 }));
+  const keyIdx = t.op('Range', [zero, scalar(T), one]);
+  const queryIdx = t.op('Unsqueeze', [t.op('Range', [scalar(P), scalar(T), one]), t.int64s([1])]); // [S, 1]
+  const causal = t.op('Where', [t.op('LessOrEqual', [keyIdx, queryIdx]), t.scalarFloat(0), t.scalarFloat(-1e9, 'mask_big')]); // [S, T]
+  const chunkPad = t.op('Gather', [padBias, value.chunkRows], { axis: 0 }); // [B_c, 1, 1, T]
+  value.chunkBias = t.op('Tile', [t.op('Add', [chunkPad, causal]), t.int64s([1, 1, config.numHeads / config.numKvHeads, 1])]);
+  value.pastNewSplit = t.op('Concat', [P, S], { axis: 0 });
+  value.rowsDims = t.op('Concat', [B, t.int64s([-1])], { axis: 0 });
+  value.chunkDims = t.op('Concat', [t.op('Shape', [value.chunkRows]), t.int64s([-1])], { axis: 0 });
+  // Token (b, j) of a chunk row comes after the B last-token outputs, at its place among the chunk rows' tokens.
+  const chunkOffset = t.op('CumSum', [t.op('Where', [isChunk, counts, zero]), zero], { exclusive: 1 }); // [B, 1]
+  const inChunks = t.op('Add', [t.op('Add', [B, chunkOffset]), t.op('Sub', [slot, t.op('Sub', [S, counts])])]); // [B, S]
+  const rowIdx = t.op('Unsqueeze', [t.op('Range', [zero, scalar(B), one]), t.int64s([1])]); // [B, 1]
+  value.assemble = t.op('Compress', [flat(t.op('Where', [isChunk, inChunks, rowIdx])), flat(valid2d)], { axis: 0 });
+  keys.forEach((k, i) => {
+    t.node('Identity', [value[k]], { outputs: [`${outs[i]}.then`] });
+    t.output(`${outs[i]}.then`, types[i], ranks[i]);
+    // Placeholders of the same types for every other run.
+    const none = types[i] === DataType.FLOAT ? e.floats(g.fresh('packed_none'), [1, 1, 1, 1], new Float32Array(1)) : e.int64s(ranks[i].length === 1 ? [0] : [0, 0]);
+    e.node(types[i] === DataType.BOOL ? 'Cast' : 'Identity', [none], { outputs: [`${outs[i]}.else`], attrs: types[i] === DataType.BOOL ? { to: DataType.BOOL } : undefined });
+    e.output(`${outs[i]}.else`, types[i], ranks[i]);
+  });
+  g.node('If', [cond], { outputs: outs, attrs: { then_branch: { graph: t, name: g.fresh('packed_rows') }, else_branch: { graph: e, name: g.fresh('not_packed_rows') } } });
+  const result = { cond } as PackedRows;
+  keys.forEach((k, i) => (result[k] = outs[i]));
+  return result;
+}
+
+/** Before the LM head: packed hidden states [1, N, D] back to right-padded rows [B, S, D], whose last position is each row's last token. */
+function unpackRows(g: GraphBuilder, pk: PackedRows, hidden: string, D: number): string {
+  const t = g.subgraph(), e = g.subgraph();
+  const out = g.fresh('rows'), tOut = `${out}.then`, eOut = `${out}.else`;
+  const padded = t.op('Gather', [t.op('Reshape', [hidden, t.int64s([-1, D])]), pk.index], { axis: 0 });
+  t.node('Reshape', [padded, t.op('Concat', [pk.rowsDims, t.int64s([D])], { axis: 0 })], { outputs: [tOut] });
+  e.node('Identity', [hidden], { outputs: [eOut] });
+  t.output(tOut, DataType.FLOAT, ['rows', 'row_length', D]);
+  e.output(eOut, DataType.FLOAT, ['rows', 'row_length', D]);
+  g.node('If', [pk.cond], { outputs: [out], attrs: { then_branch: { graph: t, name: g.fresh('unpack_rows') }, else_branch: { graph: e, name: g.fresh('rows_as_fed') } } });
+  return out;
+}
+
 /** The per-forward values of the forms a body uses (its kind, plus 'decode' when it decodes in place). */
 function attentionShared(
   g: GraphBuilder, config: ModelConfig, opts: GraphOptions,
@@ -583,10 +707,10 @@ function attention(
   // Attention over the past where it lies plus the new positions: scores against the past (never
   // concatenated) and against the new keys are joined for one softmax; the context sums both halves'
   // products. qg [B,KV,G·S,hd] scaled; new keys/values [B,KV,S,hd]; split = [P, S]. Returns [B,KV,G·S,hd].
-  const attendInPlace = (qg: string, newK: string, newV: string, bias: string, split: string) => {
-    const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(pastK)]), g.op('MatMul', [qg, keysT(newK)])], { axis: -1 }), bias]);
+  const attendInPlace = (qg: string, newK: string, newV: string, bias: string, split: string, past = { k: pastK, v: pastV }) => {
+    const scores = g.op('Add', [g.op('Concat', [g.op('MatMul', [qg, keysT(past.k)]), g.op('MatMul', [qg, keysT(newK)])], { axis: -1 }), bias]);
     const [probsPast, probsNew] = g.node('Split', [g.op('Softmax', [scores], { axis: -1 }), split], { outputs: 2, attrs: { axis: -1 } });
-    return g.op('Add', [g.op('MatMul', [probsPast, pastV]), g.op('MatMul', [probsNew, newV])]);
+    return g.op('Add', [g.op('MatMul', [probsPast, past.v]), g.op('MatMul', [probsNew, newV])]);
   };
 
   if (form === 'gqa') {
@@ -616,6 +740,29 @@ function attention(
       heads(kr, out.key);
       heads(v, out.value);
     }
+  } else if (form === 'packed') {
+    // Projections ran on the packed tokens [1, N, ·]; rotary too (positions are per token). New keys and
+    // values go to right-padded rows [B, KV, S, hd] (the runner's layout); attention in two parts (see PackedRows).
+    const pk = shared.packed!;
+    const { q, k, v } = qkvParts();
+    const qr = g.op('RotaryEmbedding', [q, positionIds, cosTable, sinTable], { num_heads: H, interleaved: 0 }, 'com.microsoft');
+    const kr = g.op('RotaryEmbedding', [k, positionIds, cosTable, sinTable], { num_heads: KV, interleaved: 0 }, 'com.microsoft');
+    const tokens = (t: string, heads: number) => g.op('Reshape', [t, g.int64s([-1, heads * hd])]); // [N, heads·hd]
+    const rows = (t: string, heads: number, index: string, dims: string, name?: string) => {
+      const shaped = g.op('Reshape', [g.op('Gather', [tokens(t, heads), index], { axis: 0 }), g.op('Concat', [dims, g.int64s([heads, hd])], { axis: 0 })]); // [rows, S, heads, hd]
+      return g.node('Transpose', [shaped], { outputs: name ? [name] : 1, attrs: { perm: { ints: [0, 2, 1, 3] } } })[0]; // [rows, heads, S, hd]
+    };
+    const newK = rows(kr, KV, pk.index, pk.rowsDims, out.key), newV = rows(v, KV, pk.index, pk.rowsDims, out.value);
+    // Every row's last token, as a decode step (its row's new keys are all before it).
+    const qLast = g.op('Mul', [g.op('Reshape', [g.op('Gather', [tokens(qr, H), pk.lastIndex], { axis: 0 }), g.int64s([-1, KV, H / KV, hd])]), scale()]); // [B,KV,G,hd]
+    const lastCtx = g.op('Reshape', [attendInPlace(qLast, newK, newV, shared.decode!.bias, pk.pastNewSplit), g.int64s([-1, H * hd])]); // [B, H·hd]
+    // Chunk rows, right-padded, over a copy of their own past.
+    const pick = (t: string) => g.op('Gather', [t, pk.chunkRows], { axis: 0 });
+    const qChunk = g.op('Mul', [g.op('Reshape', [rows(qr, H, pk.chunkIndex, pk.chunkDims), g.int64s([0, KV, -1, hd])]), scale()]); // [B_c,KV,G·S,hd]
+    const chunkCtx = attendInPlace(qChunk, pick(newK), pick(newV), pk.chunkBias, pk.pastNewSplit, { k: pick(pastK), v: pick(pastV) });
+    const chunkTokens = g.op('Reshape', [g.op('Transpose', [g.op('Reshape', [chunkCtx, g.int64s([0, H, -1, hd])])], { perm: { ints: [0, 2, 1, 3] } }), g.int64s([-1, H * hd])]);
+    const joined = g.op('Concat', [lastCtx, g.op('Compress', [chunkTokens, pk.chunkValid], { axis: 0 })], { axis: 0 });
+    g.node('Unsqueeze', [g.op('Gather', [joined, pk.assemble], { axis: 0 }), g.int64s([0])], { outputs: [out.attn] }); // [1, N, H·hd]
   } else if (form === 'decode') {
     // One new token per row: [B, 1, heads·hd] is [B, heads, 1, hd] in memory already, so heads need
     // reshapes, not transposes.

@@ -3,7 +3,8 @@
 //
 // forward() takes any mix of sequences (different cached lengths, different numbers of new tokens)
 // and returns logits per sequence. Every layout is right-padded: row b's cache holds its valid
-// positions first and (masked) spare room after. The graph returns only the new tokens' keys/values,
+// positions first and (masked) spare room after. Rows with different numbers of new tokens run as one
+// packed run where the graph allows it (packsRows), else in groups of equal counts. The graph returns only the new tokens' keys/values,
 // which are appended in JS; the past is fed to ORT without copying. A batch's caches stay packed in
 // one [B, KV, P, hd] tensor per layer for as long as the same sequences are decoded together.
 import os from 'node:os';
@@ -83,15 +84,23 @@ export interface RunnerTiming {
   totalMs: number;
   /** Runs that took the graph's in-place decode form (see decodeStepInPlace). */
   inPlaceDecodeCalls: number;
+  /** Runs of packed rows (mixed steps: rows with different numbers of new tokens, see packsRows). */
+  packedCalls: number;
 }
 
 export class ModelRunner {
   private readonly vocab: number;
   /** Head size of the KV tensors (GQA pads small heads to a multiple of 16). */
   readonly cacheHeadDim: number;
-  readonly timing: RunnerTiming = { calls: 0, ortMs: 0, totalMs: 0, inPlaceDecodeCalls: 0 };
+  readonly timing: RunnerTiming = { calls: 0, ortMs: 0, totalMs: 0, inPlaceDecodeCalls: 0, packedCalls: 0 };
   /** Single-token rows may run the graph's in-place form (decodeStepInPlace), which takes an explicit [B, P + 1] mask. */
   private readonly decodesInPlace: boolean;
+  /**
+   * The graph runs rows with different numbers of new tokens in one run, packed (llama-graph's packedRows;
+   * the graphs that have the in-place decode form): decoding rows and prompt chunks share one pass over the
+   * weights, and no row is padded in the projections and MLP.
+   */
+  readonly packsRows: boolean;
   constructor(
     readonly session: ort.InferenceSession,
     readonly config: ModelConfig,
@@ -105,6 +114,7 @@ export class ModelRunner {
     this.vocab = config.vocabSize;
     this.cacheHeadDim = cacheHeadDim(config, attention);
     this.decodesInPlace = decodesInPlace(config, attention);
+    this.packsRows = this.decodesInPlace;
   }
 
   /** A fresh, empty cache for one sequence. */
@@ -123,6 +133,18 @@ export class ModelRunner {
       if (it.tokens.length === 0) throw new Error('forward: every sequence needs at least one new token');
       if (it.kv.length + it.tokens.length > this.maxPositions)
         throw new Error(`context length ${it.kv.length + it.tokens.length} exceeds the model's maximum of ${this.maxPositions}`);
+    }
+    if (items.length > 1 && this.packsRows && !opts.allLogits && mixedRows(items)) {
+      // One packed run per adapter: the LoRA inputs hold one adapter per row of input_ids, and packed rows are one row.
+      const byAdapter = new Map<LoraAdapter | null, number[]>();
+      items.forEach((it, i) => byAdapter.set(it.adapter ?? null, [...(byAdapter.get(it.adapter ?? null) ?? []), i]));
+      if (byAdapter.size === 1) return this.timed(() => this.forwardBatch(items, opts, true));
+      const out: ForwardRow[] = new Array(items.length);
+      for (const idx of byAdapter.values()) {
+        const res = await this.forwardRows(idx.map((i) => items[i]), opts);
+        idx.forEach((i, j) => (out[i] = res[j]));
+      }
+      return out;
     }
     // GroupQueryAttention (right-padded) needs the same number of new tokens in every row, and ORT
     // refuses several new tokens on top of a cache when batch_size > 1: split into runnable groups.
@@ -144,8 +166,12 @@ export class ModelRunner {
         return out;
       }
     }
+    return this.timed(() => (items.length === 1 ? this.forwardOne(items[0], opts) : this.forwardBatch(items, opts, false)));
+  }
+
+  private async timed(run: () => Promise<ForwardRow[]>): Promise<ForwardRow[]> {
     const t0 = performance.now();
-    const result = await (items.length === 1 ? this.forwardOne(items[0], opts) : this.forwardBatch(items, opts));
+    const result = await run();
     this.timing.calls++;
     this.timing.totalMs += performance.now() - t0;
     return result;
@@ -162,13 +188,13 @@ export class ModelRunner {
     const kv = item.kv;
     kv.batch?.detach(kv); // a sequence leaving a batch takes its row with it
     const S = item.tokens.length, L = kv.length, P = kv.capacity;
-    const logits = await this.runPadded([item], [L], P, (i, kind) => (kind === 'key' ? kv.keys[i] : kv.values[i]), opts, (newK, newV) => {
+    const logits = await this.runPadded([item], [L], P, (i, kind) => (kind === 'key' ? kv.keys[i] : kv.values[i]), opts, false, (newK, newV) => {
       kv.append(newK, newV, 0, S, 0, S);
     });
     return logits;
   }
 
-  private async forwardBatch(items: ForwardItem[], opts: ForwardOptions): Promise<ForwardRow[]> {
+  private async forwardBatch(items: ForwardItem[], opts: ForwardOptions, packed: boolean): Promise<ForwardRow[]> {
     const S = Math.max(...items.map((it) => it.tokens.length));
     const batch = this.batchFor(items.map((it) => it.kv), S);
     // The run takes rows in the batch's order; results go back in the caller's.
@@ -176,7 +202,7 @@ export class ModelRunner {
     const order = batch.rows.map((s) => index.get(s)!);
     const rows = order.map((i) => items[i]);
     const lengths = rows.map((it) => it.kv.length);
-    const out = await this.runPadded(rows, lengths, batch.P, (i, kind) => (kind === 'key' ? batch.keys[i] : batch.values[i]), opts, (newK, newV) => {
+    const out = await this.runPadded(rows, lengths, batch.P, (i, kind) => (kind === 'key' ? batch.keys[i] : batch.values[i]), opts, packed, (newK, newV) => {
       const need = Math.max(...rows.map((it, b) => lengths[b] + it.tokens.length));
       if (need > batch.P) batch.resize(need + KV_HEADROOM);
       rows.forEach((it, b) => batch.append(b, newK, newV, S, S - it.tokens.length, it.tokens.length));
@@ -208,7 +234,9 @@ export class ModelRunner {
 
   /**
    * One ORT run over right-padded caches: row b has lengths[b] valid positions out of P; its new
-   * tokens are right-aligned in the [B, S] input so every row's last token is at S − 1.
+   * tokens are right-aligned in the [B, S] input so every row's last token is at S − 1. Packed
+   * (graphs with packsRows): the new tokens are fed as one row [1, N], row after row, with the same
+   * explicit mask, and the graph pads them into rows for attention only.
    */
   private async runPadded(
     items: ForwardItem[],
@@ -216,6 +244,7 @@ export class ModelRunner {
     P: number,
     past: (layer: number, kind: 'key' | 'value') => Float32Array,
     opts: ForwardOptions,
+    packed: boolean,
     store: (newKeys: Float32Array[], newValues: Float32Array[]) => void,
   ): Promise<ForwardRow[]> {
     const { numLayers, numKvHeads: KV } = this.config;
@@ -226,16 +255,20 @@ export class ModelRunner {
     // Mask width. Explicit-mask graphs: P cache slots, then the S new positions. GroupQueryAttention
     // reads only each row's count of ones (= its total length) and the width (= the longest total,
     // which must equal S for a first prompt), and places new tokens itself.
-    const inPlace = this.decodesInPlace && decodeStepInPlace(B, S, P);
+    const inPlace = !packed && this.decodesInPlace && decodeStepInPlace(B, S, P);
     if (inPlace) this.timing.inPlaceDecodeCalls++;
-    const gqa = this.attention === 'gqa' && !inPlace;
+    if (packed) this.timing.packedCalls++;
+    const gqa = this.attention === 'gqa' && !inPlace && !packed;
     const T = gqa ? Math.max(...lengths.map((L, b) => L + counts[b])) : P + S;
-    const ids = new BigInt64Array(B * S);
-    const pos = new BigInt64Array(B * S);
+    // Row b's first new token: at b·S + (S − count) in the padded input, after the earlier rows' tokens when packed.
+    const starts = packed ? counts.map((_, b) => counts.slice(0, b).reduce((a, c) => a + c, 0)) : counts.map((c, b) => b * S + S - c);
+    const N = packed ? starts[B - 1] + counts[B - 1] : B * S;
+    const ids = new BigInt64Array(N);
+    const pos = new BigInt64Array(N);
     const mask = new BigInt64Array(B * T);
     items.forEach((it, b) => {
       const offset = S - counts[b];
-      it.tokens.forEach((t, j) => { ids[b * S + offset + j] = BigInt(t); pos[b * S + offset + j] = BigInt(lengths[b] + j); });
+      it.tokens.forEach((t, j) => { ids[starts[b] + j] = BigInt(t); pos[starts[b] + j] = BigInt(lengths[b] + j); });
       if (gqa) mask.fill(1n, b * T, b * T + lengths[b] + counts[b]);
       else {
         mask.fill(1n, b * T, b * T + lengths[b]);
@@ -243,11 +276,11 @@ export class ModelRunner {
       }
     });
     const feeds: Record<string, ort.Tensor> = {
-      input_ids: new ort.Tensor('int64', ids, [B, S]),
+      input_ids: new ort.Tensor('int64', ids, packed ? [1, N] : [B, S]),
       attention_mask: new ort.Tensor('int64', mask, [B, T]),
-      position_ids: new ort.Tensor('int64', pos, [B, S]),
+      position_ids: new ort.Tensor('int64', pos, packed ? [1, N] : [B, S]),
       num_logits_to_keep: new ort.Tensor('int64', BigInt64Array.of(opts.allLogits ? BigInt(S) : 1n), [1]),
-      ...this.loraFeeds(items),
+      ...this.loraFeeds(packed ? [items[0]] : items),
     };
     for (let i = 0; i < numLayers; i++) {
       feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', past(i, 'key').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
@@ -315,4 +348,23 @@ export class ModelRunner {
   async release(): Promise<void> {
     await this.session.release();
   }
+}
+
+/**
+ * Prompt tokens (rows with several new tokens) up to which packing pays. The chunk rows attend over the
+ * whole batch width with an explicit mask, where alone they would take GroupQueryAttention over their own
+ * positions: on ~20M (bench:engine --mixed-steps, CPU time, 8 decoding rows) two separate runs cost
+ * 1.33 / 1.15 / 1.05–1.18 × the packed run for chunks of 8 / 16 / 32 tokens, and 0.88 for 48–64.
+ */
+export const PACK_MAX_CHUNK_TOKENS = 32;
+
+/**
+ * Rows worth packing into one run: some row has several new tokens (at most PACK_MAX_CHUNK_TOKENS in all),
+ * and the rows differ in count or continue a cached prefix (which GroupQueryAttention cannot batch).
+ * Same-count first prompts, pure decode steps and big prefills keep their own forms.
+ */
+function mixedRows(items: ForwardItem[]): boolean {
+  const counts = items.map((it) => it.tokens.length);
+  const chunkTokens = counts.filter((c) => c > 1).reduce((a, c) => a + c, 0);
+  return chunkTokens > 0 && chunkTokens <= PACK_MAX_CHUNK_TOKENS && (new Set(counts).size > 1 || items.some((it) => it.kv.length > 0));
 }
