@@ -157,7 +157,9 @@ describe('errors reach the SDK with their message, class, type, param and code',
 
 describe('errors from a server without workers, and from the rate limiter', () => {
   it('503 InternalServerError with its message; 429 RateLimitError with retry-after', async () => {
-    const bare = await startServer({ env: { HEARTH_RATE_LIMIT: '3' } });
+    const bareHome = tempHome();
+    await ensureDemoModel(bareHome);
+    const bare = await startServer({ home: bareHome, env: { HEARTH_RATE_LIMIT: '3' } });
     try {
       const c = new OpenAI({ baseURL: `${bare.url}/v1`, apiKey: bare.key('carol'), maxRetries: 0 });
       const unavailable = await failure(() => c.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }] }));
@@ -174,8 +176,28 @@ describe('errors from a server without workers, and from the rate limiter', () =
       expect(limited!.message).toBe('429 Rate limit reached for this API key');
       expect(limited!).toMatchObject({ type: 'requests', code: 'rate_limit_exceeded' });
       expect(Number(limited!.headers?.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      const root = new OpenAI({ baseURL: bare.url, apiKey: bare.key('carol'), maxRetries: 0 });
+      const noQueue = await failure(() => root.get('/inference/cpu/v2/hardware', { query: { model: 'tiny-random-llama' } }));
+      expect(noQueue.message).toBe('503 No inference workers are attached to this server: hardware options are measured on them');
     } finally {
       await bare.close();
+    }
+  });
+
+  it('hardware options answer 503 with retry-after, not an empty list, until an inference worker has reported', async () => {
+    const home = tempHome();
+    await ensureDemoModel(home);
+    const idle = await startServer({ home, env: { HEARTH_WORKERS: 'none' }, queue: {} });
+    try {
+      expect(idle.ctx.queue!.liveWorkers('inference')).toEqual([]);
+      const root = new OpenAI({ baseURL: idle.url, apiKey: idle.key('carol'), maxRetries: 0 });
+      const err = await failure(() => root.get('/inference/cpu/v2/hardware', { query: { model: 'tiny-random-llama' } }));
+      expect(err).toBeInstanceOf(OpenAI.InternalServerError);
+      expect(err.status).toBe(503);
+      expect(err.message).toMatch(/^503 No inference worker has reported yet/);
+      expect(err.headers?.get('retry-after')).toBe('2');
+    } finally {
+      await idle.close();
     }
   });
 });
