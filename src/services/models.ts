@@ -28,6 +28,10 @@ export class ModelsService {
     }
     const existing = this.store.models.findByName(entity, body.project, body.name);
     if (existing) {
+      // Returning it would silently train the old base under the new one's name (ART keeps going with it).
+      if (existing.baseModel !== body.base_model) {
+        throw conflict(`Model "${entity}/${body.project}/${body.name}" already exists with base model "${existing.baseModel}", not "${body.base_model}"; pick another name or delete it first`);
+      }
       if (body.return_existing) return modelResponse(existing);
       throw conflict(`Model "${entity}/${body.project}/${body.name}" already exists; pass return_existing=true to get it`);
     }

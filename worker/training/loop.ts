@@ -25,6 +25,14 @@ export type TrainingEvent =
 
 export type Emit = (event: TrainingEvent) => void | Promise<void>;
 
+/**
+ * A step's metrics without NaN or ±Infinity (a diverged loss, a 0 s step's tokens_per_second): JSON writes
+ * them as null, and ART's client calls float() on every value of a gradient_step, which aborts its run.
+ */
+export function finiteMetrics(metrics: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(metrics).filter(([, v]) => Number.isFinite(v)));
+}
+
 export class TrainingCancelledError extends Error {
   constructor() {
     super('training was cancelled');
@@ -219,7 +227,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
         num_trainable_tokens: trainable,
         tokens_per_second: tokens / seconds,
       };
-      await emit({ type: 'gradient_step', data: lastMetrics });
+      await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
@@ -322,13 +330,16 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
         num_groups_submitted: adv.numGroupsSubmitted,
         num_groups_trainable: adv.numGroupsTrainable,
-        num_trajectories: trajectoriesInStep,
+        // The job's total (trajectories + exceptions), which is what ART's data/step_num_trajectories means (it renames this key onto
+        // its own per-train() count); trajectoriesInStep would override it with one step's share.
+        num_trajectories: data.numTrajectories + data.numExceptions,
+        // Only the trainable count: ART maps this and train_tokens to one key, and the later one won.
         num_trainable_tokens: trainable,
-        train_tokens: tokens,
+        num_tokens: tokens,
         tokens_per_second: tokens / seconds,
       };
       if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = klSum;
-      await emit({ type: 'gradient_step', data: lastMetrics });
+      await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));

@@ -1,0 +1,30 @@
+// Training-side details ART's client depends on (issue #20, item 8): every gradient_step value must survive
+// ART's float(v), and logprob tokens not written token_id:N are looked up in the vocabulary as ART does.
+import { describe, expect, it } from 'vitest';
+import { finiteMetrics } from '../../worker/training/loop.js';
+import { choiceTokens } from '../../worker/training/rl-data.js';
+
+describe('finiteMetrics', () => {
+  it('drops NaN and ±Infinity (JSON would write null, which float() refuses) and keeps every finite value', () => {
+    const out = finiteMetrics({ loss: NaN, grad_norm: Infinity, entropy: -Infinity, reward: 0.5, num_tokens: 0, kl_policy_ref: -1e-9 });
+    expect(out).toEqual({ reward: 0.5, num_tokens: 0, kl_policy_ref: -1e-9 });
+    expect(JSON.parse(JSON.stringify(out))).toEqual(out);
+  });
+});
+
+describe('choiceTokens', () => {
+  const choice = (tokens: string[]) => ({ logprobs: { content: tokens.map((token) => ({ token, logprob: -1 })) } });
+  const vocab = new Map([['▁Once', 7], ['▁upon', 9]]);
+  const lookup = (t: string) => vocab.get(t) ?? null;
+
+  it('reads token_id:N, and falls back to the vocabulary for other tokens', () => {
+    expect(choiceTokens(choice(['token_id:3', 'token_id:12']))).toEqual({ ids: [3, 12], logprobs: [-1, -1] });
+    expect(choiceTokens(choice(['▁Once', 'token_id:4', '▁upon']), lookup)).toEqual({ ids: [7, 4, 9], logprobs: [-1, -1, -1] });
+  });
+
+  it('names a token that is neither, and a choice without logprobs gives null', () => {
+    expect(() => choiceTokens(choice(['▁Once', 'zzz']), lookup)).toThrow('"zzz", which is neither "token_id:N" nor a piece of this model\'s vocabulary');
+    expect(() => choiceTokens(choice(['▁Once']))).toThrow(/neither/);
+    expect(choiceTokens({ logprobs: null })).toBeNull();
+  });
+});
