@@ -135,7 +135,7 @@ describe("ART's calls, in ART's order", () => {
     const m = await register('rl');
     expect(await getStep(m)).toBe(0);
     const groups = [await rolloutGroup(m, 4), await rolloutGroup(m, 4)];
-    const job = await art.post<{ id: string }>('/preview/training-jobs', { body: { model_id: m.id, trajectory_groups: groups, experimental_config: artExperimentalConfig() } });
+    const job = await art.post<{ id: string }>('/preview/training-jobs', { body: { model_id: m.id, trajectory_groups: groups, experimental_config: artExperimentalConfig({ advantage_balance: 0.25 }) } });
     const { started, steps } = await pollToEnd(job.id);
     expect(steps).toHaveLength(started.data.num_sequences as number);
     // Keys ART renames (backend.py _UPSTREAM_TRAIN_METRIC_KEYS): one step_trainer_tokens source, the job's trajectories.

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { finiteMetrics } from '../../worker/training/loop.js';
 import { choiceTokens } from '../../worker/training/rl-data.js';
+import { balanceAdvantage, rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys } from '../../worker/training/rl-config.js';
 
 describe('finiteMetrics', () => {
   it('drops NaN and ±Infinity (JSON would write null, which float() refuses) and keeps every finite value', () => {
@@ -26,5 +27,22 @@ describe('choiceTokens', () => {
     expect(() => choiceTokens(choice(['▁Once', 'zzz']), lookup)).toThrow('"zzz", which is neither "token_id:N" nor a piece of this model\'s vocabulary');
     expect(() => choiceTokens(choice(['▁Once']))).toThrow(/neither/);
     expect(choiceTokens({ logprobs: null })).toBeNull();
+  });
+});
+
+describe('advantage_balance (ART preprocessing/pack.py)', () => {
+  const advantages = [1.5, -1, 0.5, -2];
+  it('0 keeps both signs, 1 only positive, -1 only negative, between scales the other side', () => {
+    expect(advantages.map((a) => balanceAdvantage(a, 0))).toEqual([1.5, -1, 0.5, -2]);
+    expect(advantages.map((a) => balanceAdvantage(a, 1))).toEqual([1.5, -0, 0.5, -0]);
+    expect(advantages.map((a) => balanceAdvantage(a, -1))).toEqual([0, -1, 0, -2]);
+    expect(advantages.map((a) => balanceAdvantage(a, 0.25))).toEqual([1.5, -0.75, 0.5, -1.5]);
+    expect(advantages.map((a) => balanceAdvantage(a, -0.5))).toEqual([0.75, -1, 0.25, -2]);
+  });
+
+  it('is accepted now, and refused outside [-1, 1]', () => {
+    expect(unsupportedExperimentalKeys({ advantage_balance: 0.5 })).toEqual([]);
+    expect(rlSettingsFromExperimentalConfig({ advantage_balance: -0.3 }).advantageBalance).toBe(-0.3);
+    expect(() => rlSettingsFromExperimentalConfig({ advantage_balance: 2 })).toThrow(/outside \[-1, 1\]/);
   });
 });

@@ -123,8 +123,8 @@ describe('experimental_config', () => {
   });
 
   it('names the set keys it does not implement', () => {
+    // advantage_balance is implemented (test/unit/training-art-compat.test.ts).
     expect(unsupportedExperimentalKeys({ ...artDefaults, advantage_balance: 0.5, kl_penalty_step_lag: 2, kl_ref_adapter_path: '/x' })).toEqual([
-      'advantage_balance',
       'kl_penalty_step_lag',
       'kl_ref_adapter_path',
     ]);

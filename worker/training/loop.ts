@@ -16,7 +16,7 @@ import { policyLoss, readAndDispose, tokenLogprobs, weightedNll } from './losses
 import { LlamaModel } from './model.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt } from './optimizer.js';
 import type { RlData } from './rl-data.js';
-import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
+import { balanceAdvantage, rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
 import { optimizerStep } from './train-step.js';
 
 export type TrainingEvent =
@@ -245,7 +245,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const { data } = job;
   const adv = computeAdvantages(data.groupRewards, { scaleRewards: settings.scaleRewards });
   // Advantage of each trajectory, numbered over all groups as rl-data numbers them.
-  const trajectoryAdvantage = adv.groups.flatMap((g) => g.advantages);
+  const trajectoryAdvantage = adv.groups.flatMap((g) => g.advantages).map((a) => balanceAdvantage(a, settings.advantageBalance));
   const sequences: TrainSequence[] = [];
   const trajectoryOf: number[] = [];
   for (const s of data.sequences) {
