@@ -16,6 +16,8 @@ export const TrainingTask = z.object({
   step: z.number().int(),
   outputDir: z.string(),
   initCheckpointDir: z.string().nullable(),
+  /** RL: the checkpoint folder the KL penalty compares against (null or absent = the base model). */
+  klReferenceDir: z.string().nullable().optional(),
   home: z.string(),
 });
 export type TrainingTask = z.infer<typeof TrainingTask>;

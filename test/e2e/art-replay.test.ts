@@ -143,6 +143,19 @@ describe("ART's calls, in ART's order", () => {
     expect(steps[0]).not.toHaveProperty('train_tokens');
     expect(steps[0].num_trainable_tokens).toBeGreaterThan(0);
     expect(await getStep(m)).toBe(1);
+    // A second step with a KL penalty against step 1 (ART's kl_penalty_reference_step; PipelineTrainer sends it
+    // from its lag): the reference's LoRA factors are swapped in for the reference pass.
+    const klJob = await art.post<{ id: string }>('/preview/training-jobs', {
+      body: { model_id: m.id, trajectory_groups: groups, experimental_config: artExperimentalConfig({ kl_penalty_coef: 0.1, kl_penalty_reference_step: 1 }) },
+    });
+    const kl = await pollToEnd(klJob.id);
+    expect(kl.steps[0].kl_policy_ref).toEqual(expect.any(Number));
+    expect(await getStep(m)).toBe(2);
+    const missing = await art.post<{ id: string }>('/preview/training-jobs', {
+      body: { model_id: m.id, trajectory_groups: groups, experimental_config: artExperimentalConfig({ kl_penalty_coef: 0.1, kl_penalty_reference_step: 9 }) },
+    });
+    await expect(pollToEnd(missing.id)).rejects.toThrow('kl_penalty_reference_step 9: this model has no checkpoint at step 9');
+    expect(await getStep(m)).toBe(2);
     // The trained step serves: ART's next rollouts use the same name (latest) or a pinned :step1.
     const r = await art.chat.completions.create({ model: 'wandb-artifact:///alice/p/rl:step1', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
     expect(r.choices[0].logprobs!.content!.length).toBeGreaterThan(0);

@@ -2,6 +2,7 @@
 // ART's float(v), and logprob tokens not written token_id:N are looked up in the vocabulary as ART does.
 import { describe, expect, it } from 'vitest';
 import { finiteMetrics } from '../../worker/training/loop.js';
+import { resolveKlReference } from '../../src/services/kl-reference.js';
 import { choiceTokens } from '../../worker/training/rl-data.js';
 import { balanceAdvantage, rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys } from '../../worker/training/rl-config.js';
 
@@ -44,5 +45,23 @@ describe('advantage_balance (ART preprocessing/pack.py)', () => {
     expect(unsupportedExperimentalKeys({ advantage_balance: 0.5 })).toEqual([]);
     expect(rlSettingsFromExperimentalConfig({ advantage_balance: -0.3 }).advantageBalance).toBe(-0.3);
     expect(() => rlSettingsFromExperimentalConfig({ advantage_balance: 2 })).toThrow(/outside \[-1, 1\]/);
+  });
+});
+
+describe('KL reference (kl_penalty_reference_step, kl_penalty_step_lag, kl_ref_adapter_path)', () => {
+  const checkpoints = [{ step: 1, path: '/h/ck/m/step-1' }, { step: 2, path: '/h/ck/m/step-2' }, { step: 3, path: '/h/ck/m/step-3' }];
+  it('resolves to the base (null), a checkpoint folder of the model, or an error naming the problem', () => {
+    expect(resolveKlReference(null, checkpoints, 3)).toEqual({ dir: null });
+    expect(resolveKlReference({ kl_penalty_reference_step: 0 }, checkpoints, 3)).toEqual({ dir: null });
+    expect(resolveKlReference({ kl_penalty_reference_step: 2 }, checkpoints, 3)).toEqual({ dir: '/h/ck/m/step-2' });
+    expect(resolveKlReference({ kl_penalty_reference_step: 7 }, checkpoints, 3)).toEqual({ error: 'kl_penalty_reference_step 7: this model has no checkpoint at step 7' });
+    // PipelineTrainer's lag: max(0, current step − lag).
+    expect(resolveKlReference({ kl_penalty_step_lag: 2 }, checkpoints, 3)).toEqual({ dir: '/h/ck/m/step-1' });
+    expect(resolveKlReference({ kl_penalty_step_lag: 5 }, checkpoints, 3)).toEqual({ dir: null });
+    expect(resolveKlReference({ kl_ref_adapter_path: '/h/ck/m/step-3/' }, checkpoints, 3)).toEqual({ dir: '/h/ck/m/step-3' });
+    expect(resolveKlReference({ kl_ref_adapter_path: '/etc' }, checkpoints, 3)).toEqual({ error: "kl_ref_adapter_path /etc is not one of this model's checkpoint folders" });
+    // The path wins over the step, the step over the lag (ART sends the step computed from its lag).
+    expect(resolveKlReference({ kl_ref_adapter_path: '/h/ck/m/step-1', kl_penalty_reference_step: 2, kl_penalty_step_lag: 1 }, checkpoints, 3)).toEqual({ dir: '/h/ck/m/step-1' });
+    expect(resolveKlReference({ kl_penalty_reference_step: 2, kl_penalty_step_lag: 1 }, checkpoints, 3)).toEqual({ dir: '/h/ck/m/step-2' });
   });
 });

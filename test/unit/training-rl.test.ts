@@ -123,11 +123,9 @@ describe('experimental_config', () => {
   });
 
   it('names the set keys it does not implement', () => {
-    // advantage_balance is implemented (test/unit/training-art-compat.test.ts).
-    expect(unsupportedExperimentalKeys({ ...artDefaults, advantage_balance: 0.5, kl_penalty_step_lag: 2, kl_ref_adapter_path: '/x' })).toEqual([
-      'kl_penalty_step_lag',
-      'kl_ref_adapter_path',
-    ]);
+    // advantage_balance and the KL reference keys are implemented (test/unit/training-art-compat.test.ts).
+    expect(unsupportedExperimentalKeys({ ...artDefaults, advantage_balance: 0.5, kl_penalty_step_lag: 2, kl_ref_adapter_path: '/x' })).toEqual([]);
+    expect(unsupportedExperimentalKeys({ ...artDefaults, scale_learning_rate_by_reward_std_dev: true })).toEqual(['scale_learning_rate_by_reward_std_dev']);
     expect(() => rlSettingsFromExperimentalConfig({ scale_learning_rate_by_reward_std_dev: true })).toThrow(/scale_learning_rate_by_reward_std_dev/);
     expect(unsupportedSftExperimentalKeys({ a: 1, b: null })).toEqual(['a']);
     expect(unsupportedSftExperimentalKeys(null)).toEqual([]);

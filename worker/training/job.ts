@@ -33,6 +33,8 @@ export interface RlJobSpec extends JobCommon {
   kind: 'rl';
   trajectoryGroups: TrajectoryGroupJson[];
   experimentalConfig?: ExperimentalConfig | null;
+  /** Checkpoint folder the KL penalty compares against (null = the base model). */
+  klReference?: string | null;
 }
 
 export interface SftJobSpec extends JobCommon {
@@ -85,7 +87,8 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
           '(sample with a server that returns them, or set experimental_config.allow_training_without_logprobs to re-tokenize them)',
       );
     }
-    return runRl({ data, experimentalConfig: spec.experimentalConfig }, deps, emit);
+    const klReference = spec.klReference ? await readCheckpoint(spec.klReference) : null;
+    return runRl({ data, experimentalConfig: spec.experimentalConfig }, { ...deps, klReference }, emit);
   }
 
   const { sequences, rowsWithoutAssistant, droppedTooLong } = await tokenizeSftRows(parseSftJsonl(spec.trainJsonl), tokenizer, {

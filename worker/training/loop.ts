@@ -70,6 +70,8 @@ export interface TrainingDeps {
   weightDecay?: number;
   /** Seed of fresh LoRA A matrices. */
   seed?: number;
+  /** RL: the checkpoint the KL penalty compares against (ART's kl_penalty_reference_step / lag / path); null = the base. */
+  klReference?: CheckpointContents | null;
 }
 
 export interface TrainingResult {
@@ -264,12 +266,23 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
   let lastMetrics: Record<string, number> = {};
   try {
-    // Reference logprobs (KL penalty) come from the base: LoRA disabled, or the starting weights.
+    // Reference logprobs (KL penalty) come from the base (LoRA disabled, or the starting weights), or from
+    // an earlier checkpoint's LoRA factors swapped in for that one pass.
     let refLogprobs: Float32Array[] | null = null;
     if (settings.loss.klPenaltyCoef !== 0) {
-      if (model.lora) model.lora.enabled = false;
-      refLogprobs = sequenceLogprobs(model, sequences, budget);
-      if (model.lora) model.lora.enabled = true;
+      const reference = deps.klReference ?? null;
+      if (reference && (reference.kind !== 'lora' || !model.lora)) throw new Error('a KL reference checkpoint needs LoRA training and a LoRA checkpoint');
+      const own = model.lora;
+      if (reference?.kind === 'lora') model.lora = LoraAdapters.fromPeftTensors(deps.model.config, reference.lora, reference.tensors);
+      else if (own) own.enabled = false;
+      try {
+        refLogprobs = sequenceLogprobs(model, sequences, budget);
+      } finally {
+        if (reference?.kind === 'lora') {
+          for (const v of model.lora!.variables()) v.dispose();
+          model.lora = own;
+        } else if (own) own.enabled = true;
+      }
     }
     if (settings.precalculateLogprobs) {
       const current = sequenceLogprobs(model, sequences, budget);

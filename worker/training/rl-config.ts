@@ -11,11 +11,10 @@ export type ExperimentalConfig = Record<string, unknown>;
 export const KEYS_WITHOUT_EFFECT = ['plot_tensors', 'logprob_calculation_chunk_size'];
 
 /** Keys this trainer does not implement, with the value that means "not used". */
+// (kl_penalty_reference_step, kl_penalty_step_lag and kl_ref_adapter_path are resolved by the scheduler to a
+// checkpoint folder: src/services/kl-reference.ts.)
 const UNSUPPORTED: Record<string, unknown> = {
   scale_learning_rate_by_reward_std_dev: false,
-  kl_penalty_reference_step: null,
-  kl_penalty_step_lag: null,
-  kl_ref_adapter_path: null,
 };
 
 /** experimental_config keys that are set but not implemented here (empty = the request is fine). */
