@@ -43,6 +43,8 @@ export class TaskError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The request field at fault and a machine-readable code, when known (OpenAI's `param`, `code`). */
+    readonly where: { param?: string; code?: string } = {},
   ) {
     super(message);
   }

@@ -103,7 +103,8 @@ export class WorkerHost {
       const status = err instanceof TaskError ? err.status : ctrl.signal.aborted ? 499 : 500;
       const message = err instanceof TaskError || ctrl.signal.aborted ? (err as Error).message : 'inference failed in the worker';
       if (status >= 500) this.log(`[request ${task.requestId}] ${(err as Error).stack ?? String(err)}`);
-      await this.report({ type: 'inference.error', requestId: task.requestId, status, message });
+      const where = err instanceof TaskError ? err.where : {};
+      await this.report({ type: 'inference.error', requestId: task.requestId, status, message, ...where });
     } finally {
       this.inflight.delete(task.requestId);
       this.cancelled.delete(task.requestId);

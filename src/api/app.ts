@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
-import { errorBody, HttpError, ValidationError, type ErrorStyle } from './errors.js';
+import { errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, wireErrorOf, type ErrorStyle } from './errors.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
 import { registerAuth } from './plugins/auth.js';
 import { registerRoutes, type RouteDef } from './route.js';
@@ -57,10 +57,11 @@ function slimIssues(err: ValidationError) {
  * the API's shape instead of Fastify's `{error, code, message, statusCode}`. The URL is not echoed back.
  */
 function frameworkError(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-  const style: ErrorStyle = request.url.startsWith('/table/') ? 'reason' : 'detail';
-  if (err.code === 'FST_ERR_BAD_URL') return reply.code(400).send(errorBody(style, 'Malformed URL: invalid percent-encoding'));
-  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return reply.code(414).send(errorBody(style, 'A path parameter is too long'));
-  return reply.code(err.statusCode ?? 400).send(errorBody(style, 'Bad Request'));
+  const style = errorStyleOfUrl(request.url);
+  if (err.code === 'FST_ERR_BAD_URL') return reply.code(400).send(errorBody(style, 'Malformed URL: invalid percent-encoding', { status: 400 }));
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return reply.code(414).send(errorBody(style, 'A path parameter is too long', { status: 414 }));
+  const status = err.statusCode ?? 400;
+  return reply.code(status).send(errorBody(style, 'Bad Request', { status }));
 }
 
 /** Requests Node cannot parse as HTTP: answer `{"detail"}` like every other error, then drop the connection. */
@@ -75,6 +76,13 @@ function clientError(err: NodeJS.ErrnoException, socket: Socket) {
     socket.write(`HTTP/1.1 ${status} ${text}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy();
+}
+
+/** An unknown URL: OpenAI's answer on OpenAI paths (`Invalid URL (POST /v1/x)`), FastAPI's elsewhere. */
+function notFound(request: FastifyRequest, reply: FastifyReply) {
+  const style = errorStyleOfUrl(request.url);
+  if (style === 'openai') return reply.code(404).send(errorBody(style, `Invalid URL (${request.method} ${request.url.split('?')[0]})`, { status: 404 }));
+  return reply.code(404).send({ detail: 'Not Found' }); // FastAPI's answer, the Weave trace server's too
 }
 
 export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Promise<FastifyInstance> {
@@ -118,26 +126,33 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
   });
 
   app.setErrorHandler((err, request, reply) => {
-    const style: ErrorStyle = request.routeOptions.config?.errorStyle ?? 'detail';
-    if (err instanceof ValidationError) return reply.code(422).send({ detail: slimIssues(err) });
-    if (err instanceof HttpError) {
-      reply.headers(err.headers);
-      return reply.code(err.statusCode).send(errorBody(style, err.message));
+    // No route matched (a body that failed to parse on an unknown URL lands here too): the URL's family decides.
+    const style: ErrorStyle = request.routeOptions.config?.errorStyle ?? errorStyleOfUrl(request.url);
+    if (!request.routeOptions.url) return notFound(request, reply);
+    if (err instanceof ValidationError) {
+      const detail = slimIssues(err);
+      return reply.code(422).send(style === 'openai' ? openAiValidationBody(err.issues, detail) : { detail });
+    }
+    const wire = wireErrorOf(err);
+    if (wire) {
+      reply.headers(wire.headers);
+      return reply.code(wire.status).send(errorBody(style, wire.message, wire));
     }
     const status = (err as { statusCode?: number }).statusCode;
     const code = (err as { code?: string }).code;
     if (code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) {
-      return reply.code(413).send(errorBody(style, style === 'reason' ? 'Request too large' : `Request body exceeds the limit of ${ctx.config.bodyLimit} bytes`));
+      const message = style === 'reason' ? 'Request too large' : `Request body exceeds the limit of ${ctx.config.bodyLimit} bytes`;
+      return reply.code(413).send(errorBody(style, message, { status: 413, code: 'request_too_large' }));
     }
-    if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) return reply.code(415).send(errorBody(style, 'Unsupported Content-Type: send application/json'));
-    if (typeof status === 'number' && status >= 400 && status < 500) return reply.code(status).send(errorBody(style, (err as Error).message));
+    if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) {
+      return reply.code(415).send(errorBody(style, 'Unsupported Content-Type: send application/json', { status: 415 }));
+    }
+    if (typeof status === 'number' && status >= 400 && status < 500) return reply.code(status).send(errorBody(style, (err as Error).message, { status }));
     request.log.error({ err: err as Error }, 'unhandled error');
-    return reply.code(500).send(errorBody(style, 'Internal server error'));
+    return reply.code(500).send(errorBody(style, 'Internal server error', { status: 500 }));
   });
 
-  app.setNotFoundHandler((_request, reply) => {
-    reply.code(404).send({ detail: 'Not Found' });
-  });
+  app.setNotFoundHandler(notFound);
 
   registerMetrics(app);
   registerAuth(app, ctx.keys, ctx.config.rateLimitPerMinute);

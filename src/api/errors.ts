@@ -1,40 +1,104 @@
-// Error shapes of the three APIs Hearth speaks, in one place.
-// - Training / inference routes answer FastAPI-style: 422 {"detail":[{loc,msg,type}]}, else {"detail": "..."}.
+// Error shapes of the three APIs Hearth speaks, in one place: services and the queue throw domain errors
+// (src/errors/domain-errors.ts); this module alone turns them into HTTP statuses and wire bodies.
+// - Training routes answer FastAPI-style: 422 {"detail":[{loc,msg,type}]}, else {"detail": "..."}.
+// - OpenAI routes answer {"error":{message,type,param,code}}; their 422 carries `detail` too (see toWire).
 // - Table routes answer like the Weave trace server: {"reason": "..."} (422 validation stays FastAPI-style).
 import type { z } from 'zod';
+import { DomainError, ValidationError, type ErrorKind, type ValidationIssue } from '../errors/domain-errors.js';
 
-export type ErrorStyle = 'detail' | 'reason';
+export { ValidationError, type ValidationIssue };
 
-export interface ValidationIssue {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-  input?: unknown;
-}
+export type ErrorStyle = 'detail' | 'reason' | 'openai';
 
-/** An error with an HTTP status whose message is safe to show to the client. */
+/** An error raised by the API layer itself (auth, body parsing), with its HTTP status and headers. */
 export class HttpError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
     readonly headers: Record<string, string> = {},
+    readonly code?: string,
   ) {
     super(message);
   }
 }
 
-export class ValidationError extends Error {
-  readonly statusCode = 422;
-  constructor(readonly issues: ValidationIssue[]) {
-    super('validation failed');
-  }
+const STATUS_OF_KIND: Record<ErrorKind, number> = {
+  invalid: 400, unauthenticated: 401, forbidden: 403, not_found: 404, conflict: 409, too_large: 413,
+  over_capacity: 429, client_closed: 499, not_implemented: 501, unavailable: 503, internal: 500,
+};
+
+/** An error as it goes on the wire, before the route family's shape is applied. */
+export interface WireError {
+  status: number;
+  message: string;
+  headers: Record<string, string>;
+  code?: string;
+  param?: string;
 }
 
-export const badRequest = (msg: string) => new HttpError(400, msg);
-export const notFound = (msg: string) => new HttpError(404, msg);
-export const conflict = (msg: string) => new HttpError(409, msg);
-export const notImplemented = (msg: string) => new HttpError(501, msg);
-export const unavailable = (msg: string) => new HttpError(503, msg);
+/** Domain and API errors → status, message and headers; anything else is null (a bug: answer 500). */
+export function wireErrorOf(err: unknown): WireError | null {
+  if (err instanceof DomainError) {
+    const headers: Record<string, string> = err.retryAfterSec !== undefined ? { 'retry-after': String(err.retryAfterSec) } : {};
+    return { status: STATUS_OF_KIND[err.kind], message: err.message, headers, code: err.code, param: err.param };
+  }
+  if (err instanceof HttpError) return { status: err.statusCode, message: err.message, headers: err.headers, code: err.code };
+  return null;
+}
+
+/**
+ * The family of a URL no route declared (unknown paths, errors before routing): the OpenAI paths are
+ * `/v1/…` except the training API (`/v1/preview/…`) and the service checks, and `/inference/…`.
+ */
+export function errorStyleOfUrl(url: string): ErrorStyle {
+  const path = url.split('?')[0];
+  if (path.startsWith('/table/')) return 'reason';
+  if (path.startsWith('/inference/')) return 'openai';
+  if (path.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check)(\/|$)/.test(path)) return 'openai';
+  return 'detail';
+}
+
+/** OpenAI's `error.type` for a status (what api.openai.com answers: 429 is "requests", 5xx "server_error"). */
+function openAiType(status: number): string {
+  if (status === 429) return 'requests';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}
+
+/** The body of an error response for a route family. */
+export function errorBody(style: ErrorStyle, message: string, extra: { status?: number; code?: string; param?: string } = {}): Record<string, unknown> {
+  if (style === 'reason') return { reason: message };
+  if (style === 'openai') return { error: { message, type: openAiType(extra.status ?? 400), param: extra.param ?? null, code: extra.code ?? null } };
+  return { detail: message };
+}
+
+/** OpenAI names nested fields `messages[0].role`; pydantic's loc is `['body', 'messages', 0, 'role']`. */
+export function openAiParam(loc: readonly (string | number)[]): string | null {
+  const path = loc[0] === 'body' || loc[0] === 'query' || loc[0] === 'path' ? loc.slice(1) : loc;
+  if (path.length === 0) return null;
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+}
+
+/** OpenAI's codes for field errors: missing_required_parameter, unknown_parameter, invalid_type, invalid_value. */
+function openAiValidationCode(type: string): string {
+  if (type === 'missing') return 'missing_required_parameter';
+  if (type === 'extra_forbidden') return 'unknown_parameter';
+  if (type === 'json_invalid') return 'invalid_json';
+  if (type.endsWith('_type') || type === 'model_type') return 'invalid_type';
+  return 'invalid_value';
+}
+
+/**
+ * A 422 on an OpenAI route: OpenAI's `error` object (so the openai SDKs show the first problem and name its
+ * field) and FastAPI's `detail` list (so clients written against FastAPI/vLLM still see every field).
+ */
+export function openAiValidationBody(issues: readonly ValidationIssue[], detail: unknown[]): Record<string, unknown> {
+  const first = issues[0];
+  const param = first ? openAiParam(first.loc) : null;
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more problem${issues.length > 2 ? 's' : ''}, listed in \`detail\`)` : '';
+  const message = first ? `Invalid request: ${param ?? first.loc.join('.')}: ${first.msg}${more}` : 'Invalid request';
+  return { error: { message, type: 'invalid_request_error', param, code: first ? openAiValidationCode(first.type) : null }, detail };
+}
 
 type Loc = 'body' | 'query' | 'path' | 'header';
 
@@ -114,9 +178,4 @@ export function zodIssuesToDetail(issues: readonly z.core.$ZodIssue[], where: Lo
   };
   walk(issues, []);
   return out;
-}
-
-/** The body of an error response for a given style. */
-export function errorBody(style: ErrorStyle, message: string): Record<string, string> {
-  return style === 'reason' ? { reason: message } : { detail: message };
 }

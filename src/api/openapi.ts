@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same zod schemas that validate requests.
 import { z } from 'zod';
 import type { RouteDef } from './route.js';
-import { HTTPValidationError, ErrorDetail, ErrorReason } from '../schemas/common.js';
+import { HTTPValidationError, ErrorDetail, ErrorReason, OpenAIError, OpenAIValidationError } from '../schemas/common.js';
 
 export const INTERFACE_VERSION = '0.1.0';
 
@@ -36,12 +36,13 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
           parameters.push({ name: pname, in: where, required: where === 'path' || (obj.required ?? []).includes(pname), schema: ps });
         }
       }
-      const errorSchema = def.errorStyle === 'reason' ? ErrorReason : ErrorDetail;
+      const errorSchema = def.errorStyle === 'reason' ? ErrorReason : def.errorStyle === 'openai' ? OpenAIError : ErrorDetail;
+      const validationSchema = def.errorStyle === 'openai' ? OpenAIValidationError : HTTPValidationError;
       const responses: Record<string, unknown> = {
         '200': { description: 'Successful Response', content: { 'application/json': { schema: def.response ? toSchema(def.response, 'output') : {} } } },
       };
       if (def.body || def.query || def.params) {
-        responses['422'] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(HTTPValidationError, 'output') } } };
+        responses['422'] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(validationSchema, 'output') } } };
       }
       for (const [status, description] of Object.entries(def.errors ?? {})) {
         responses[status] = { description, content: { 'application/json': { schema: toSchema(errorSchema, 'output') } } };

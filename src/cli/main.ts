@@ -1,4 +1,5 @@
 // `hearth <command> …`: each command lives in src/cli/commands/<command>.ts and exports run(argv) → exit code.
+import { COMMAND_HELP, wantsHelp } from './help.js';
 
 const COMMANDS: Record<string, string> = {
   serve: 'run the HTTP service (embedded store and queue unless REDIS_URL is set)',
@@ -14,14 +15,22 @@ const load = (name: string) => import(`./commands/${name}.js`) as Promise<Comman
 
 function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, describe]) => `  ${name.padEnd(10)} ${describe}`);
-  return `usage: hearth <command> [options]\n\ncommands:\n${lines.join('\n')}\n`;
+  return `usage: hearth <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n"hearth <command> --help" tells more.\n`;
 }
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === 'help' && rest[0] && rest[0] in COMMAND_HELP) {
+    process.stdout.write(`${COMMAND_HELP[rest[0]]}\n`);
+    return 0;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(usage());
     return name ? 0 : 1;
+  }
+  if (name in COMMAND_HELP && wantsHelp(rest)) {
+    process.stdout.write(`${COMMAND_HELP[name]}\n`);
+    return 0;
   }
   if (!(name in COMMANDS)) {
     process.stderr.write(`hearth: unknown command "${name}"\n\n${usage()}`);

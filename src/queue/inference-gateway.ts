@@ -3,7 +3,7 @@
 import crypto from 'node:crypto';
 import type { QueueAdapter } from './port.js';
 import type { InferenceTask } from './messages.js';
-import { HttpError } from '../api/errors.js';
+import { DomainError, kindOfStatus, overCapacity, unavailable } from '../errors/domain-errors.js';
 
 export interface InferenceCall {
   op: InferenceTask['op'];
@@ -41,17 +41,17 @@ export class InferenceGateway {
   submit(call: InferenceCall): Promise<unknown> {
     const d = this.depth.get(call.queueKey) ?? 0;
     if (d >= this.maxPerKey) {
-      return Promise.reject(new HttpError(429, `Too many requests queued for ${call.queueKey} (${d}); retry later`, { 'retry-after': '1' }));
+      return Promise.reject(overCapacity(`Too many requests queued for ${call.queueKey} (${d}); retry later`, { retryAfterSec: 1 }));
     }
     const requestId = crypto.randomUUID();
     const done = new Promise<unknown>((resolve, reject) => {
       this.pending.set(requestId, { call, resolve, reject, workerId: null, submittedMs: Date.now() });
     });
     this.depth.set(call.queueKey, d + 1);
-    const onAbort = () => this.cancel(requestId, new HttpError(499, 'client closed the request'));
+    const onAbort = () => this.cancel(requestId, new DomainError('client_closed', 'client closed the request'));
     call.signal?.addEventListener('abort', onAbort, { once: true });
     const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream };
-    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, new HttpError(503, `queue unavailable: ${err.message}`)));
+    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}`)));
     return done.finally(() => call.signal?.removeEventListener('abort', onAbort));
   }
 
@@ -68,22 +68,22 @@ export class InferenceGateway {
     this.settle(requestId, null, result);
   }
 
-  error(requestId: string, status: number, message: string): void {
-    this.settle(requestId, new HttpError(status, message));
+  error(requestId: string, status: number, message: string, where: { param?: string; code?: string } = {}): void {
+    this.settle(requestId, new DomainError(kindOfStatus(status), message, where));
   }
 
   /** Fail what a dead worker held, and what no worker picked up in time. */
   reap(isLive: (workerId: string) => boolean, now = Date.now()): void {
     for (const [id, p] of this.pending) {
-      if (p.workerId && !isLive(p.workerId)) this.settle(id, new HttpError(503, 'the inference worker stopped while serving this request; retry'));
+      if (p.workerId && !isLive(p.workerId)) this.settle(id, unavailable('the inference worker stopped while serving this request; retry'));
       else if (!p.workerId && now - p.submittedMs > this.queueTimeoutMs) {
-        this.cancel(id, new HttpError(503, `no inference worker picked up the request within ${Math.round(this.queueTimeoutMs / 1000)} s`));
+        this.cancel(id, unavailable(`no inference worker picked up the request within ${Math.round(this.queueTimeoutMs / 1000)} s`));
       }
     }
   }
 
   workerGone(workerId: string): void {
-    for (const [id, p] of this.pending) if (p.workerId === workerId) this.settle(id, new HttpError(503, 'the inference worker stopped while serving this request; retry'));
+    for (const [id, p] of this.pending) if (p.workerId === workerId) this.settle(id, unavailable('the inference worker stopped while serving this request; retry'));
   }
 
   private cancel(requestId: string, err: Error): void {

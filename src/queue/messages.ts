@@ -16,6 +16,8 @@ export const TrainingTask = z.object({
   step: z.number().int(),
   outputDir: z.string(),
   initCheckpointDir: z.string().nullable(),
+  /** RL: the checkpoint folder the KL penalty compares against (null or absent = the base model). */
+  klReferenceDir: z.string().nullable().optional(),
   home: z.string(),
 });
 export type TrainingTask = z.infer<typeof TrainingTask>;
@@ -61,7 +63,10 @@ export const WorkerMessage = z.discriminatedUnion('type', [
   z.object({ type: z.literal('inference.started'), requestId: z.string(), workerId: z.string() }),
   z.object({ type: z.literal('inference.delta'), requestId: z.string(), data: z.unknown() }),
   z.object({ type: z.literal('inference.done'), requestId: z.string(), result: z.unknown() }),
-  z.object({ type: z.literal('inference.error'), requestId: z.string(), status: z.number().int(), message: z.string() }),
+  z.object({
+    type: z.literal('inference.error'), requestId: z.string(), status: z.number().int(), message: z.string(),
+    param: z.string().optional(), code: z.string().optional(),
+  }),
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
 

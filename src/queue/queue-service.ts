@@ -9,8 +9,8 @@ import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { TrainingDispatcher, TrainingJobsService } from '../services/training-jobs.js';
 import type { BaseModelCatalog } from '../services/base-models.js';
-import { HttpError } from '../api/errors.js';
-import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../api/plugins/metrics.js';
+import { overCapacity } from '../errors/domain-errors.js';
+import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../metrics/metrics.js';
 
 export interface QueueServiceOptions {
   home: string;
@@ -69,7 +69,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   admitTraining(modelId: string): void {
     const queued = this.store.jobs.activeForModel(modelId).length;
     if (queued >= this.opts.maxTrainingQueuePerModel) {
-      throw new HttpError(429, `Model ${modelId} already has ${queued} training jobs queued or running; retry later`, { 'retry-after': '30' });
+      throw overCapacity(`Model ${modelId} already has ${queued} training jobs queued or running; retry later`, { retryAfterSec: 30 });
     }
   }
 
@@ -129,7 +129,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         this.gateway.done(msg.requestId, msg.result);
         break;
       case 'inference.error':
-        this.gateway.error(msg.requestId, msg.status, msg.message);
+        this.gateway.error(msg.requestId, msg.status, msg.message, { param: msg.param, code: msg.code });
         break;
     }
   }

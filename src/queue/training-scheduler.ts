@@ -1,5 +1,6 @@
 // Hands persisted training jobs to workers: at most one active job per model (each job continues from the
 // previous checkpoint, so jobs of one model run in order), oldest first, as capacity allows.
+import { resolveKlReference } from '../services/kl-reference.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
@@ -98,11 +99,14 @@ export class TrainingScheduler {
     if (!base) return `base model "${model.baseModel}" is no longer installed`;
     const latest = this.store.checkpoints.latest(model.id);
     const step = (latest?.step ?? 0) + 1;
+    const experimental = job.kind === 'rl' ? (job.payload as { experimental_config?: Record<string, unknown> | null }).experimental_config : null;
+    const klReference = resolveKlReference(experimental, this.store.checkpoints.all(model.id), latest?.step ?? 0);
+    if ('error' in klReference) return klReference.error;
     const outputDir = path.join(this.checkpointsRoot, model.id, `step-${step}`);
     fs.mkdirSync(path.dirname(outputDir), { recursive: true });
     return {
       jobId: job.id, kind: job.kind, entity: job.entity, modelId: model.id, baseModel: model.baseModel, baseModelDir: base.dir,
-      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, home: this.home,
+      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, klReferenceDir: klReference.dir, home: this.home,
     };
   }
 }

@@ -7,6 +7,14 @@ export const ValidationErrorItem = z
 export const HTTPValidationError = z.object({ detail: z.array(ValidationErrorItem) }).meta({ id: 'HTTPValidationError' });
 export const ErrorDetail = z.object({ detail: z.string() }).meta({ id: 'ErrorDetail' });
 export const ErrorReason = z.object({ reason: z.string() }).meta({ id: 'ErrorReason' });
+const OpenAIErrorObject = z
+  .object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() })
+  .meta({ id: 'OpenAIErrorObject' });
+export const OpenAIError = z.object({ error: OpenAIErrorObject }).meta({ id: 'OpenAIError' });
+/** A 422 on an OpenAI route: OpenAI's error object plus FastAPI's list (docs/architecture.md, "Errors"). */
+export const OpenAIValidationError = z
+  .object({ error: OpenAIErrorObject, detail: z.array(ValidationErrorItem) })
+  .meta({ id: 'OpenAIValidationError' });
 
 /** Query integers arrive as text; accept canonical integer text, leave anything else to fail as "not an integer". */
 export const queryInt = (schema: z.ZodNumber) =>

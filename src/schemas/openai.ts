@@ -165,7 +165,7 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
 
 export const TopLogprob = z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.number().int()).nullable() });
 export const TokenLogprobEntry = TopLogprob.extend({ top_logprobs: z.array(TopLogprob) });
-export const ChoiceLogprobs = z.object({ content: z.array(TokenLogprobEntry).nullable() });
+export const ChoiceLogprobs = z.object({ content: z.array(TokenLogprobEntry).nullable(), refusal: z.array(TokenLogprobEntry).nullable() });
 
 export const ToolCallOut = z.object({
   id: z.string(),
@@ -194,7 +194,8 @@ export const ChatCompletionResponse = z
           role: z.literal('assistant'),
           content: z.string().nullable(),
           refusal: z.null(),
-          tool_calls: z.array(ToolCallOut),
+          /** Absent when the model called no tool (OpenAI's answer), never []. */
+          tool_calls: z.array(ToolCallOut).optional(),
         }),
         logprobs: ChoiceLogprobs,
         finish_reason: FinishReason,

@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { datasetsDir } from '../config/config.js';
-import { ValidationError, type ValidationIssue } from '../api/errors.js';
+import { ValidationError, type ValidationIssue } from '../errors/domain-errors.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../api/json-depth.js';
 
 /** Problems of SFT JSONL text: each line must be an object with a non-empty `messages` array. */

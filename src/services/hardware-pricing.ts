@@ -7,6 +7,7 @@ import type { QueueService } from '../queue/queue-service.js';
 import { HardwareCatalogue, latestReports, modelFingerprint, RUNTIME_BYTES_PER_PARAM, servingSlots } from '../hardware/catalogue.js';
 import { uncalibratedConfigs } from '../hardware/pricing.js';
 import type { HardwareResponse } from '../schemas/hardware.js';
+import { unavailable } from '../errors/domain-errors.js';
 
 export interface CalibrationReport {
   deviceKey: string;
@@ -24,7 +25,13 @@ export class HardwarePricing {
   ) {}
 
   async options(model: BaseModelInfo, vendor: string): Promise<HardwareResponse> {
-    const workers = this.queue?.liveWorkers('inference') ?? [];
+    if (!this.queue) throw unavailable('No inference workers are attached to this server: hardware options are measured on them');
+    const workers = this.queue.liveWorkers('inference');
+    // An empty list would tell the client "no hardware can serve this model"; before the first heartbeat
+    // (the seconds after a start, or while every worker restarts) the truth is "not known yet".
+    if (workers.length === 0) {
+      throw unavailable('No inference worker has reported yet (they may still be starting); hardware options are measured on them: retry shortly', { retryAfterSec: 2 });
+    }
     const manifest = model.manifest as { id: string; parameters: number };
     const pending = uncalibratedConfigs({
       devices: latestReports(workers),

@@ -10,7 +10,7 @@ import type { ModelsService } from './models.js';
 import type { BaseModelCatalog } from './base-models.js';
 import type { WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
-import { badRequest, notFound } from '../api/errors.js';
+import { invalid, notFound } from '../errors/domain-errors.js';
 
 /** The name clients pass as `model` to serve a trained model (latest checkpoint, or one step). */
 export function inferenceName(m: Pick<ModelRecord, 'entity' | 'project' | 'name'>, step?: number): string {
@@ -76,7 +76,7 @@ export class Listings {
     let beforeRowid: number | null = null;
     if (q.after) {
       beforeRowid = this.repo.jobRowid(entity, q.after);
-      if (beforeRowid === null) throw badRequest(`Unknown cursor "${q.after}": pass the last_id of the previous page`);
+      if (beforeRowid === null) throw invalid(`Unknown cursor "${q.after}": pass the last_id of the previous page`);
     }
     const rows = this.repo.jobs(entity, { modelId: q.model_id, beforeRowid, limit: q.limit });
     return page(rows, q.limit, (j) => ({

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
 import { nowIso, type CheckpointRecord, type ModelRecord } from '../store/records.js';
-import { HttpError, badRequest, conflict, notFound } from '../api/errors.js';
+import { conflict, forbidden, invalid, notFound } from '../errors/domain-errors.js';
 import { toPage } from './pagination.js';
 import { aggregateTrajectoryMetrics } from './trajectory-metrics.js';
 import type { BaseModelCatalog } from './base-models.js';
@@ -24,15 +24,19 @@ export class ModelsService {
 
   create(entity: string, body: ModelCreateBody) {
     if (body.entity && body.entity !== entity) {
-      throw new HttpError(403, `This API key belongs to entity "${entity}" and cannot create models in "${body.entity}"`);
+      throw forbidden(`This API key belongs to entity "${entity}" and cannot create models in "${body.entity}"`);
     }
     const existing = this.store.models.findByName(entity, body.project, body.name);
     if (existing) {
+      // Returning it would silently train the old base under the new one's name (ART keeps going with it).
+      if (existing.baseModel !== body.base_model) {
+        throw conflict(`Model "${entity}/${body.project}/${body.name}" already exists with base model "${existing.baseModel}", not "${body.base_model}"; pick another name or delete it first`);
+      }
       if (body.return_existing) return modelResponse(existing);
       throw conflict(`Model "${entity}/${body.project}/${body.name}" already exists; pass return_existing=true to get it`);
     }
     if (!this.catalog.get(body.base_model)) {
-      throw badRequest(
+      throw invalid(
         `Base model "${body.base_model}" is not installed on this server. Import it with ` +
           `"hearth models import <folder|file.gguf> --id ${body.base_model}"; installed: ${this.catalog.list().map((m) => m.id).join(', ') || 'none'}`,
       );

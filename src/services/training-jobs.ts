@@ -5,9 +5,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
 import { nowIso, TERMINAL_STATUSES, type TrainingEventType, type TrainingJobRecord } from '../store/records.js';
-import { badRequest, conflict, notFound, notImplemented } from '../api/errors.js';
+import { conflict, invalid, notFound, notImplemented } from '../errors/domain-errors.js';
 import { toPage } from './pagination.js';
-import { hearthMetrics } from '../api/plugins/metrics.js';
+import { hearthMetrics } from '../metrics/metrics.js';
 import type { ModelsService } from './models.js';
 import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../schemas/training.js';
 
@@ -59,7 +59,7 @@ export class TrainingJobsService {
     const model = this.models.require(entity, body.model_id);
     const { dispatcher, policy } = this.requireEngine();
     const unsupported = policy.unsupportedRlKeys(body.experimental_config ?? {});
-    if (unsupported.length) throw badRequest(`experimental_config keys not implemented by this server: ${unsupported.join(', ')}`);
+    if (unsupported.length) throw invalid(`experimental_config keys not implemented by this server: ${unsupported.join(', ')}`);
     dispatcher.admitTraining(model.id);
     return this.enqueue(dispatcher, entity, model.id, 'rl', body, null);
   }
@@ -68,9 +68,9 @@ export class TrainingJobsService {
     const model = this.models.require(entity, body.model_id);
     const { dispatcher, policy } = this.requireEngine();
     const unsupported = policy.unsupportedSftKeys(body.experimental_config ?? {});
-    if (unsupported.length) throw badRequest(`experimental_config keys not implemented for SFT: ${unsupported.join(', ')}`);
+    if (unsupported.length) throw invalid(`experimental_config keys not implemented for SFT: ${unsupported.join(', ')}`);
     const data = await policy.resolveSftData(entity, body.training_data_url);
-    if ('error' in data) throw badRequest(data.error);
+    if ('error' in data) throw invalid(data.error);
     // The hosted service answers a repeated create (same model, same data) with the existing job.
     const dedupKey = crypto.createHash('sha256').update(JSON.stringify([body.training_data_url, body.config ?? null])).digest('hex');
     const existing = this.store.jobs.findByDedupKey(model.id, dedupKey);

@@ -53,7 +53,11 @@ export async function resolveSftData(
     }
     case 'dataset': {
       const file = parsed.entity === entity ? new Datasets(config.home).file(parsed.entity, parsed.project, parsed.name, parsed.version) : null;
-      return file ? { path: file } : { error: `dataset ${url} not found; upload it with POST /v1/preview/datasets?project=<p>&name=<n>` };
+      return file ? { path: file } : {
+            error:
+              `dataset ${url} not found on this server; upload it with POST /v1/preview/datasets?project=<p>&name=<n>. ` +
+              "Hearth does not host W&B Artifacts, where ART's model.train_sft() uploads its data: see docs/art.md (SFT without W&B)",
+          };
     }
     case 'table': {
       const scope = { entity: parsed.entity, project: parsed.project };

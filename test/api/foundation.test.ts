@@ -253,10 +253,25 @@ describe('bad input leaves the store unchanged', () => {
     }
   });
 
-  it('answers 404 in FastAPI shape for unknown paths', async () => {
-    const r = await s.call('GET', '/v1/nope', { key: alice });
+  it('answers 404 for unknown paths: FastAPI shape outside the OpenAI routes, OpenAI\'s "Invalid URL" on them', async () => {
+    for (const url of ['/v1/preview/nope', '/nope', '/table/nope']) {
+      const r = await s.call('GET', url, { key: alice });
+      expect(r.status, url).toBe(404);
+      expect(r.body, url).toEqual({ detail: 'Not Found' });
+    }
+    const r = await s.call('GET', '/v1/nope?x=1', { key: alice });
     expect(r.status).toBe(404);
-    expect(r.body).toEqual({ detail: 'Not Found' });
+    expect(r.body).toEqual({ error: { message: 'Invalid URL (GET /v1/nope)', type: 'invalid_request_error', param: null, code: null } });
+  });
+
+  it('answers 404, not 422, for unknown paths whatever their body (the body is not parsed before routing decides)', async () => {
+    for (const [url, rawBody] of [['/v1/preview/nope', 'not json'], ['/v1/nope', '{"unterminated'], ['/nope', '[[[']] as const) {
+      const r = await s.call('POST', url, { key: alice, rawBody, headers: { 'content-type': 'application/json' } });
+      expect(r.status, url).toBe(404);
+    }
+    const deep = await s.call('POST', '/v1/preview/nope', { key: alice, rawBody: '['.repeat(2000) + ']'.repeat(2000), headers: { 'content-type': 'text/plain' } });
+    expect(deep.status).toBe(404);
+    expect(deep.body).toEqual({ detail: 'Not Found' });
   });
 });
 

@@ -163,17 +163,18 @@ describe('inference errors', () => {
   it('answers unknown models 404, bad parameters 400, malformed bodies 422', async () => {
     const unknown = await s.call('POST', '/v1/chat/completions', { key, body: { model: 'nobody/nothing', messages: [{ role: 'user', content: 'x' }] } });
     expect(unknown.status).toBe(404);
-    expect(typeof unknown.body.detail).toBe('string');
+    expect(unknown.body.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_found', param: 'model' });
     const trained = await s.call('POST', '/v1/chat/completions/', { key, body: { model: 'wandb-artifact:///bob/p/m', messages: [{ role: 'user', content: 'x' }] } });
     expect(trained.status).toBe(404);
     const unsupported = await s.call('POST', '/v1/chat/completions', { key, body: { model: MODEL, messages: [{ role: 'user', content: 'x' }], use_beam_search: true } });
     expect(unsupported.status).toBe(400);
-    expect(unsupported.body.detail).toContain('use_beam_search');
+    expect(unsupported.body.error).toMatchObject({ param: 'use_beam_search', code: 'unsupported_parameter' });
+    expect(unsupported.body.error.message).toContain('use_beam_search');
     const malformed = await s.call('POST', '/v1/chat/completions', { key, body: { model: MODEL, messages: 'hi' } });
     expect(malformed.status).toBe(422);
     const tooLong = await s.call('POST', '/v1/chat/completions', { key, body: { model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(2000) }] } });
     expect(tooLong.status).toBe(400);
-    expect(tooLong.body.detail).toMatch(/\d+/);
+    expect(tooLong.body.error.message).toMatch(/\d+/);
   });
 });
 

@@ -85,9 +85,9 @@ describe('SFT through the API', () => {
     const other = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: model.id, training_data_url: 's3://bucket/x' } });
     expect(other.status).toBe(400);
     const rl = await s.call('POST', '/v1/preview/training-jobs', {
-      key, body: { model_id: model.id, trajectory_groups: [{ trajectories: [{ messages_and_choices: [], reward: 1 }] }], experimental_config: { advantage_balance: 0.5 } },
+      key, body: { model_id: model.id, trajectory_groups: [{ trajectories: [{ messages_and_choices: [], reward: 1 }] }], experimental_config: { scale_learning_rate_by_reward_std_dev: true } },
     });
     expect(rl.status).toBe(400);
-    expect(rl.body.detail).toContain('advantage_balance');
+    expect(rl.body.detail).toContain('scale_learning_rate_by_reward_std_dev');
   });
 });

@@ -44,13 +44,14 @@ describe('overload', () => {
     const excess = await Promise.all(
       Array.from({ length: 3 * DEPTH }, async () => {
         const res = await fetch(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: true }) });
-        return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as { detail: string } };
+        return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as { error: { message: string; type: string } } };
       }),
     );
     for (const r of excess) {
       expect(r.status).toBe(429);
       expect(Number(r.retryAfter)).toBeGreaterThanOrEqual(1);
-      expect(r.body.detail).toMatch(/retry/);
+      expect(r.body.error.message).toMatch(/retry/);
+      expect(r.body.error.type).toBe('requests');
     }
     const healthMs: number[] = [];
     for (let i = 0; i < 10; i++) healthMs.push(await timedHealth());

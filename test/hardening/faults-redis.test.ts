@@ -102,7 +102,7 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
     const queue = s.ctx.queue!;
     const inference = Array.from({ length: 3 }, () =>
       queue.infer({ op: 'chat', body: { tokens: Array.from({ length: 30 }, (_, i) => `t${i}`), tokenMs: 100 }, model: null, stream: false, queueKey: 'm' })
-        .then(() => 'done', (e: { statusCode?: number }) => `error ${e.statusCode}`),
+        .then(() => 'done', (e: { kind?: string }) => `error ${e.kind}`),
     );
     await sleep(300);
 
@@ -162,7 +162,8 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
     const slow = () => queue.infer({ op: 'chat', body: { tokens: Array.from({ length: 100 }, (_, i) => `t${i}`), tokenMs: 100 }, model: null, stream: true, queueKey: 'k', onDelta: () => {} });
     let started = 0;
     const inflight = Array.from({ length: 3 }, () => {
-      const p = slow().then(() => 'done', (e: { statusCode?: number; message: string }) => `${e.statusCode} ${e.message}`);
+      // The queue fails them with a domain error of kind `unavailable` (the API answers 503).
+      const p = slow().then(() => 'done', (e: { kind?: string; message: string }) => `${e.kind} ${e.message}`);
       return p;
     });
     await waitFor(() => (started = queue.liveWorkers('inference')[0]?.load ?? 0) === 3, 'three requests on the worker', 10_000);
@@ -172,7 +173,7 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
     const detectedMs = Date.now() - killedAt;
     console.log(`[faults] bullmq inference worker kill: ${JSON.stringify(outcomes)} after ${detectedMs} ms (heartbeat timeout 5 s)`);
     expect(started).toBe(3);
-    for (const o of outcomes) expect(o).toMatch(/^503 .*worker/);
+    for (const o of outcomes) expect(o).toMatch(/^unavailable .*worker/);
     expect(detectedMs).toBeLessThan(5000 + 3000);
 
     spawnWorker('inference');

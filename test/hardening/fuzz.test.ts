@@ -148,6 +148,8 @@ interface Operation {
   basicAllowed: boolean;
   /** Error style of the route: {reason} on /table/*, else {detail}. */
   reasonStyle: boolean;
+  /** OpenAI routes (/v1/* outside the training API, /inference/*) answer {error: {message, type, param, code}}. */
+  openAiStyle: boolean;
 }
 
 function operationsOf(doc: any): Operation[] {
@@ -165,6 +167,7 @@ function operationsOf(doc: any): Operation[] {
         secured: security.length > 0,
         basicAllowed: security.some((s) => 'HTTPBasic' in s),
         reasonStyle: template.startsWith('/table/'),
+        openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check)(\/|$)/.test(template)),
       });
     }
   }
@@ -444,6 +447,7 @@ function problems(op: Operation, res: RawResponse): string[] {
   const body = res.json as any;
   if (!body || typeof body !== 'object') return [...out, `error body is not JSON: ${res.text.slice(0, 200)}`];
   if (res.status === 422) {
+    if (op.openAiStyle && (typeof body.error?.message !== 'string' || body.error.type !== 'invalid_request_error')) out.push(`422 without an OpenAI error object: ${res.text.slice(0, 200)}`);
     if (!Array.isArray(body.detail) || body.detail.length === 0) out.push('422 without a detail list');
     else
       for (const item of body.detail) {
@@ -456,6 +460,13 @@ function problems(op: Operation, res: RawResponse): string[] {
   // Unknown paths (a path id that stops matching the route) answer the app-wide {detail: 'Not Found'}.
   // The system check answers its report (not an error body) with 503 while a check fails.
   if (res.status === 503 && op.template === '/v1/system-check') return out;
+  if (op.openAiStyle) {
+    const e = body.error;
+    if (keys !== 'error' || typeof e?.message !== 'string' || typeof e.type !== 'string' || !('param' in e) || !('code' in e)) {
+      out.push(`${res.status} body ${res.text.slice(0, 200)} (want {error: {message, type, param, code}})`);
+    }
+    return out;
+  }
   const expected = op.reasonStyle && !(res.status === 404 && 'detail' in body) ? 'reason' : 'detail';
   if (keys !== expected || typeof body[expected] !== 'string') out.push(`${res.status} body ${res.text.slice(0, 200)} (want {${expected}: string})`);
   return out;
@@ -510,7 +521,7 @@ beforeAll(async () => {
   plausible.training_job_id = jobId;
   // Served outside the document: metrics, the document itself and the Swagger UI with its static files.
   const undocumented = (template: string, params: Param[] = []): Operation => ({
-    method: 'GET', template, params, bodySchema: null, textBody: false, secured: false, basicAllowed: false, reasonStyle: false,
+    method: 'GET', template, params, bodySchema: null, textBody: false, secured: false, basicAllowed: false, reasonStyle: false, openAiStyle: false,
   });
   ops = [
     ...operationsOf(doc),
@@ -579,10 +590,11 @@ describe('fuzzing every route', () => {
         const r = await s.call('POST', url, { key: keys.alice, body });
         expect(r.status, JSON.stringify(body)).toBe(422);
         expect(r.body.detail[0].loc[0]).toBe('body');
+        expect(r.body.error.type).toBe('invalid_request_error');
       }
       const ok = await s.call('POST', url, { key: keys.alice, body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] } });
       expect(ok.status).toBe(503);
-      expect(typeof ok.body.detail).toBe('string');
+      expect(ok.body.error).toMatchObject({ message: 'No inference workers are attached to this server', type: 'server_error' });
     }
     const completion = await s.call('POST', '/v1/completions', { key: keys.alice, body: { model: 'm', prompt: 7 } });
     expect(completion.status).toBe(422);
@@ -595,17 +607,18 @@ describe('regressions found by the fuzzer', () => {
 
   it('refuses JSON nested deeper than 1000 levels with 400 in the route style (was a 500: stack overflow)', async () => {
     const before = footprint(s);
-    const cases: [string, string, Record<string, string>, 'detail' | 'reason'][] = [
+    const cases: [string, string, Record<string, string>, 'detail' | 'reason' | 'error'][] = [
       ['/table/create', `{"table":{"project_id":"alice/deep","rows":[{"x":${nested(10_000)}}]}}`, { authorization: basic() }, 'reason'],
       ['/table/update', `{"project_id":"alice/deep","base_digest":"x","updates":[{"append":{"row":{"x":${nested(5_000)}}}}]}`, { authorization: `Bearer ${keys.alice}` }, 'reason'],
       [`/v1/preview/models/${plausible.model_id}/log`, `{"split":"train","trajectory_groups":[{"trajectories":[{"messages_and_choices":[{"role":"user","content":${nested(10_000)}}]}]}]}`, { authorization: `Bearer ${keys.alice}` }, 'detail'],
-      ['/v1/chat/completions', `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"x":${nested(100_000)}}}}]}`, { authorization: `Bearer ${keys.alice}` }, 'detail'],
+      ['/v1/chat/completions', `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"x":${nested(100_000)}}}}]}`, { authorization: `Bearer ${keys.alice}` }, 'error'],
     ];
     for (const [url, body, headers, style] of cases) {
       const r = await send(s.url, { method: 'POST', path: url, headers: { ...headers, 'content-type': 'application/json' }, body: Buffer.from(body) });
       expect(r.status, url).toBe(400);
       expect(Object.keys(r.json as object)).toEqual([style]);
-      expect((r.json as Record<string, string>)[style]).toContain('nested deeper than 1000 levels');
+      const json = r.json as Record<string, any>;
+      expect(style === 'error' ? json.error.message : json[style]).toContain('nested deeper than 1000 levels');
     }
     const dataset = await send(s.url, {
       method: 'POST', path: '/v1/preview/datasets?project=p&name=deep', headers: { authorization: `Bearer ${keys.alice}`, 'content-type': 'application/x-ndjson' },

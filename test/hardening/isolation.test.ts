@@ -123,7 +123,9 @@ describe("bob and alice's resources", () => {
     for (const [method, url, body] of attempts) {
       const r = await s.call(method, url, { key: bob, body });
       expect(r.status, `${method} ${url}`).toBe(404);
-      expect(typeof r.body.detail, `${method} ${url}`).toBe('string');
+      // Training routes answer FastAPI's {detail}; OpenAI routes OpenAI's {error}.
+      const message = url.startsWith('/v1/preview/') ? r.body.detail : r.body.error?.message;
+      expect(typeof message, `${method} ${url}`).toBe('string');
       expect(JSON.stringify(r.body)).not.toContain('secret');
     }
     expect(aliceFootprint()).toEqual(before);
@@ -209,7 +211,10 @@ describe('revoked keys', () => {
     expect(s.ctx.keys.revoke(created.prefix)).toBe(1);
     const r = await s.call('GET', '/v1/models', { key: created.key });
     expect(r.status).toBe(401);
-    expect(r.body).toEqual({ detail: 'Invalid or revoked API key' });
+    expect(r.body).toEqual({ error: { message: 'Invalid or revoked API key', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
+    const training = await s.call('GET', '/v1/preview/models/x/checkpoints', { key: created.key });
+    expect(training.status).toBe(401);
+    expect(training.body).toEqual({ detail: 'Invalid or revoked API key' });
     const t = await s.call('POST', '/table/query', { headers: basic(created.key), body: { project_id: 'alice/p', digest: a.tableDigest } });
     expect(t.status).toBe(401);
     expect(t.body).toEqual({ reason: 'Invalid or revoked API key' });

@@ -1,4 +1,5 @@
 // The queue contract, run against both adapters with real worker processes (and real Redis for BullMQ).
+import type { DomainError } from '../../src/errors/domain-errors.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -164,17 +165,17 @@ describe.each(['embedded', 'bullmq'] as Mode[])('queue contract (%s)', (mode) =>
     expect(result).toMatchObject({ n: 50 });
   });
 
-  it('refuses work beyond the per-model queue depth with 429', async () => {
+  it('refuses work beyond the per-model queue depth as over capacity (the API answers 429)', async () => {
     const queue = c.server.ctx.queue!;
     const depth = c.server.ctx.config.maxQueuePerModel;
     const calls = Array.from({ length: depth + 3 }, () =>
       queue
         .infer({ op: 'chat', body: { tokens: ['a'], tokenMs: 200 }, model: null, stream: false, queueKey: 'busy' })
-        .then(() => 200, (e: { statusCode: number }) => e.statusCode),
+        .then(() => 'served', (e: DomainError) => `${e.kind} retry after ${e.retryAfterSec}`),
     );
-    const statuses = await Promise.all(calls);
-    expect(statuses.filter((s) => s === 429)).toHaveLength(3);
-    expect(statuses.filter((s) => s === 200)).toHaveLength(depth);
+    const outcomes = await Promise.all(calls);
+    expect(outcomes.filter((s) => s === 'over_capacity retry after 1')).toHaveLength(3);
+    expect(outcomes.filter((s) => s === 'served')).toHaveLength(depth);
   });
 
   it('fails the job with an event when its worker is killed mid-job, and keeps serving', async () => {

@@ -1,6 +1,7 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { createMetrics, metricsPlugin, recordHeartbeat, registerMetrics } from '../../src/api/plugins/metrics.js';
+import { createMetrics, recordHeartbeat } from '../../src/metrics/metrics.js';
+import { metricsPlugin, registerMetrics } from '../../src/api/plugins/metrics.js';
 
 interface Sample {
   name: string;

@@ -59,8 +59,9 @@ describe('runTrainingJob', () => {
       { log: () => {} },
     );
     expect(events.map((e) => e.type)).toEqual(['training_started', 'gradient_step']);
-    // "four" earns the group's mean reward: advantage 0, so it is not trained on (as in ART).
-    expect(events[1].data).toMatchObject({ num_groups_submitted: 2, num_groups_trainable: 2, num_trajectories: 4 });
+    // "four" earns the group's mean reward: advantage 0, so it is not trained on (as in ART); num_trajectories
+    // counts every trajectory submitted, ART's data/step_num_trajectories (issue #20, W5).
+    expect(events[1].data).toMatchObject({ num_groups_submitted: 2, num_groups_trainable: 2, num_trajectories: 5 });
     const b1 = await adapterB(step1);
     expect(norm(b1)).toBeGreaterThan(0);
 

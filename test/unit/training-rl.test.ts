@@ -123,11 +123,9 @@ describe('experimental_config', () => {
   });
 
   it('names the set keys it does not implement', () => {
-    expect(unsupportedExperimentalKeys({ ...artDefaults, advantage_balance: 0.5, kl_penalty_step_lag: 2, kl_ref_adapter_path: '/x' })).toEqual([
-      'advantage_balance',
-      'kl_penalty_step_lag',
-      'kl_ref_adapter_path',
-    ]);
+    // advantage_balance and the KL reference keys are implemented (test/unit/training-art-compat.test.ts).
+    expect(unsupportedExperimentalKeys({ ...artDefaults, advantage_balance: 0.5, kl_penalty_step_lag: 2, kl_ref_adapter_path: '/x' })).toEqual([]);
+    expect(unsupportedExperimentalKeys({ ...artDefaults, scale_learning_rate_by_reward_std_dev: true })).toEqual(['scale_learning_rate_by_reward_std_dev']);
     expect(() => rlSettingsFromExperimentalConfig({ scale_learning_rate_by_reward_std_dev: true })).toThrow(/scale_learning_rate_by_reward_std_dev/);
     expect(unsupportedSftExperimentalKeys({ a: 1, b: null })).toEqual(['a']);
     expect(unsupportedSftExperimentalKeys(null)).toEqual([]);
@@ -154,7 +152,11 @@ describe('RL job', () => {
     expect(events).toHaveLength(2);
     const step = events[1].data as Record<string, number>;
     for (const v of Object.values(step)) expect(Number.isFinite(v)).toBe(true);
-    expect(step).toMatchObject({ num_groups_submitted: 3, num_groups_trainable: 2, num_trajectories: 8, learning_rate: 1e-2 });
+    // num_trajectories: every trajectory and exception submitted (ART's data/step_num_trajectories), not only the 8 trained.
+    expect(step).toMatchObject({ num_groups_submitted: 3, num_groups_trainable: 2, num_trajectories: 11, learning_rate: 1e-2 });
+    // Only trainable tokens under num_trainable_tokens (ART maps it and train_tokens to one key).
+    expect(step.train_tokens).toBeUndefined();
+    expect(step.num_tokens).toBeGreaterThan(step.num_trainable_tokens);
     expect(step.reward).toBeCloseTo(6 / 10, 9);
     expect(step.reward_std_dev).toBeCloseTo((0.5 + 0.5 + 0) / 3, 9);
     expect(step.exception_rate).toBeCloseTo(1 / 11, 9);

@@ -135,10 +135,10 @@ function walk(node: TrieNode, state: GrammarState, mask: Uint8Array): void {
 /** response_format → constraint factory (null for plain text). Throws on unsupported schemas. */
 export function responseFormatConstraint(
   tokenizer: TokenizerPort,
-  format: { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; json_schema: { schema?: Record<string, unknown> } } | null | undefined,
+  format: { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; json_schema: { schema?: Record<string, unknown>; strict?: boolean | null } } | null | undefined,
 ): (() => TokenConstraint) | null {
   if (!format || format.type === 'text') return null;
-  const node = format.type === 'json_object' ? ANY_OBJECT : compileSchema(format.json_schema.schema ?? {});
+  const node = format.type === 'json_object' ? ANY_OBJECT : compileSchema(format.json_schema.schema ?? {}, { orderedKeys: format.json_schema.strict === true });
   vocabTrie(tokenizer);
   return () => new GrammarConstraint(tokenizer, node);
 }

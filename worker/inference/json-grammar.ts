@@ -6,8 +6,12 @@
 
 import type { SchemaNode } from './json-schema.js';
 
-/** Whitespace bytes allowed in a row between tokens of JSON, so output cannot run away in spaces. */
-const MAX_WS = 4;
+/**
+ * Whitespace allowed between tokens of JSON: one space or newline per gap (outlines allows one space;
+ * llama.cpp's JSON grammar a newline and some indent). Small models otherwise spend their max_tokens on
+ * blanks before they close the object; compact JSON is as valid.
+ */
+const MAX_WS = 1;
 /** Longest number we let the model write (digits, sign, dot, exponent). */
 const MAX_NUMBER_LEN = 24;
 
@@ -19,7 +23,8 @@ type Frame =
   | { t: 'array'; node: Extract<SchemaNode, { kind: 'array' }>; count: number; phase: 'start' | 'value' | 'next'; ws: number }
   /** len counts characters only while a length limit still matters (see counting()). */
   | { t: 'string'; esc: number; utf8: number; key: boolean; len: number; min: number; max: number }
-  | { t: 'number'; integer: boolean; phase: 'sign' | 'zero' | 'int' | 'dot' | 'frac' | 'e' | 'esign' | 'exp'; len: number }
+  /** Bounded integers carry their digits so far (`value`, `neg`) to keep every prefix able to land in range. */
+  | { t: 'number'; integer: boolean; phase: 'sign' | 'zero' | 'int' | 'dot' | 'frac' | 'e' | 'esign' | 'exp'; len: number; neg: boolean; value: bigint; min?: bigint; max?: bigint }
   | { t: 'literal'; options: Uint8Array[]; pos: number };
 
 interface Stack {
@@ -92,7 +97,7 @@ const FAIL = Symbol('fail');
 type Result = Stack | null | typeof FAIL;
 
 function isWs(b: number): boolean {
-  return b === 0x20 || b === 0x0a || b === 0x09 || b === 0x0d;
+  return b === 0x20 || b === 0x0a;
 }
 
 function step(s: Stack | null, b: number): Result {
@@ -146,7 +151,7 @@ function startValue(node: SchemaNode, b: number, rest: Stack | null): Result {
       if (b !== 0x22) return FAIL;
       return { frame: { t: 'string', esc: 0, utf8: 0, key: false, len: 0, min: node.minLength, max: node.maxLength }, next: rest };
     case 'number':
-      return stepNumber({ t: 'number', integer: node.integer, phase: 'sign', len: 0 }, { frame: null as never, next: rest }, b);
+      return stepNumber({ t: 'number', integer: node.integer, phase: 'sign', len: 0, neg: false, value: 0n, min: node.min, max: node.max }, { frame: null as never, next: rest }, b);
     case 'literal':
       return stepLiteral({ t: 'literal', options: node.options.map(utf8), pos: 0 }, { frame: null as never, next: rest }, b);
   }
@@ -162,7 +167,7 @@ function stepObject(f: Extract<Frame, { t: 'object' }>, s: Stack, b: number): Re
       if (b === 0x7d && f.phase === 'start') return requiredDone(f) ? complete(s) : FAIL;
       if (b !== 0x22) return FAIL;
       if (f.node.props === null) return { frame: { t: 'string', esc: 0, utf8: 0, key: true, len: 0, min: 0, max: Infinity }, next: { frame: { ...fresh, phase: 'colon', pending: f.node.values }, next: s.next } };
-      const candidates = f.node.props.filter((p) => !f.seen.includes(p.key)).map((p) => ({ key: p.key, node: p.node, bytes: utf8(JSON.stringify(p.key).slice(1)) }));
+      const candidates = nextKeys(f).map((p) => ({ key: p.key, node: p.node, bytes: utf8(JSON.stringify(p.key).slice(1)) }));
       if (!candidates.length) return FAIL;
       return { frame: { t: 'key', candidates, pos: 0 }, next: { frame: fresh, next: s.next } };
     }
@@ -173,11 +178,28 @@ function stepObject(f: Extract<Frame, { t: 'object' }>, s: Stack, b: number): Re
     case 'next':
       if (isWs(b)) return ws();
       if (b === 0x7d) return requiredDone(f) ? complete(s) : FAIL;
-      if (b === 0x2c && (f.node.props === null || f.seen.length < f.node.props.length)) return { frame: { ...fresh, phase: 'key' }, next: s.next };
+      if (b === 0x2c && (f.node.props === null || nextKeys(f).length > 0)) return { frame: { ...fresh, phase: 'key' }, next: s.next };
       return FAIL;
     case 'value':
       return FAIL; // unreachable: the value frame sits on top while the value is parsed
   }
+}
+
+/**
+ * The declared properties that may come next: any unseen one, or for an ordered object the ones after the
+ * last written, up to and including the first required one (optional keys may be skipped, never revisited).
+ */
+function nextKeys(f: Extract<Frame, { t: 'object' }>): { key: string; node: SchemaNode }[] {
+  const props = f.node.props ?? [];
+  if (!f.node.ordered) return props.filter((p) => !f.seen.includes(p.key));
+  let from = 0;
+  for (let i = 0; i < props.length; i++) if (f.seen.includes(props[i].key)) from = i + 1;
+  const out: { key: string; node: SchemaNode }[] = [];
+  for (const p of props.slice(from)) {
+    out.push(p);
+    if (f.node.required.includes(p.key)) break;
+  }
+  return out;
 }
 
 function requiredDone(f: Extract<Frame, { t: 'object' }>): boolean {
@@ -246,16 +268,26 @@ function stepString(f: Extract<Frame, { t: 'string' }>, s: Stack, b: number): Re
 function stepNumber(f: Extract<Frame, { t: 'number' }>, s: Stack, b: number): Result {
   const isDigit = b >= 0x30 && b <= 0x39;
   const to = (phase: typeof f.phase): Result => (f.len + 1 > MAX_NUMBER_LEN ? FAIL : { frame: { ...f, phase, len: f.len + 1 }, next: s.next });
+  const bounded = f.min !== undefined || f.max !== undefined;
+  /** An integer digit: only if some number starting with the digits so far still lies within the bounds. */
+  const digit = (phase: 'zero' | 'int'): Result => {
+    if (!bounded) return to(phase);
+    const value = f.value * 10n + BigInt(b - 0x30);
+    const next: Extract<Frame, { t: 'number' }> = { ...f, phase, len: f.len + 1, value };
+    if (next.len > MAX_NUMBER_LEN || !reachable(next)) return FAIL;
+    return { frame: next, next: s.next };
+  };
   switch (f.phase) {
     case 'sign':
-      if (b === 0x2d && f.len === 0) return to('sign');
-      if (b === 0x30) return to('zero');
-      return isDigit ? to('int') : FAIL;
+      if (b === 0x2d && f.len === 0) return f.min !== undefined && f.min >= 0n ? FAIL : { frame: { ...f, len: 1, neg: true }, next: s.next };
+      if (b === 0x30) return digit('zero');
+      return isDigit ? digit('int') : FAIL;
     case 'zero':
     case 'int':
-      if (isDigit && f.phase === 'int') return to('int');
+      if (isDigit && f.phase === 'int') return digit('int');
       if (b === 0x2e && !f.integer) return to('dot');
       if ((b === 0x65 || b === 0x45) && !f.integer) return to('e');
+      if (bounded && !inBounds(f)) return FAIL;
       return refeed(s, b);
     case 'dot':
       return isDigit ? to('frac') : FAIL;
@@ -288,8 +320,38 @@ function refeed(s: Stack, b: number): Result {
   return step(complete(s), b);
 }
 
+/** The integer written so far, within its bounds. */
+function inBounds(f: Extract<Frame, { t: 'number' }>): boolean {
+  const v = f.neg ? -f.value : f.value;
+  return (f.min === undefined || v >= f.min) && (f.max === undefined || v <= f.max);
+}
+
+/**
+ * Whether the digits so far can still become an in-range integer: with k more digits the value lies in
+ * [p·10^k, p·10^k + 10^k − 1] (negated for a minus sign); some k within the length cap must meet the bounds.
+ * A leading 0 takes no more digits.
+ */
+function reachable(f: Extract<Frame, { t: 'number' }>): boolean {
+  const lo = f.min ?? null;
+  const hi = f.max ?? null;
+  const maxMore = f.phase === 'zero' ? 0 : MAX_NUMBER_LEN - f.len;
+  let scale = 1n;
+  for (let k = 0; k <= maxMore; k++, scale *= 10n) {
+    const a = f.value * scale;
+    const b = a + scale - 1n;
+    const [from, to] = f.neg ? [-b, -a] : [a, b];
+    if ((hi === null || from <= hi) && (lo === null || to >= lo)) return true;
+    if (!f.neg && hi !== null && a > hi) return false; // longer numbers only grow
+    if (f.neg && lo !== null && -a < lo) return false;
+  }
+  return false;
+}
+
 function isCompletable(f: Frame): boolean {
-  if (f.t === 'number') return f.phase === 'zero' || f.phase === 'int' || f.phase === 'frac' || f.phase === 'exp';
+  if (f.t === 'number') {
+    if ((f.min !== undefined || f.max !== undefined) && (f.phase === 'zero' || f.phase === 'int')) return inBounds(f);
+    return f.phase === 'zero' || f.phase === 'int' || f.phase === 'frac' || f.phase === 'exp';
+  }
   if (f.t === 'literal') return f.options.some((o) => o.length === f.pos);
   return false;
 }

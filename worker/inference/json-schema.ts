@@ -13,10 +13,12 @@
 
 export type SchemaNode =
   | { kind: 'any' }
-  | { kind: 'object'; props: { key: string; node: SchemaNode }[] | null; values: SchemaNode; required: string[] }
+  /** `ordered`: declared keys come in the schema's order (strict schemas), optional ones may be skipped. */
+  | { kind: 'object'; props: { key: string; node: SchemaNode }[] | null; values: SchemaNode; required: string[]; ordered?: boolean }
   | { kind: 'array'; items: SchemaNode; minItems: number; maxItems: number }
   | { kind: 'string'; minLength: number; maxLength: number }
-  | { kind: 'number'; integer: boolean }
+  /** `min`/`max`: inclusive bounds of an integer (minimum, maximum, exclusive ones made inclusive). */
+  | { kind: 'number'; integer: boolean; min?: bigint; max?: bigint }
   | { kind: 'literal'; options: string[] } // JSON texts of the allowed values (enum, const, true/false, null)
   | { kind: 'union'; options: SchemaNode[] };
 
@@ -24,6 +26,7 @@ const ANNOTATIONS = new Set(['title', 'description', 'default', 'examples', '$sc
 const SUPPORTED = new Set([
   'type', 'properties', 'required', 'additionalProperties', 'items', 'enum', 'const', 'anyOf', 'allOf', 'minItems', 'maxItems',
   'minLength', 'maxLength', 'nullable', '$ref', '$defs', 'definitions',
+  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum',
 ]);
 
 /** What building a schema needs besides the node: the root (for $ref) and the problems found. */
@@ -32,6 +35,8 @@ interface BuildContext {
   problems: string[];
   /** $refs being expanded, to refuse recursion (it would need a grammar with a stack of schemas). */
   expanding: string[];
+  /** Objects' keys in declaration order (OpenAI's `strict: true`). */
+  orderedKeys: boolean;
 }
 
 export class UnsupportedSchemaError extends Error {
@@ -42,13 +47,18 @@ export class UnsupportedSchemaError extends Error {
 
 /** Names every unsupported feature in a schema (empty when the schema can be enforced). */
 export function unsupportedSchemaFeatures(schema: unknown): string[] {
-  const cx: BuildContext = { root: schema, problems: [], expanding: [] };
+  const cx: BuildContext = { root: schema, problems: [], expanding: [], orderedKeys: false };
   build(schema, '#', cx);
   return cx.problems;
 }
 
-export function compileSchema(schema: unknown): SchemaNode {
-  const cx: BuildContext = { root: schema, problems: [], expanding: [] };
+/**
+ * `orderedKeys` (for `strict: true` schemas) makes objects write their declared keys in the schema's order,
+ * as OpenAI's structured outputs do: a small model then cannot wander between keys, and clients that read
+ * the object as it streams see the fields in the order they declared.
+ */
+export function compileSchema(schema: unknown, opts: { orderedKeys?: boolean } = {}): SchemaNode {
+  const cx: BuildContext = { root: schema, problems: [], expanding: [], orderedKeys: opts.orderedKeys ?? false };
   const node = build(schema, '#', cx);
   if (cx.problems.length) throw new UnsupportedSchemaError(cx.problems);
   return node;
@@ -131,6 +141,26 @@ function buildCore(s: Record<string, unknown>, path: string, cx: BuildContext): 
   return nodes.length === 1 ? nodes[0] : union(nodes, path, problems);
 }
 
+/** An integer with its bounds made inclusive and exact (bigint: zod's int() bounds are ±(2^53 − 1)). */
+function integerNode(s: Record<string, unknown>, path: string, problems: string[]): SchemaNode {
+  const bound = (k: string, round: (x: number) => number, shift: number): bigint | undefined => {
+    const v = s[k];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'number' || !Number.isFinite(v)) {
+      problems.push(`${path}: ${k} must be a finite number`);
+      return undefined;
+    }
+    const r = round(v);
+    return BigInt(Number.isInteger(v) ? r + shift : r);
+  };
+  const lows = [bound('minimum', Math.ceil, 0), bound('exclusiveMinimum', Math.ceil, 1)].filter((x) => x !== undefined);
+  const highs = [bound('maximum', Math.floor, 0), bound('exclusiveMaximum', Math.floor, -1)].filter((x) => x !== undefined);
+  const min = lows.length ? lows.reduce((a, b) => (a > b ? a : b)) : undefined;
+  const max = highs.length ? highs.reduce((a, b) => (a < b ? a : b)) : undefined;
+  if (min !== undefined && max !== undefined && min > max) problems.push(`${path}: no integer lies between the bounds`);
+  return { kind: 'number', integer: true, ...(min !== undefined ? { min } : {}), ...(max !== undefined ? { max } : {}) };
+}
+
 function inferType(s: Record<string, unknown>): string {
   if ('properties' in s || 'required' in s || 'additionalProperties' in s) return 'object';
   if ('items' in s || 'minItems' in s || 'maxItems' in s) return 'array';
@@ -150,9 +180,10 @@ function buildType(type: string, s: Record<string, unknown>, path: string, cx: B
       return { kind: 'string', minLength, maxLength };
     }
     case 'number':
+      if (['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some((k) => k in s)) problems.push(`${path}: bounds on a non-integer number are not supported`);
       return { kind: 'number', integer: false };
     case 'integer':
-      return { kind: 'number', integer: true };
+      return integerNode(s, path, problems);
     case 'boolean':
       return { kind: 'literal', options: ['true', 'false'] };
     case 'null':
@@ -173,7 +204,7 @@ function buildType(type: string, s: Record<string, unknown>, path: string, cx: B
       }
       const props = Object.entries(s.properties).map(([key, sub]) => ({ key, node: build(sub, `${path}/properties/${key}`, cx) }));
       for (const r of required) if (!props.some((p) => p.key === r)) problems.push(`${path}: required property '${r}' is not in properties`);
-      return { kind: 'object', props, values, required };
+      return { kind: 'object', props, values, required, ...(cx.orderedKeys ? { ordered: true } : {}) };
     }
     default:
       problems.push(`${path}: type '${type}' is not supported`);

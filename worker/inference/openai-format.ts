@@ -78,8 +78,8 @@ export function buildChatCompletion(
       const toolCalls = opts.parallelToolCalls === false ? parsed.toolCalls.slice(0, 1) : parsed.toolCalls;
       return {
         index: c.index,
-        message: { role: 'assistant' as const, content: parsed.content, refusal: null, tool_calls: toolCalls },
-        logprobs: { content: c.tokens.map((t) => logprobEntry(tokenizer, t)) },
+        message: { role: 'assistant' as const, content: parsed.content, refusal: null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
+        logprobs: { content: c.tokens.map((t) => logprobEntry(tokenizer, t)), refusal: null },
         finish_reason: finishReason(c, toolCalls),
         stop_reason: c.stopReason,
         token_ids: c.tokens.map((t) => t.id),
@@ -124,7 +124,7 @@ export class ChatChunkStream {
             {
               index: e.index,
               delta: { content: text },
-              logprobs: { content: e.tokens.map((t) => logprobEntry(this.tokenizer, t)) },
+              logprobs: { content: e.tokens.map((t) => logprobEntry(this.tokenizer, t)), refusal: null },
               finish_reason: null,
               token_ids: e.tokens.map((t) => t.id),
             },
@@ -176,7 +176,14 @@ export class ChatChunkStream {
 }
 
 /** Legacy completions logprobs (parallel arrays; text offsets are character offsets into `text`). */
-export function completionLogprobs(tokenizer: TokenizerPort, tokens: GeneratedToken[], promptIds: number[], skipSpecialTokens = true): CompletionResponse['choices'][number]['logprobs'] {
+export function completionLogprobs(
+  tokenizer: TokenizerPort,
+  tokens: GeneratedToken[],
+  promptIds: number[],
+  /** `logprobs: N` of the request: 0 (or none) gives `top_logprobs: null`, as OpenAI answers, not `[{}, …]`. */
+  topLogprobs: number,
+  skipSpecialTokens = true,
+): CompletionResponse['choices'][number]['logprobs'] {
   const detok = new IncrementalDetokenizer(tokenizer, skipSpecialTokens, promptIds);
   const offsets: number[] = [];
   let at = 0;
@@ -187,7 +194,7 @@ export function completionLogprobs(tokenizer: TokenizerPort, tokens: GeneratedTo
   return {
     tokens: tokens.map((t) => tokenLabel(t.id)),
     token_logprobs: tokens.map((t) => finiteLogprob(t.logprob)),
-    top_logprobs: tokens.map((t) => Object.fromEntries(t.topLogprobs.map((a) => [tokenLabel(a.id), finiteLogprob(a.logprob)]))),
+    top_logprobs: topLogprobs > 0 ? tokens.map((t) => Object.fromEntries(t.topLogprobs.map((a) => [tokenLabel(a.id), finiteLogprob(a.logprob)]))) : null,
     text_offset: offsets,
   };
 }
@@ -205,6 +212,7 @@ export function buildCompletion(
   tokenizer: TokenizerPort,
   /** Prompt tokens are counted once per prompt, not per choice, so the caller sums them. */
   usage: { promptTokens: number; completionTokens: number },
+  topLogprobs = 0,
 ): CompletionResponse {
   const sorted = [...choices].sort((a, b) => a.index - b.index);
   const { promptTokens, completionTokens } = usage;
@@ -216,7 +224,7 @@ export function buildCompletion(
     choices: sorted.map((c) => ({
       index: c.index,
       text: c.finished.text,
-      logprobs: completionLogprobs(tokenizer, c.finished.tokens, c.promptTokenIds),
+      logprobs: completionLogprobs(tokenizer, c.finished.tokens, c.promptTokenIds, topLogprobs),
       finish_reason: c.finished.finishReason,
       stop_reason: c.finished.stopReason,
       token_ids: c.finished.tokens.map((t) => t.id),

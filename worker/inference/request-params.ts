@@ -4,8 +4,16 @@
 import type { ChatCompletionRequest, CompletionRequest } from '../../src/schemas/openai.js';
 import { defaultSamplingParams, type SamplingParams } from './sampling-params.js';
 
+/** A request the engine cannot serve as asked (answered 400); `param` names the field at fault, as OpenAI does. */
 export class BadRequestError extends Error {
   readonly status = 400;
+  constructor(
+    message: string,
+    readonly param?: string,
+    readonly code?: string,
+  ) {
+    super(message);
+  }
 }
 
 /** Fields shared by chat and text completions. */
@@ -17,11 +25,11 @@ export function samplingParamsFrom(
   const logitBias = new Map<number, number>();
   for (const [k, v] of Object.entries(req.logit_bias ?? {})) {
     const id = Number(k);
-    if (!Number.isInteger(id) || id < 0 || id >= opts.vocabSize) throw new BadRequestError(`logit_bias: token id ${k} is outside the vocabulary (0..${opts.vocabSize - 1})`);
+    if (!Number.isInteger(id) || id < 0 || id >= opts.vocabSize) throw new BadRequestError(`logit_bias: token id ${k} is outside the vocabulary (0..${opts.vocabSize - 1})`, 'logit_bias', 'invalid_value');
     logitBias.set(id, v);
   }
   const stop = req.stop == null ? [] : typeof req.stop === 'string' ? [req.stop] : req.stop;
-  if (stop.some((s) => s.length === 0)) throw new BadRequestError('stop strings must not be empty');
+  if (stop.some((s) => s.length === 0)) throw new BadRequestError('stop strings must not be empty', 'stop', 'invalid_value');
   return {
     ...d,
     temperature: req.temperature ?? d.temperature,
@@ -47,11 +55,13 @@ export function samplingParamsFrom(
 /** Generation length: the request's limit, else whatever context is left (chat) or 16 (completions). */
 export function maxTokensFor(requested: number | null | undefined, promptLength: number, maxSequenceLength: number, fallback: number | null): number {
   const room = maxSequenceLength - promptLength;
-  if (room <= 0) throw new BadRequestError(`prompt has ${promptLength} tokens; this model accepts at most ${maxSequenceLength - 1}`);
+  if (room <= 0) throw new BadRequestError(`prompt has ${promptLength} tokens; this model accepts at most ${maxSequenceLength - 1}`, undefined, 'context_length_exceeded');
   if (requested != null) {
     if (requested > room)
       throw new BadRequestError(
         `max_tokens is too large: ${requested}. This model's maximum context length is ${maxSequenceLength} tokens and your request has ${promptLength} input tokens (${requested} > ${maxSequenceLength} - ${promptLength})`,
+        'max_tokens',
+        'invalid_value',
       );
     return requested;
   }

@@ -46,7 +46,7 @@ export type InferenceEvent =
   | { type: 'chunk'; data: ChatCompletionChunk | CompletionResponse }
   | { type: 'end' }
   | { type: 'response'; data: ChatCompletionResponse | CompletionResponse }
-  | { type: 'error'; status: number; message: string };
+  | { type: 'error'; status: number; message: string; param?: string; code?: string };
 
 export interface InferenceHandle {
   cancel(): void;
@@ -74,7 +74,8 @@ export function createEngine(servable: ServableModel, opts: CreateEngineOptions 
         return req.kind === 'chat' ? await submitChat(ctx, req, onEvent) : await submitCompletion(ctx, req, onEvent);
       } catch (err) {
         const status = err instanceof BadRequestError || err instanceof UnsupportedSchemaError ? 400 : 500;
-        onEvent({ type: 'error', status, message: err instanceof Error ? err.message : String(err) });
+        const where = err instanceof BadRequestError ? { param: err.param, code: err.code } : err instanceof UnsupportedSchemaError ? { param: 'response_format' } : {};
+        onEvent({ type: 'error', status, message: err instanceof Error ? err.message : String(err), ...where });
         return { cancel() {} };
       }
     },
@@ -110,7 +111,7 @@ function parse<T>(schema: { safeParse(x: unknown): { success: true; data: T } | 
   const r = schema.safeParse(body);
   if (!r.success) throw new BadRequestError(r.error.issues.map((i) => `${i.path.map(String).join('.') || 'body'}: ${i.message}`).join('; '));
   const unsupported = unsupportedParams(r.data as ChatCompletionRequest);
-  if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`);
+  if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`, unsupported[0], 'unsupported_parameter');
   return r.data;
 }
 
@@ -131,6 +132,10 @@ function contentText(content: unknown): string | null {
 
 async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
   const body = parse(ChatCompletionRequest, req.body);
+  // OpenAI answers 400 here too; logprobs are returned either way, top ones only when asked properly.
+  if (body.top_logprobs != null && body.logprobs !== true) {
+    throw new BadRequestError("top_logprobs is only allowed when logprobs is true", 'top_logprobs');
+  }
   const { tokenizer, chatTemplate } = ctx.servable;
   const tools = (body.tools ?? []) as ToolDefinition[];
   const toolChoice = body.tool_choice ?? (tools.length ? 'auto' : 'none');
@@ -182,6 +187,12 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   // prompt: text, list of texts, token ids, or list of token-id lists.
   const p = body.prompt;
   const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as (string | number[])[]);
+  const vocabSize = ctx.servable.model.vocabSize;
+  for (const x of prompts) {
+    if (typeof x === 'string') continue;
+    const bad = x.find((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
+    if (bad !== undefined) throw new BadRequestError(`prompt: token id ${bad} is outside the vocabulary (0..${vocabSize - 1})`, 'prompt', 'invalid_value');
+  }
   const promptIds = await Promise.all(prompts.map(async (x) => (typeof x === 'string' ? tokenizer.encode(x, { addSpecialTokens: true }) : x)));
   const n = body.n ?? 1;
   const meta = { id: `cmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model };
@@ -203,7 +214,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
     if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
     if (e.type === 'delta' && body.stream && (e.text || e.tokens.length)) {
       const index = pi * n + e.index;
-      const lp = completionLogprobs(tokenizer, e.tokens, genReq.promptIds);
+      const lp = completionLogprobs(tokenizer, e.tokens, genReq.promptIds, topLogprobs);
       const base = textSoFar.get(index) ?? 0;
       // Offsets count from the start of this choice's text, not of the chunk.
       lp!.text_offset = lp!.text_offset.map((o) => o + base);
@@ -219,7 +230,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
       promptTokens += e.promptTokens;
       completionTokens += e.completionTokens;
       if (--open > 0) return;
-      if (!body.stream) return onEvent({ type: 'response', data: buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }) });
+      if (!body.stream) return onEvent({ type: 'response', data: buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs) });
       if (includeUsage)
         onEvent({
           type: 'chunk',

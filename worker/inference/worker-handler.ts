@@ -91,7 +91,7 @@ export async function createHandlers(device: string, log: (m: string) => void): 
           if (e.type === 'chunk') ctx.delta(e.data);
           else if (e.type === 'end') (settle(), resolve(null));
           else if (e.type === 'response') (settle(), resolve(e.data));
-          else (settle(), reject(new TaskError(e.status, e.message)));
+          else (settle(), reject(new TaskError(e.status, e.message, { param: e.param, code: e.code })));
         };
         void served.hearth
           .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: task.model!.name, adapter: task.model!.adapterDir }, onEvent)

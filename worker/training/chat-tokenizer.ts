@@ -10,5 +10,6 @@ export function chatTokenizerFrom(tokenizer: Tokenizer, template: ChatTemplate):
       // Templates write their own BOS and special tokens (as transformers' apply_chat_template).
       return tokenizer.encode(text, { addSpecialTokens: false });
     },
+    tokenToId: (token) => tokenizer.tokenToId(token),
   };
 }

@@ -33,6 +33,8 @@ export interface RlJobSpec extends JobCommon {
   kind: 'rl';
   trajectoryGroups: TrajectoryGroupJson[];
   experimentalConfig?: ExperimentalConfig | null;
+  /** Checkpoint folder the KL penalty compares against (null = the base model). */
+  klReference?: string | null;
 }
 
 export interface SftJobSpec extends JobCommon {
@@ -77,10 +79,16 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
   if (spec.kind === 'rl') {
     const settings = rlSettingsFromExperimentalConfig(spec.experimentalConfig);
     const data = await tokenizeTrajectoryGroups(spec.trajectoryGroups, tokenizer, { allowTrainingWithoutLogprobs: settings.allowTrainingWithoutLogprobs });
+    // ART's trainer asserts the same: a job that would train on less than it was given fails instead of
+    // writing a checkpoint that learned nothing from those choices.
     if (data.numChoicesWithoutLogprobs > 0) {
-      opts.log?.(`[training] ${data.numChoicesWithoutLogprobs} choices without logprobs were not trained on (allow_training_without_logprobs is off)`);
+      throw new Error(
+        `Chat completion choices must have logprobs: ${data.numChoicesWithoutLogprobs} choice(s) have none ` +
+          '(sample with a server that returns them, or set experimental_config.allow_training_without_logprobs to re-tokenize them)',
+      );
     }
-    return runRl({ data, experimentalConfig: spec.experimentalConfig }, deps, emit);
+    const klReference = spec.klReference ? await readCheckpoint(spec.klReference) : null;
+    return runRl({ data, experimentalConfig: spec.experimentalConfig }, { ...deps, klReference }, emit);
   }
 
   const { sequences, rowsWithoutAssistant, droppedTooLong } = await tokenizeSftRows(parseSftJsonl(spec.trainJsonl), tokenizer, {

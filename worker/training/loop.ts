@@ -16,7 +16,7 @@ import { policyLoss, readAndDispose, weightedNll } from './losses.js';
 import { LlamaModel } from './model.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt } from './optimizer.js';
 import type { RlData } from './rl-data.js';
-import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
+import { balanceAdvantage, rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
 import { optimizerStep } from './train-step.js';
 
 export type TrainingEvent =
@@ -24,6 +24,14 @@ export type TrainingEvent =
   | { type: 'gradient_step'; data: Record<string, number> };
 
 export type Emit = (event: TrainingEvent) => void | Promise<void>;
+
+/**
+ * A step's metrics without NaN or ±Infinity (a diverged loss, a 0 s step's tokens_per_second): JSON writes
+ * them as null, and ART's client calls float() on every value of a gradient_step, which aborts its run.
+ */
+export function finiteMetrics(metrics: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(metrics).filter(([, v]) => Number.isFinite(v)));
+}
 
 export class TrainingCancelledError extends Error {
   constructor() {
@@ -62,6 +70,8 @@ export interface TrainingDeps {
   weightDecay?: number;
   /** Seed of fresh LoRA A matrices. */
   seed?: number;
+  /** RL: the checkpoint the KL penalty compares against (ART's kl_penalty_reference_step / lag / path); null = the base. */
+  klReference?: CheckpointContents | null;
 }
 
 export interface TrainingResult {
@@ -219,7 +229,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
         num_trainable_tokens: trainable,
         tokens_per_second: tokens / seconds,
       };
-      await emit({ type: 'gradient_step', data: lastMetrics });
+      await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
@@ -237,7 +247,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const { data } = job;
   const adv = computeAdvantages(data.groupRewards, { scaleRewards: settings.scaleRewards });
   // Advantage of each trajectory, numbered over all groups as rl-data numbers them.
-  const trajectoryAdvantage = adv.groups.flatMap((g) => g.advantages);
+  const trajectoryAdvantage = adv.groups.flatMap((g) => g.advantages).map((a) => balanceAdvantage(a, settings.advantageBalance));
   const sequences: TrainSequence[] = [];
   const trajectoryOf: number[] = [];
   for (const s of data.sequences) {
@@ -256,12 +266,23 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
   let lastMetrics: Record<string, number> = {};
   try {
-    // Reference logprobs (KL penalty) come from the base: LoRA disabled, or the starting weights.
+    // Reference logprobs (KL penalty) come from the base (LoRA disabled, or the starting weights), or from
+    // an earlier checkpoint's LoRA factors swapped in for that one pass.
     let refLogprobs: Float32Array[] | null = null;
     if (settings.loss.klPenaltyCoef !== 0) {
-      if (model.lora) model.lora.enabled = false;
-      refLogprobs = sequenceLogprobs(model, sequences, budget);
-      if (model.lora) model.lora.enabled = true;
+      const reference = deps.klReference ?? null;
+      if (reference && (reference.kind !== 'lora' || !model.lora)) throw new Error('a KL reference checkpoint needs LoRA training and a LoRA checkpoint');
+      const own = model.lora;
+      if (reference?.kind === 'lora') model.lora = LoraAdapters.fromPeftTensors(deps.model.config, reference.lora, reference.tensors);
+      else if (own) own.enabled = false;
+      try {
+        refLogprobs = sequenceLogprobs(model, sequences, budget);
+      } finally {
+        if (reference?.kind === 'lora') {
+          for (const v of model.lora!.variables()) v.dispose();
+          model.lora = own;
+        } else if (own) own.enabled = true;
+      }
     }
     if (settings.precalculateLogprobs) {
       const current = sequenceLogprobs(model, sequences, budget);
@@ -322,13 +343,16 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
         num_groups_submitted: adv.numGroupsSubmitted,
         num_groups_trainable: adv.numGroupsTrainable,
-        num_trajectories: trajectoriesInStep,
+        // The job's total (trajectories + exceptions), which is what ART's data/step_num_trajectories means (it renames this key onto
+        // its own per-train() count); trajectoriesInStep would override it with one step's share.
+        num_trajectories: data.numTrajectories + data.numExceptions,
+        // Only the trainable count: ART maps this and train_tokens to one key, and the later one won.
         num_trainable_tokens: trainable,
-        train_tokens: tokens,
+        num_tokens: tokens,
         tokens_per_second: tokens / seconds,
       };
       if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = klSum;
-      await emit({ type: 'gradient_step', data: lastMetrics });
+      await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));

@@ -11,12 +11,10 @@ export type ExperimentalConfig = Record<string, unknown>;
 export const KEYS_WITHOUT_EFFECT = ['plot_tensors', 'logprob_calculation_chunk_size'];
 
 /** Keys this trainer does not implement, with the value that means "not used". */
+// (kl_penalty_reference_step, kl_penalty_step_lag and kl_ref_adapter_path are resolved by the scheduler to a
+// checkpoint folder: src/services/kl-reference.ts.)
 const UNSUPPORTED: Record<string, unknown> = {
-  advantage_balance: 0,
   scale_learning_rate_by_reward_std_dev: false,
-  kl_penalty_reference_step: null,
-  kl_penalty_step_lag: null,
-  kl_ref_adapter_path: null,
 };
 
 /** experimental_config keys that are set but not implemented here (empty = the request is fine). */
@@ -45,6 +43,18 @@ export interface RlSettings {
   precalculateLogprobs: boolean;
   /** Tokens per optimizer step (sequences are packed into steps of at most this many tokens). */
   packedSequenceLength: number;
+  /**
+   * ART's advantage_balance in [-1, 1]: > 0 scales negative advantages by (1 − b) (1 trains on positive ones
+   * only), < 0 scales positive ones by (1 + b) (−1: negative only), 0 leaves both (ART's preprocessing/pack.py).
+   */
+  advantageBalance: number;
+}
+
+/** One advantage after ART's advantage_balance. */
+export function balanceAdvantage(advantage: number, balance: number): number {
+  if (balance > 0 && advantage < 0) return advantage * (1 - balance);
+  if (balance < 0 && advantage > 0) return advantage * (1 + balance);
+  return advantage;
 }
 
 export const DEFAULT_RL_LEARNING_RATE = 5e-6;
@@ -89,5 +99,12 @@ export function rlSettingsFromExperimentalConfig(config: ExperimentalConfig | nu
     allowTrainingWithoutLogprobs: bool(c.allow_training_without_logprobs) ?? false,
     precalculateLogprobs: bool(c.precalculate_logprobs) ?? false,
     packedSequenceLength: num(c.packed_sequence_length) ?? DEFAULT_PACKED_SEQUENCE_LENGTH,
+    advantageBalance: advantageBalanceOf(c.advantage_balance),
   };
+}
+
+function advantageBalanceOf(v: unknown): number {
+  const b = num(v) ?? 0;
+  if (b < -1 || b > 1) throw new Error(`advantage_balance ${b} is outside [-1, 1]`);
+  return b;
 }

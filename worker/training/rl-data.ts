@@ -20,6 +20,8 @@ export interface ChatMessage {
 export interface ChatTokenizer {
   /** Token ids of `messages` rendered with the chat template (no special tokens beyond the template's own). */
   encodeChat(messages: ChatMessage[], opts: { tools?: unknown[] | null; addGenerationPrompt: boolean }): Promise<number[]>;
+  /** The id of a vocabulary piece (for logprob tokens not written `token_id:N`), null when unknown. */
+  tokenToId?(token: string): number | null;
 }
 
 type Json = Record<string, unknown>;
@@ -73,18 +75,23 @@ function choiceAsMessage(choice: Json): ChatMessage {
   return out;
 }
 
-/** Token ids and logprobs of a Choice from its "token_id:N" logprob entries, or null without them. */
-export function choiceTokens(choice: Json): { ids: number[]; logprobs: number[] } | null {
+/**
+ * Token ids and logprobs of a Choice from its logprob entries, or null without them. Entries are
+ * `token_id:N` (Hearth's and ART's vLLM servers write them so); other tokens are looked up as vocabulary
+ * pieces, as ART's tokenizer does (`convert_tokens_to_ids`), when a lookup is given.
+ */
+export function choiceTokens(choice: Json, tokenToId?: (token: string) => number | null): { ids: number[]; logprobs: number[] } | null {
   const content = ((choice.logprobs ?? null) as { content?: { token?: unknown; logprob?: unknown }[] | null } | null)?.content;
   if (!Array.isArray(content)) return null;
   const ids: number[] = [];
   const logprobs: number[] = [];
   for (const entry of content) {
     const m = typeof entry.token === 'string' ? /^token_id:(\d+)$/.exec(entry.token) : null;
-    if (!m) {
-      throw new Error(`choice logprobs carry token ${JSON.stringify(entry.token)} instead of "token_id:N"; the sampling server must return token ids`);
+    const id = m ? Number(m[1]) : typeof entry.token === 'string' && tokenToId ? tokenToId(entry.token) : null;
+    if (id === null) {
+      throw new Error(`choice logprobs carry token ${JSON.stringify(entry.token)}, which is neither "token_id:N" nor a piece of this model's vocabulary`);
     }
-    ids.push(Number(m[1]));
+    ids.push(id);
     logprobs.push(typeof entry.logprob === 'number' ? entry.logprob : NaN);
   }
   return { ids, logprobs };
@@ -126,7 +133,7 @@ export async function tokenizeHistory(
       conversation.push(item as ChatMessage);
       continue;
     }
-    let completion = choiceTokens(item);
+    let completion = choiceTokens(item, tokenizer.tokenToId?.bind(tokenizer));
     const promptIds = Array.isArray(item.prompt_token_ids)
       ? (item.prompt_token_ids as number[])
       : await tokenizer.encodeChat(conversation, { tools, addGenerationPrompt: true });

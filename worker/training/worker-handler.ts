@@ -21,7 +21,10 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   const common = { modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir };
   if (task.kind === 'rl') {
     const p = task.payload as RlPayload;
-    return { ...common, kind: 'rl', trajectoryGroups: p.trajectory_groups as never, experimentalConfig: (p.experimental_config ?? null) as never };
+    return {
+      ...common, kind: 'rl', trajectoryGroups: p.trajectory_groups as never, experimentalConfig: (p.experimental_config ?? null) as never,
+      klReference: task.klReferenceDir ?? null,
+    };
   }
   const p = task.payload as SftPayload;
   let trainJsonl: string;

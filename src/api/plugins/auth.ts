@@ -34,13 +34,13 @@ export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: num
     if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
     const hash = hashKey(key);
     const entity = keys.authenticate(key, hash);
-    if (!entity) throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge });
+    if (!entity) throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge }, 'invalid_api_key');
     const keyId = hash.slice(0, 12);
     request.auth = { entity, keyId };
     const take = limiter.take(keyId);
     if (!take.allowed) {
       reply.header('retry-after', String(take.retryAfterSec));
-      throw new HttpError(429, 'Rate limit reached for this API key', { 'retry-after': String(take.retryAfterSec) });
+      throw new HttpError(429, 'Rate limit reached for this API key', { 'retry-after': String(take.retryAfterSec) }, 'rate_limit_exceeded');
     }
   });
 }

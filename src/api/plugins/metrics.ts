@@ -1,93 +1,11 @@
-// Prometheus metrics: HTTP request counts and latency measured here, plus the metric objects other
-// parts of Hearth update (queue depth, tokens generated, batch sizes, training steps, worker
-// heartbeats). Everything lives in Hearth's own prom-client Registry, served at GET /metrics.
+// The HTTP side of Hearth's metrics: counts and times every request and serves GET /metrics.
+// The metric objects themselves live in src/metrics/metrics.ts, where services and the queue update them.
 //
 // Usage (right after creating the app, so the hooks see every route):
 //   registerMetrics(app);                       // process-wide `hearthMetrics`
-//   hearthMetrics.tokensGenerated.inc({ model }, n);
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-
-export interface HearthMetrics {
-  registry: Registry;
-  /** hearth_http_requests_total{method, route, status} */
-  httpRequests: Counter<'method' | 'route' | 'status'>;
-  /** hearth_http_request_duration_seconds{method, route, status} */
-  httpRequestDuration: Histogram<'method' | 'route' | 'status'>;
-  /** hearth_queue_depth{queue}: jobs waiting in a queue ("inference", "training"). */
-  queueDepth: Gauge<'queue'>;
-  /** hearth_tokens_generated_total{model}: completion tokens sent to clients. */
-  tokensGenerated: Counter<'model'>;
-  /** hearth_batch_size: sequences per forward step of an inference worker. */
-  batchSize: Histogram<string>;
-  /** hearth_training_steps_total{model}: optimizer steps finished. */
-  trainingSteps: Counter<'model'>;
-  /** hearth_worker_last_seen_timestamp_seconds{kind, device, host}: unix time of the last heartbeat. */
-  workerLastSeen: Gauge<'kind' | 'device' | 'host'>;
-}
-
-export interface CreateMetricsOptions {
-  /** Default: a new Registry. */
-  registry?: Registry;
-  /** Also export Node's process metrics (CPU, memory, event loop lag) with the hearth_ prefix. */
-  defaultMetrics?: boolean;
-}
-
-export function createMetrics(opts: CreateMetricsOptions = {}): HearthMetrics {
-  const registry = opts.registry ?? new Registry();
-  if (opts.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'hearth_' });
-  const registers = [registry];
-  return {
-    registry,
-    httpRequests: new Counter({
-      name: 'hearth_http_requests_total', help: 'HTTP requests answered', labelNames: ['method', 'route', 'status'], registers,
-    }),
-    httpRequestDuration: new Histogram({
-      name: 'hearth_http_request_duration_seconds', help: 'Time from request received to response sent',
-      labelNames: ['method', 'route', 'status'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers,
-    }),
-    queueDepth: new Gauge({ name: 'hearth_queue_depth', help: 'Jobs waiting in a queue', labelNames: ['queue'], registers }),
-    tokensGenerated: new Counter({
-      name: 'hearth_tokens_generated_total', help: 'Completion tokens generated', labelNames: ['model'], registers,
-    }),
-    batchSize: new Histogram({
-      name: 'hearth_batch_size', help: 'Sequences per inference forward step', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers,
-    }),
-    trainingSteps: new Counter({
-      name: 'hearth_training_steps_total', help: 'Training optimizer steps finished', labelNames: ['model'], registers,
-    }),
-    workerLastSeen: new Gauge({
-      name: 'hearth_worker_last_seen_timestamp_seconds', help: 'Unix time of the last heartbeat of a worker',
-      labelNames: ['kind', 'device', 'host'], registers,
-    }),
-  };
-}
-
-/** The process-wide metrics the API serves; services update these. */
-export const hearthMetrics: HearthMetrics = createMetrics({ defaultMetrics: true });
-
-/** Call when a worker heartbeat arrives. */
-export function recordHeartbeat(
-  metrics: HearthMetrics,
-  worker: { kind: string; device: string; host: string },
-  atMs: number = Date.now(),
-): void {
-  metrics.workerLastSeen.set({ kind: worker.kind, device: worker.device, host: worker.host }, atMs / 1000);
-}
-
-const lastBatchCounts = new Map<string, Record<string, number>>();
-
-/** Call with each inference worker heartbeat: observes the engine steps run since its previous one. */
-export function recordEngineStats(metrics: HearthMetrics, workerId: string, batchSizeCounts: Record<string, number> | undefined): void {
-  if (!batchSizeCounts) return;
-  const previous = lastBatchCounts.get(workerId) ?? {};
-  for (const [size, total] of Object.entries(batchSizeCounts)) {
-    const fresh = total - (previous[size] ?? 0);
-    for (let i = 0; i < fresh; i++) metrics.batchSize.observe(Number(size));
-  }
-  lastBatchCounts.set(workerId, { ...batchSizeCounts });
-}
+import { hearthMetrics, type HearthMetrics } from '../../metrics/metrics.js';
 
 export interface RegisterMetricsOptions {
   /** Default '/metrics'. */

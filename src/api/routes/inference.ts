@@ -4,11 +4,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
-import { HttpError, unavailable } from '../errors.js';
-import { ModelList } from '../../schemas/inference-models.js';
+import { errorBody, wireErrorOf } from '../errors.js';
+import { unavailable } from '../../errors/domain-errors.js';
+import { z } from 'zod';
+import { ModelEntry, ModelList } from '../../schemas/inference-models.js';
 import { ChatCompletionRequest, ChatCompletionResponse, CompletionRequest, CompletionResponse } from '../../schemas/openai.js';
 import { resolveModel } from '../../services/model-resolver.js';
-import { hearthMetrics } from '../plugins/metrics.js';
+import { hearthMetrics } from '../../metrics/metrics.js';
 
 const DEFAULT_USAGE_PROJECT = 'inference';
 
@@ -85,9 +87,8 @@ async function runInference(
     book();
   } catch (err) {
     if (!started) throw err; // nothing sent yet: a normal error response
-    const status = err instanceof HttpError ? err.statusCode : 500;
-    const message = err instanceof HttpError ? err.message : 'Internal server error';
-    reply.raw.end(`data: ${JSON.stringify({ error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error', code: status } })}\n\n`);
+    const wire = wireErrorOf(err) ?? { status: 500, message: 'Internal server error' };
+    reply.raw.end(`data: ${JSON.stringify({ error: { ...(errorBody('openai', wire.message, wire).error as object), code: wire.status } })}\n\n`);
   }
   return undefined;
 }
@@ -97,29 +98,46 @@ export function inferenceRoutes(ctx: AppContext): RouteDef[] {
   return [
     defineRoute({
       method: 'POST', url: ['/v1/chat/completions', '/v1/chat/completions/'], operationId: 'create_chat_completion_v1_chat_completions_post',
-      summary: 'Create Chat Completion', tags, auth: 'bearer', body: ChatCompletionRequest, response: ChatCompletionResponse,
+      summary: 'Create Chat Completion', tags, auth: 'bearer', errorStyle: 'openai', body: ChatCompletionRequest, response: ChatCompletionResponse,
       errors: { 400: 'Bad parameters', 404: 'Unknown model', 429: 'Too many requests queued', 503: 'No worker available' },
       handler: ({ auth, body, request, reply }) => runInference(ctx, 'chat', body, auth, request, reply),
     }),
     defineRoute({
-      method: 'POST', url: '/v1/completions', operationId: 'create_completion_v1_completions_post', summary: 'Create Completion', tags, auth: 'bearer',
+      method: 'POST', url: '/v1/completions', operationId: 'create_completion_v1_completions_post', summary: 'Create Completion', tags, auth: 'bearer', errorStyle: 'openai',
       body: CompletionRequest, response: CompletionResponse,
       errors: { 400: 'Bad parameters', 404: 'Unknown model', 429: 'Too many requests queued', 503: 'No worker available' },
       handler: ({ auth, body, request, reply }) => runInference(ctx, 'completion', body, auth, request, reply),
     }),
     defineRoute({
-      method: 'GET', url: '/v1/models', operationId: 'list_models_v1_models_get', summary: 'List Models', tags, auth: 'bearer', response: ModelList,
-      handler: ({ auth }) => {
-        const base = ctx.catalog.list().map((m) => ({ id: m.id, object: 'model' as const, created: m.createdAt, owned_by: 'system', root: m.id }));
-        const trained = ctx.store.models.listByEntity(auth.entity).map((m) => ({
-          id: `wandb-artifact:///${m.entity}/${m.project}/${m.name}`,
-          object: 'model' as const,
-          created: Math.floor(Date.parse(m.createdAt) / 1000),
-          owned_by: m.entity,
-          root: m.baseModel,
-        }));
-        return { object: 'list' as const, data: [...base, ...trained] };
+      method: 'GET', url: '/v1/models', operationId: 'list_models_v1_models_get', summary: 'List Models', tags, auth: 'bearer', errorStyle: 'openai', response: ModelList,
+      handler: ({ auth }) => ({ object: 'list' as const, data: modelEntries(ctx, auth.entity) }),
+    }),
+    defineRoute({
+      // The openai SDKs send the id URL-encoded (`publisher%2Fname`), which the router decodes into one parameter.
+      method: 'GET', url: '/v1/models/:model', operationId: 'retrieve_model_v1_models__model__get', summary: 'Retrieve Model', tags, auth: 'bearer', errorStyle: 'openai',
+      params: z.object({ model: z.string().min(1).max(1024) }), response: ModelEntry, errors: { 404: 'Unknown model' },
+      handler: ({ auth, params }) => {
+        const id = params.model;
+        const listed = modelEntries(ctx, auth.entity).find((m) => m.id === id);
+        if (listed) return listed;
+        // Other names the inference routes accept (`…:step3`, `…:latest`, two slashes) are models too.
+        const resolved = resolveModel(ctx.store, ctx.catalog, auth.entity, id);
+        const base = modelEntries(ctx, auth.entity).find((m) => m.id === resolved.baseModel);
+        return { id, object: 'model' as const, created: base?.created ?? 0, owned_by: id.startsWith('wandb-artifact:') ? auth.entity : 'system', root: resolved.baseModel };
       },
     }),
   ];
+}
+
+/** The models a caller may use: every installed base model, and the entity's trained models. */
+function modelEntries(ctx: AppContext, entity: string): z.infer<typeof ModelEntry>[] {
+  const base = ctx.catalog.list().map((m) => ({ id: m.id, object: 'model' as const, created: m.createdAt, owned_by: 'system', root: m.id }));
+  const trained = ctx.store.models.listByEntity(entity).map((m) => ({
+    id: `wandb-artifact:///${m.entity}/${m.project}/${m.name}`,
+    object: 'model' as const,
+    created: Math.floor(Date.parse(m.createdAt) / 1000),
+    owned_by: m.entity,
+    root: m.baseModel,
+  }));
+  return [...base, ...trained];
 }

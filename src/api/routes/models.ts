@@ -1,4 +1,6 @@
-// /v1/preview/models…: create and delete trainable models, list and delete checkpoints, log trajectories.
+// /v1/preview/models…: create and delete trainable models, list and delete checkpoints, log trajectories;
+// /v1/preview/base-models: the base models this server can train.
+import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
 import {
@@ -9,6 +11,12 @@ import {
 export function modelRoutes(ctx: AppContext): RouteDef[] {
   const tags = ['models'];
   return [
+    defineRoute({
+      // The newest W&B spec: no auth, a JSON array of model ids ("Models this deployment can train").
+      method: 'GET', url: '/v1/preview/base-models', operationId: 'list_base_models_v1_preview_base_models_get', summary: 'List Base Models', tags,
+      auth: 'none', response: z.array(z.string()),
+      handler: () => ctx.catalog.list().map((m) => m.id),
+    }),
     defineRoute({
       method: 'POST', url: '/v1/preview/models', operationId: 'create_model_v1_preview_models_post', summary: 'Create Model', tags, auth: 'bearer',
       body: ModelCreate, response: ModelResponse, errors: { 400: 'Base model not installed', 403: 'Entity mismatch', 409: 'Model exists' },

@@ -12,7 +12,7 @@ export const UsageResponse = z.object({ object: z.literal('list'), data: z.array
 export function usageRoutes(ctx: AppContext): RouteDef[] {
   return [
     defineRoute({
-      method: 'GET', url: '/v1/usage', operationId: 'usage_v1_usage_get', summary: 'Token Usage', tags: ['inference'], auth: 'bearer', response: UsageResponse,
+      method: 'GET', url: '/v1/usage', operationId: 'usage_v1_usage_get', summary: 'Token Usage', tags: ['inference'], auth: 'bearer', errorStyle: 'openai', response: UsageResponse,
       handler: ({ auth }) => ({
         object: 'list' as const,
         data: ctx.store.usage.list(auth.entity).map((u) => ({

@@ -8,7 +8,7 @@ import { BaseModelCatalog } from '../../services/base-models.js';
 import { createQueue } from '../../queue/create.js';
 import { buildApp } from '../../api/app.js';
 import { productionLoggerOptions } from '../../api/logger.js';
-import { hearthMetrics } from '../../api/plugins/metrics.js';
+import { hearthMetrics } from '../../metrics/metrics.js';
 import { trainingPolicy } from '../../services/training-policy.js';
 import { TableStore } from '../../tables/table-store.js';
 import { ensureDemoModel } from '../../models/demo-model.js';
