@@ -1,7 +1,7 @@
 // The worker's inference handler on a generated tiny model: chat and completions, streaming,
 // cancellation, and LoRA adapters served per request (mixed with base-model requests in one batch).
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { sharedPath } from '../helpers/shared.js';
 import { importModel } from '../../src/models/model-store.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,7 +109,6 @@ describe('inference worker handler', () => {
   });
 });
 
-const STORIES = fileURLToPath(new URL('../../../shared/models/stories260K/stories260K.gguf', import.meta.url));
 describe('HEARTH_WEIGHTS=q4', () => {
   it('serves LoRA adapters over 4-bit base weights, batched with base requests as one at a time', async () => {
     const saved = process.env.HEARTH_WEIGHTS;
@@ -129,12 +128,12 @@ describe('HEARTH_WEIGHTS=q4', () => {
   });
 });
 
-describe.skipIf(!existsSync(STORIES))('HEARTH_WEIGHTS (real stories260K model)', () => {
+describe('HEARTH_WEIGHTS (real stories260K model)', () => {
   it('q4 serves 4-bit weights: the greedy story survives, its logprobs move a little from f32', async () => {
     const home = mkdtempSync(join(tmpdir(), 'hearth-q4-'));
     const saved = process.env.HEARTH_WEIGHTS;
     try {
-      await importModel(home, STORIES, { id: 'karpathy/stories260K' });
+      await importModel(home, sharedPath('models', 'stories260K', 'stories260K.gguf'), { id: 'karpathy/stories260K' });
       const storiesDir = join(home, 'models', 'karpathy', 'stories260K');
       const complete = async (weights: string) => {
         process.env.HEARTH_WEIGHTS = weights;
