@@ -79,10 +79,12 @@ describe('inference worker handler', () => {
   });
 
   it('cancellation rejects at once and frees the engine', async () => {
+    // Abort once the stream has sent 3 deltas: mid-generation, whatever the machine's speed.
     const ctrl = new AbortController();
-    const p = runTask(task({ messages, max_tokens: 100, ignore_eos: true, stream: true }), ctrl.signal);
-    setTimeout(() => ctrl.abort(), 20);
+    let deltas = 0;
+    const p = handlers.inference!(task({ messages, max_tokens: 100, ignore_eos: true, stream: true }), { delta: () => void (++deltas === 3 && ctrl.abort()), signal: ctrl.signal });
     await expect(p).rejects.toThrow(/cancelled/);
+    expect(deltas).toBeLessThan(100);
     const after = await runTask(task({ messages, max_tokens: 2, temperature: 0 }));
     expect((after.result as Chat).choices[0].token_ids).toHaveLength(2);
   });
