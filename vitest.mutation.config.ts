@@ -17,5 +17,7 @@ export default defineConfig({
     ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // These tests share no state through modules: reusing the module graph between runs saves seconds a mutant.
+    isolate: false,
   },
 });

@@ -88,7 +88,6 @@ describe('kill -9 of the training worker during a real SFT job', () => {
     const detail = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body;
     expect(detail).toMatchObject({ status: 'failed', finished_at: expect.any(String) });
 
-    // The step folder is complete or absent; no row points at a missing folder.
     const modelDir = s.ctx.models.modelCheckpointDir(model.id);
     const step1 = path.join(modelDir, 'step-1');
     // Killed mid-training (the checkpoint is written after the last step): no step folder, no row.
