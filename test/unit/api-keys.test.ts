@@ -57,6 +57,7 @@ describe('ApiKeys', () => {
     expect(keys.authenticate('other_' + key.slice(6))).toBeNull();
     expect(keys.authenticate('')).toBeNull();
     expect(() => keys.revoke('hea')).toThrow('give at least 4 characters of the key prefix');
+    expect(keys.revoke('none')).toBe(0); // 4 characters are enough
     expect(keys.revoke(prefix)).toBe(1);
     expect(keys.authenticate(key)).toBeNull();
     expect(keys.revoke(prefix)).toBe(0); // already revoked
