@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDemoModel } from '../../src/models/demo-model.js';
 import { startServer, tempHome, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
-import { contractErrors, hasSpec } from '../helpers/contract.js';
+import { contractErrors } from '../helpers/contract.js';
 
 const TARGET = 'stairs'; // reward 1 when the reply contains this word (about 5% of the base model's replies)
 const PROMPT = [{ role: 'user', content: 'Say something nice.' }];
@@ -65,7 +65,7 @@ describe('RL through the API', () => {
       expect(events[0].type).toBe('training_started');
       const steps = events.filter((e: { type: string }) => e.type === 'gradient_step');
       expect(events[0].data.num_sequences).toBe(steps.length);
-      for (const e of events) if (hasSpec) expect(contractErrors('TrainingJobEventResponse', e)).toEqual([]);
+      for (const e of events) expect(contractErrors('TrainingJobEventResponse', e)).toEqual([]);
       for (const e of steps) {
         for (const v of Object.values(e.data)) expect(typeof v).toBe('number');
         expect(e.data).toHaveProperty('loss');

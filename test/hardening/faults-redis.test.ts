@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import { freePort, HEARTH_BIN, REPO, startServe } from '../helpers/process.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import type { TrainingPolicy } from '../../src/services/training-jobs.js';
+import { reportsStream } from '../../src/queue/redis-keys.js';
 
 const HANDLERS = path.join(REPO, 'test/fixtures/queue-handlers.ts');
 const BASE = 'test-publisher/tiny-base';
@@ -87,7 +88,7 @@ const terminal = (jobId: string, timeoutMs: number) =>
   }, `a terminal event of ${jobId}`, timeoutMs, 100);
 
 describe('Redis restart (data lost) under the BullMQ queue', () => {
-  it('reconnects, hears the workers again, and sees every job through or fails it with a message', async () => {
+  it('reconnects, hears the workers again, and sees every job through (the lost one re-queued)', async () => {
     const model = async (name: string) => (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name, base_model: BASE } })).body.id as string;
     const [a, b, c] = [await model('a'), await model('b'), await model('c')];
     const create = async (modelId: string, plan: Record<string, unknown>) => {
@@ -95,31 +96,36 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
       expect(r.status).toBe(200);
       return r.body.id as string;
     };
-    const running = await create(a, { steps: 40, stepMs: 100 }); // on the worker during the restart
-    await waitFor(async () => (await events(running)).some((e) => e.type === 'gradient_step'), 'the first job to start', 20_000);
+    // The first job runs to step 9 and is held there (a gate file) until Redis is down: the rest of its steps
+    // and its end are then reported while Redis is away, so its worker must hold those reports.
+    const gate = path.join(s.home, 'hold-running-job');
+    fs.writeFileSync(gate, '');
+    const running = await create(a, { steps: 40, stepMs: 10, holdAtStep: 10, gate });
+    await waitFor(async () => (await events(running)).some((e) => e.type === 'gradient_step' && e.data.step === 9), 'the first job to reach step 9', 20_000);
     const waiting = await create(b, { steps: 3 }); // in Redis behind it (one training worker): lost with the data
     const later = await create(a, { steps: 3 }); // in SQLite until the first job of its model ends
     const queue = s.ctx.queue!;
-    const inference = Array.from({ length: 3 }, () =>
-      queue.infer({ op: 'chat', body: { tokens: Array.from({ length: 30 }, (_, i) => `t${i}`), tokenMs: 100 }, model: null, stream: false, queueKey: 'm' })
+    const started = new Set<number>();
+    const inference = Array.from({ length: 3 }, (_, i) =>
+      queue.infer({ op: 'chat', body: { tokens: Array.from({ length: 30 }, (_, t) => `t${t}`), tokenMs: 100 }, model: null, stream: true, queueKey: 'm', onDelta: () => started.add(i) })
         .then(() => 'done', (e: { kind?: string }) => `error ${e.kind}`),
     );
-    await sleep(300);
+    await waitFor(() => started.size === 3, 'the three inference requests to stream', 20_000, 10);
 
     const downAt = Date.now();
     await stopRedis();
-    // While Redis is down: the system check says so within seconds, and a new job is still accepted
-    // (it is stored; the scheduler hands it over once Redis is back).
+    // While Redis is down: the system check says so, and a new job is still accepted (it is stored; the
+    // scheduler hands it over once Redis is back).
     const t0 = Date.now();
     const check = await s.call('GET', '/v1/system-check');
     expect(check.status).toBe(503);
     expect(check.body.gpu_queue.error).toMatch(/Redis/);
-    expect(Date.now() - t0).toBeLessThan(5000);
     const t1 = Date.now();
-    const duringOutage = await Promise.race([create(c, { steps: 2 }), sleep(5000).then(() => 'hung')]);
-    expect(duringOutage, 'creating a job while Redis is down').not.toBe('hung');
+    const duringOutage = await create(c, { steps: 2 });
     console.log(`[faults] redis down: system check answered 503 in ${t1 - t0} ms, job accepted in ${Date.now() - t1} ms`);
-    await sleep(1000);
+    // Let the first job finish while Redis is down: its checkpoint folder appears when its last step is done.
+    fs.rmSync(gate);
+    await waitFor(() => fs.existsSync(path.join(s.ctx.models.modelCheckpointDir(a), 'step-1', 'adapter_config.json')), 'the held job to finish during the outage', 20_000, 20);
     await startRedis();
     const upAt = Date.now();
 
@@ -128,25 +134,21 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
     await waitFor(async () => (await s.call('GET', '/v1/system-check')).status === 200, 'the system check to pass again', 20_000, 100);
     console.log(`[faults] redis restart: system check passes ${Date.now() - downAt} ms after the shutdown`);
 
-    // Every job ends, each with its message when it failed; none stays queued or running.
+    // Every job ends successfully: the running one from its held reports, the one Redis lost re-queued, the
+    // one waiting for its model and the one created during the outage handed over after the restart.
     for (const id of [running, waiting, later, duringOutage]) {
       const end = await terminal(id, 45_000);
-      if (end.type === 'training_failed') expect(String(end.data.error_message)).not.toBe('');
-      const detail = (await s.call('GET', `/v1/preview/training-jobs/${id}`, { key })).body;
-      expect(['succeeded', 'failed']).toContain(detail.status);
+      expect(end, `job ${id}`).toMatchObject({ type: 'training_ended' });
+      expect((await s.call('GET', `/v1/preview/training-jobs/${id}`, { key })).body.status).toBe('succeeded');
     }
     // The running job's reports were held by its worker while Redis was down, and read after the restart:
     // all of them, in order.
     const ranThrough = await events(running);
-    if (ranThrough[ranThrough.length - 1].type === 'training_ended') {
-      expect(ranThrough.filter((e) => e.type === 'gradient_step').map((e) => e.data.step)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
-    }
-    // The job Redis lost was never started: it must not be left to rot (re-queued, or failed visibly).
-    const lost = await terminal(waiting, 1);
-    console.log(`[faults] redis restart: jobs ended ${JSON.stringify(await Promise.all([running, waiting, later].map(async (id) => (await terminal(id, 1)).type)))}, lost job → ${lost.type}, after ${Date.now() - downAt} ms`);
+    expect(ranThrough.filter((e) => e.type === 'gradient_step').map((e) => e.data.step)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
 
-    const outcomes = await Promise.race([Promise.all(inference), sleep(30_000).then(() => ['hung'])]);
-    expect(outcomes).not.toContain('hung');
+    // Inference requests in flight end one way or the other: finished, or failed with a server error.
+    const outcomes = await Promise.all(inference);
+    for (const o of outcomes) expect(o).toMatch(/^(done|error 50\d)$/);
     console.log(`[faults] redis restart: inference ${JSON.stringify(outcomes)}`);
 
     // New work flows end to end.
@@ -169,12 +171,11 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
     await waitFor(() => (started = queue.liveWorkers('inference')[0]?.load ?? 0) === 3, 'three requests on the worker', 10_000);
     const killedAt = Date.now();
     victim.kill('SIGKILL');
-    const outcomes = await Promise.race([Promise.all(inflight), sleep(20_000).then(() => ['hung'])]);
-    const detectedMs = Date.now() - killedAt;
-    console.log(`[faults] bullmq inference worker kill: ${JSON.stringify(outcomes)} after ${detectedMs} ms (heartbeat timeout 5 s)`);
+    // Detection rides on the heartbeat timeout (5 s); how long it takes is logged, not bet on.
+    const outcomes = await Promise.all(inflight);
+    console.log(`[faults] bullmq inference worker kill: ${JSON.stringify(outcomes)} after ${Date.now() - killedAt} ms (heartbeat timeout 5 s)`);
     expect(started).toBe(3);
     for (const o of outcomes) expect(o).toMatch(/^unavailable .*worker/);
-    expect(detectedMs).toBeLessThan(5000 + 3000);
 
     spawnWorker('inference');
     await waitFor(() => queue.liveWorkers('inference').some((w) => w.pid !== victim.pid), 'a new inference worker', 30_000);
@@ -205,7 +206,13 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
       await api.stop('SIGKILL');
       const step1 = path.join(home, 'checkpoints', model.id, 'step-1');
       await waitFor(() => fs.existsSync(step1), 'the checkpoint written while the API is down', 20_000, 50);
-      await sleep(300);
+      // …and reports its end into the reports stream, where the restarted API will read it.
+      const reports = new Redis(redisUrl);
+      try {
+        await waitFor(async () => (await reports.xrange(reportsStream(prefix), '-', '+')).some(([, fields]) => fields[1].includes(job.id) && fields[1].includes('training_ended')), 'the end report in Redis', 20_000, 50);
+      } finally {
+        reports.disconnect();
+      }
 
       api = await startServe(env);
       const end = await waitFor(async () => {

@@ -13,7 +13,7 @@ import { parseLosslessJson } from '../../src/tables/lossless-parse.js';
 import { spawn } from 'node:child_process';
 import { HEARTH_BIN, startServe, type ServeProcess } from '../helpers/process.js';
 import { tempHome } from '../helpers/server.js';
-import { sleep, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 
 const KEY = `hearth_fault_${crypto.randomBytes(8).toString('hex')}`;
 const ENV = { HEARTH_API_KEY: KEY, HEARTH_ENTITY: 'alice', HEARTH_WORKERS: 'none', HEARTH_RATE_LIMIT: '0' };
@@ -58,11 +58,12 @@ async function appendLoop(url: string, lane: number, state: { stop: boolean; ack
 }
 
 /** Delete checkpoints one step at a time, oldest first, until stopped. */
-async function deleteLoop(url: string, modelId: string, steps: number[], state: { stop: boolean }) {
+async function deleteLoop(url: string, modelId: string, steps: number[], state: { stop: boolean; deleted: number }) {
   for (const step of steps) {
     if (state.stop) return;
     try {
-      await call(url, 'DELETE', `/v1/preview/models/${modelId}/checkpoints`, { steps: [step] });
+      const r = await call(url, 'DELETE', `/v1/preview/models/${modelId}/checkpoints`, { steps: [step] });
+      if (r.status === 200) state.deleted++;
     } catch {
       return;
     }
@@ -100,12 +101,13 @@ describe('kill -9 of hearth serve under writes', () => {
 
     // Second run: writes in flight, then kill -9.
     p = await serve(home);
-    const state = { stop: false, acked: new Map<number, { digest: string; rows: number }>() };
+    const state = { stop: false, deleted: 0, acked: new Map<number, { digest: string; rows: number }>() };
     const loops = [
       ...[0, 1, 2, 3].map((lane) => appendLoop(p.url, lane, state)),
       ...modelIds.map((id) => deleteLoop(p.url, id, STEPS, state)),
     ];
-    await sleep(2000);
+    // Kill once every lane has had appends acknowledged and deletes are going on (counters, not a time).
+    await waitFor(() => state.acked.size === 4 && [...state.acked.values()].every((a) => a.rows >= 41) && state.deleted >= 3 * modelIds.length, 'appends and deletes in flight', 60_000, 10);
     p.child.kill('SIGKILL');
     await new Promise((r) => p.child.once('exit', r));
     state.stop = true;

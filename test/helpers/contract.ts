@@ -1,13 +1,9 @@
 // Validate response bodies against the component schemas of the official OpenAPI document.
+// The document lives in ../shared/spec: when it is missing, the check fails naming the path (helpers/shared.ts).
 import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-export const SPEC_DIR = path.resolve(here, '../../../shared/spec');
-export const hasSpec = fs.existsSync(path.join(SPEC_DIR, 'wandb-serverless-training.openapi.json'));
+import { sharedPath } from './shared.js';
 
 // ajv is CommonJS: under NodeNext its default export is the module object.
 const Ajv2020 = (Ajv2020Module as unknown as { default: typeof Ajv2020Module.default }).default;
@@ -15,7 +11,7 @@ let ajv: InstanceType<typeof Ajv2020> | null = null;
 
 function load() {
   if (ajv) return ajv;
-  const doc = JSON.parse(fs.readFileSync(path.join(SPEC_DIR, 'wandb-serverless-training.openapi.json'), 'utf8'));
+  const doc = JSON.parse(fs.readFileSync(sharedPath('spec', 'wandb-serverless-training.openapi.json'), 'utf8'));
   ajv = new Ajv2020({ strict: false, allErrors: true });
   (addFormats as unknown as (a: unknown) => void)(ajv);
   ajv.addSchema({ $id: 'spec', components: doc.components }, 'spec');

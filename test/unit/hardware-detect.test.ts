@@ -172,11 +172,9 @@ describe('detectDevices', () => {
   it('turns a failing tool, garbage output and a hang into failed probes, never a crash', async () => {
     const dir = fakePath({
       'nvidia-smi': `echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." ; exit 9`,
-      'rocm-smi': 'exec /bin/sleep 5',
+      'rocm-smi': 'exec /bin/sleep 3600', // hangs: only the probe's timeout can end it
     });
-    const started = Date.now();
     const report = await detectDevices({ env: { PATH: dir }, timeoutMs: 300 });
-    expect(Date.now() - started).toBeLessThan(3000);
     expect(report.gpus).toEqual([]);
     expect(report.probes[0]).toMatchObject({ source: 'nvidia-smi', status: 'failed' });
     expect(report.probes[0].detail).toMatch(/exited with 9: NVIDIA-SMI has failed/);

@@ -116,14 +116,23 @@ describe('engine', () => {
 
   it('cancel frees the sequence at once and other requests continue', async () => {
     const { engine, model } = engineWith();
-    const long = run(engine, { promptIds: tok.encode('abc'), params: params({ maxTokens: 200, ignoreEos: true }) });
-    const short = run(engine, { promptIds: tok.encode('def'), params: params({ maxTokens: 30 }) });
-    await new Promise((r) => setTimeout(r, 5));
-    long.cancel();
-    expect(engine.stats.running + engine.stats.waiting).toBeLessThanOrEqual(1);
+    // Cancel the long request once it is mid-generation (3 deltas out), between two engine steps.
+    const long = { deltas: 0, ended: false };
+    let midway!: () => void;
+    const reachedMidway = new Promise<void>((r) => (midway = r));
+    const handle = engine.submit({ promptIds: tok.encode('abc'), params: params({ maxTokens: 200, ignoreEos: true }) }, (e: EngineEvent) => {
+      if (e.type === 'delta' && ++long.deltas === 3) midway();
+      if (e.type === 'finished' || e.type === 'done' || e.type === 'error') long.ended = true;
+    });
+    const short = run(engine, { promptIds: tok.encode('def'), params: params({ maxTokens: 30, ignoreEos: true }) });
+    await reachedMidway;
+    handle.cancel();
+    expect(engine.stats.running + engine.stats.waiting).toBe(1); // only the short request is left
     const [r] = await short;
-    expect(r.ids.length).toBeGreaterThan(0);
+    expect(r).toMatchObject({ finish: 'length' });
+    expect(r.ids).toHaveLength(30);
     await engine.idle();
+    expect(long).toEqual({ deltas: 3, ended: false }); // nothing more was generated or sent after the cancel
     expect(model.cache.size).toBe(0);
   });
 

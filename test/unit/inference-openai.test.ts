@@ -75,7 +75,9 @@ describe('OpenAI chat completions (through the openai SDK)', () => {
       expect(e.top_logprobs).toEqual([]);
     });
     expect(r.usage).toEqual({ prompt_tokens: (r as unknown as { prompt_token_ids: number[] }).prompt_token_ids.length, completion_tokens: c.token_ids.length, total_tokens: expect.any(Number) });
-    expect(c.finish_reason === 'length' ? c.token_ids.length : 8).toBe(8);
+    // At most 8 tokens; 'length' exactly when the 8th token is not EOS, 'stop' when the answer ended with EOS.
+    expect(c.token_ids.length).toBeLessThanOrEqual(8);
+    expect(c.finish_reason).toBe(c.token_ids.length === 8 && !tok.eosTokenIds.includes(c.token_ids[7]) ? 'length' : 'stop');
     expect(c.message.content).toBe(tok.decode(c.token_ids));
   });
 
@@ -108,9 +110,22 @@ describe('OpenAI chat completions (through the openai SDK)', () => {
   });
 
   it('n choices, stop strings and finish reasons', async () => {
-    const r = await client().chat.completions.create({ model: 'toy', messages, n: 3, max_tokens: 6, temperature: 1, seed: 9, stop: ['zzz'] });
+    const req = { model: 'toy', messages, n: 3, max_tokens: 6, temperature: 1, seed: 9 };
+    const free = await client().chat.completions.create(req);
+    // A stop string taken from the middle of the first choice's free answer: with it, that choice ends
+    // right before it with finish_reason 'stop'; choices that never wrote it are unchanged.
+    const text0 = free.choices[0].message.content!;
+    const stop = text0.slice(2, 4);
+    expect(stop).toHaveLength(2);
+    const r = await client().chat.completions.create({ ...req, stop: [stop] });
     expect(r.choices.map((c) => c.index)).toEqual([0, 1, 2]);
     expect(r.usage!.completion_tokens).toBe(r.choices.reduce((a, c) => a + c.logprobs!.content!.length, 0));
+    expect(r.choices[0].message.content).toBe(text0.slice(0, text0.indexOf(stop)));
+    expect(r.choices[0].finish_reason).toBe('stop');
+    for (const [i, c] of free.choices.entries()) {
+      expect(c.finish_reason).toBe(c.logprobs!.content!.length === 6 && c.logprobs!.content![5].token !== 'token_id:0' ? 'length' : 'stop');
+      if (i > 0 && !c.message.content!.includes(stop)) expect(r.choices[i]).toMatchObject({ finish_reason: c.finish_reason, message: { content: c.message.content } });
+    }
   });
 
   it('tools: a Hermes <tool_call> becomes tool_calls with finish_reason tool_calls (forced via tool_choice)', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { IncrementalDetokenizer } from '../../worker/inference/detokenizer.js';
-import { StopStringMatcher, longestPartialSuffix } from '../../worker/inference/stop.js';
+import { StopStringMatcher, earliestMatch, longestPartialSuffix } from '../../worker/inference/stop.js';
 import { HALF_E1, HALF_E2, ToyTokenizer } from './inference-toy-model.js';
 
 function feed(m: StopStringMatcher, pieces: string[]) {
@@ -35,6 +35,39 @@ describe('stop strings', () => {
   it('partial suffix length', () => {
     expect(longestPartialSuffix('abcST', ['STOP'])).toBe(2);
     expect(longestPartialSuffix('abc', ['STOP'])).toBe(0);
+    // Only a proper prefix counts (a whole stop string is a match, not something to hold back)…
+    expect(longestPartialSuffix('xSTOP', ['STOP'])).toBe(0);
+    expect(longestPartialSuffix('STO', ['STOP'])).toBe(3);
+    // …never longer than the text, and the longest over all stop strings.
+    expect(longestPartialSuffix('S', ['STOP'])).toBe(1);
+    expect(longestPartialSuffix('abcS', ['STOP', 'cSx', 'bcSy'])).toBe(3);
+    expect(longestPartialSuffix('abcS', ['bcSy', 'cSx', 'STOP'])).toBe(3);
+  });
+
+  it('at the same position the longest stop string wins, whatever their order; an earlier one beats a longer one', () => {
+    expect(earliestMatch('say STOP now', ['ST', 'STOP'])).toEqual({ index: 4, stop: 'STOP' });
+    expect(earliestMatch('say STOP now', ['STOP', 'ST'])).toEqual({ index: 4, stop: 'STOP' });
+    expect(earliestMatch('say STOP now', ['OP now', 'y'])).toEqual({ index: 2, stop: 'y' });
+    expect(earliestMatch('say STOP now', ['y', 'OP now'])).toEqual({ index: 2, stop: 'y' });
+    expect(earliestMatch('say STOP now', ['zz'])).toBeNull();
+  });
+
+  it('refuses an empty stop string', () => {
+    expect(() => new StopStringMatcher(['ok', ''])).toThrow('stop strings must not be empty');
+  });
+
+  it('after a match emits nothing more, and flush releases nothing', () => {
+    const m = new StopStringMatcher(['STOP']);
+    expect(m.push('aSTOPb')).toEqual({ emit: 'a', stopped: 'STOP' });
+    expect(m.push('more STOP text')).toEqual({ emit: '', stopped: null });
+    expect(m.flush()).toBe('');
+  });
+
+  it('flush empties what it held: later text starts afresh', () => {
+    const m = new StopStringMatcher(['STOP']);
+    expect(m.push('aST')).toEqual({ emit: 'a', stopped: null });
+    expect(m.flush()).toBe('ST');
+    expect(m.push('x')).toEqual({ emit: 'x', stopped: null });
   });
 });
 

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { GrammarState } from '../../worker/inference/json-grammar.js';
 import { forcedToolCallConstraint, parseToolCalls, ToolCallStreamer } from '../../worker/inference/tool-calls.js';
 import { createRng } from '../../worker/inference/rng.js';
 import { ToyTokenizer } from './inference-toy-model.js';
@@ -65,36 +64,32 @@ describe('forced tool call constraint', () => {
   }
 
   it('"required" always yields one parseable call to a known tool', () => {
-    let done = 0;
+    const names = new Set<string>();
     for (let seed = 0; seed < 25; seed++) {
       const out = sample('required', seed);
-      if (out === 'TOO LONG') continue;
+      expect(out, `seed ${seed}: no complete call in 400 tokens`).not.toBe('TOO LONG');
       const r = parseToolCalls(out);
       expect(r.toolCalls, out).toHaveLength(1);
       expect(['name', 'ab']).toContain(r.toolCalls[0].function.name);
       expect(typeof JSON.parse(r.toolCalls[0].function.arguments)).toBe('object');
-      done++;
+      names.add(r.toolCalls[0].function.name);
     }
-    expect(done).toBeGreaterThan(5);
+    expect([...names].sort()).toEqual(['ab', 'name']); // the model may pick either tool
   });
 
   it('a named tool call enforces that tool and its parameters schema', () => {
-    let done = 0;
     for (let seed = 0; seed < 25; seed++) {
       const out = sample({ type: 'function', function: { name: 'name' } }, seed);
-      if (out === 'TOO LONG') continue;
+      expect(out, `seed ${seed}: no complete call in 400 tokens`).not.toBe('TOO LONG');
       const r = parseToolCalls(out);
       expect(r.toolCalls[0].function.name).toBe('name');
       expect(Number.isInteger(JSON.parse(r.toolCalls[0].function.arguments).age)).toBe(true);
-      done++;
     }
-    expect(done).toBeGreaterThan(5);
   });
 
   it('auto/none need no constraint; an unknown name is an error', () => {
     expect(forcedToolCallConstraint(tok, tools, 'auto')).toBeNull();
     expect(forcedToolCallConstraint(tok, tools, 'none')).toBeNull();
     expect(() => forcedToolCallConstraint(tok, tools, { type: 'function', function: { name: 'zz' } })).toThrow(/unknown function 'zz'/);
-    expect(GrammarState).toBeDefined();
   });
 });

@@ -4,7 +4,8 @@ import { describe, expect, it, beforeEach, afterEach, vi } from 'vitest';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { sharedPath } from '../helpers/shared.js';
+import { onnxCuda } from '../helpers/hardware.js';
 import { importModel, listModels, removeModel, modelsRoot } from '../../src/models/model-store.js';
 import { ensureDemoModel } from '../../src/models/demo-model.js';
 import { makeTinyModel } from '../../src/models/tiny-model.js';
@@ -15,7 +16,6 @@ import { loadModel } from '../../worker/runtime/load-model.js';
 import { run as runModels } from '../../src/cli/commands/models.js';
 import { run as runGenerate } from '../../src/cli/commands/generate.js';
 
-const GPT2 = fileURLToPath(new URL('../../../shared/models/tiny-gpt2', import.meta.url));
 let work: string, home: string;
 beforeEach(() => { work = mkdtempSync(join(tmpdir(), 'hearth-store-')); home = join(work, 'home'); });
 afterEach(() => rmSync(work, { recursive: true, force: true }));
@@ -114,7 +114,8 @@ describe('model store', () => {
     storeIsClean();
   });
 
-  it.skipIf(!existsSync(GPT2))('refuses a real HF folder of an unsupported architecture (GPT-2), naming it', async () => {
+  it('refuses a real HF folder of an unsupported architecture (GPT-2), naming it', async () => {
+    const GPT2 = sharedPath('models', 'tiny-gpt2');
     await expect(importModel(home, GPT2, { id: 'x/gpt2' })).rejects.toThrow(/unsupported architecture "GPT2LMHeadModel"/);
     storeIsClean();
   });
@@ -191,11 +192,27 @@ describe('model store', () => {
     for (let i = 0; i < mine.length; i++) expect(Math.abs(mine[i] - theirs[i])).toBeLessThan(1e-4);
   });
 
-  it('asking for a CUDA device without the CUDA provider logs a clear line and runs on CPU', async () => {
+  // What cuda:0 does depends on the machine (test/helpers/hardware.ts): each machine runs the test that applies.
+  it.skipIf(onnxCuda)('asking for a CUDA device without the CUDA provider logs a clear line and runs on CPU (machines without CUDA)', async () => {
     const lines: string[] = [];
     const model = await loadModel(folder('cuda'), { device: 'cuda:0', log: (l) => lines.push(l) });
     expect(model.runner.device).toBe('cpu');
     expect(lines.join('\n')).toMatch(/CUDA execution provider unavailable for cuda:0.*using CPU/);
+  });
+
+  it.skipIf(!onnxCuda)('cuda:0 runs on the GPU, logits close to the CPU ones (GPU machines only)', async () => {
+    const lines: string[] = [];
+    const src = folder('cuda');
+    const gpu = await loadModel(src, { device: 'cuda:0', log: (l) => lines.push(l) });
+    expect(gpu.runner.device).toBe('cuda:0');
+    expect(lines.join('\n')).not.toMatch(/unavailable/);
+    const cpu = await loadModel(src);
+    const [a] = await gpu.runner.forward([{ tokens: [1, 2, 3], kv: gpu.runner.newSequence() }]);
+    const [b] = await cpu.runner.forward([{ tokens: [1, 2, 3], kv: cpu.runner.newSequence() }]);
+    for (let i = 0; i < a.length; i++) expect(Math.abs(a[i] - b[i])).toBeLessThan(1e-3);
+  });
+
+  it('refuses an unknown device', async () => {
     await expect(loadModel(folder('dev'), { device: 'tpu' })).rejects.toThrow(/unknown device "tpu"/);
   });
 

@@ -2,7 +2,7 @@
 // repository's tests do not depend on files outside it). Every vector must pass.
 
 import { describe, expect, it } from 'vitest';
-import { canonicalRowText, digestOfCanonicalText, EMPTY_TABLE_DIGEST, rowDigest, tableDigest } from '../../src/tables/digest.js';
+import { canonicalRowText, digestOfCanonicalText, EMPTY_TABLE_DIGEST, prepareRow, rowDigest, tableDigest } from '../../src/tables/digest.js';
 import { parseLosslessJson } from '../../src/tables/lossless-parse.js';
 import { applyUpdatesToList, type ResolvedUpdate } from '../../src/tables/table-ops.js';
 
@@ -144,6 +144,11 @@ describe('row digest vectors', () => {
       expect(digestOfCanonicalText(vector.canonical)).toBe(vector.row_digest);
     });
   }
+
+  it('prepares a row for storage: its digest and its compact Python-style JSON, key order kept', () => {
+    const row = parseLosslessJson('{"b":1.0,"a":"x y"}') as Record<string, unknown>;
+    expect(prepareRow(row)).toEqual({ digest: rowDigest(row), valJson: '{"b":1.0,"a":"x y"}' });
+  });
 
   it('distinguishes 1.0 from 1', () => {
     expect(rowDigest(parseLosslessJson('{"x":1.0}'))).not.toBe(rowDigest(parseLosslessJson('{"x":1}')));

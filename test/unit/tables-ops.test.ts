@@ -19,6 +19,10 @@ describe('applyUpdatesToList', () => {
     });
   });
 
+  it("refuses with the hosted service's message", () => {
+    expect(INDEX_OUT_OF_RANGE).toBe('Index out of range');
+  });
+
   it('no updates returns the base unchanged', () => {
     expect(applyUpdatesToList(['a'], [])).toEqual({ ok: true, rowDigests: ['a'], updatedRowDigests: [] });
   });

@@ -133,6 +133,11 @@ describe('advantages', () => {
     expect(groupAdvantages([3, 1], { scaleRewards: false }).advantages).toEqual([1, -1]);
   });
 
+  it('refuses a reward that is not a finite number, naming it', () => {
+    expect(() => groupAdvantages([1, Number.NaN], { scaleRewards: true })).toThrow('reward NaN is not a finite number');
+    expect(() => groupAdvantages([Infinity, 0], { scaleRewards: false })).toThrow('reward Infinity is not a finite number');
+  });
+
   it('skips and counts zero-variance groups', () => {
     const s = computeAdvantages([[1, 1, 1], [0, 1], [], [2, 2]], { scaleRewards: true });
     expect(s.numGroupsSubmitted).toBe(4);

@@ -24,7 +24,7 @@ const sequences: TrainSequence[] = [0, 1, 2, 3].map((s) => {
 });
 
 describe('SFT', () => {
-  it('overfits 4 sequences in 50 full fine-tuning steps (loss falls > 50x) in under 30 s', async () => {
+  it('overfits 4 sequences in 50 full fine-tuning steps (loss falls > 50x)', async () => {
     expect(countParameters(cfg)).toBeGreaterThan(800_000);
     const events: TrainingEvent[] = [];
     const started = Date.now();
@@ -40,13 +40,13 @@ describe('SFT', () => {
     for (const s of steps) for (const v of Object.values(s)) expect(typeof v).toBe('number');
     const first = steps[0].loss;
     const last = steps[49].loss;
-    // Measured on the 2-core box (load average 8, CPU shared): ~6.29 (ln 512) -> ~0.002 in ~15 s.
+    // Measured on the 2-core box (load average 8, CPU shared): ~6.29 (ln 512) -> ~0.002 in ~15 s. The time is
+    // logged, not asserted: speed budgets live in the benchmarks (npm run bench:train).
     console.log(`SFT overfit: loss ${first.toFixed(3)} -> ${last.toFixed(4)} in ${seconds.toFixed(1)} s, ${steps[49].tokens_per_second.toFixed(0)} tok/s`);
     expect(first).toBeGreaterThan(5.5);
     expect(first / last).toBeGreaterThan(50);
     expect(steps[0].num_trainable_tokens).toBe(4 * 40);
     expect(steps[0].num_tokens).toBe(4 * 47);
-    expect(seconds).toBeLessThan(30);
     expect(result.steps).toBe(50);
     const ckpt = await readCheckpoint(result.checkpointDir);
     expect(ckpt.kind).toBe('full');

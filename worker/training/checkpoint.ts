@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { faultPoint } from '../fault-points.js';
 import type { Weights } from '../runtime/model-config.js';
 import { parseLoraTargets, type LoraConfig } from './lora.js';
 import { decodeSafetensors, encodeSafetensors } from './safetensors.js';
@@ -71,11 +72,13 @@ export async function writeCheckpoint(dir: string, contents: CheckpointContents)
     } else {
       await writeFileSynced(join(tmp, FULL_WEIGHTS_FILE), encodeSafetensors(contents.weights));
     }
+    await faultPoint('checkpoint-before-rename');
     await rename(tmp, dir);
   } catch (err) {
     await rm(tmp, { recursive: true, force: true });
     throw err;
   }
+  await faultPoint('checkpoint-after-rename');
 }
 
 /** Read a checkpoint folder written by writeCheckpoint (or a PEFT LoRA adapter with list target_modules). */

@@ -1,0 +1,120 @@
+// Paths of the OpenAI-compatible API run over real HTTP with the official `openai` client (the unit tests run
+// them through an in-process shim): /v1/completions streaming and logprobs, streamed tool-call deltas, and
+// the Prometheus metrics that a served request moves.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { ensureDemoModel } from '../../src/models/demo-model.js';
+import { startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
+
+const MODEL = 'hearth/tiny-random-llama';
+let s: TestServer;
+let client: OpenAI;
+
+beforeAll(async () => {
+  const home = tempHome();
+  await ensureDemoModel(home);
+  s = await startServer({ home, env: { HEARTH_WORKERS: 'inference:cpu' }, queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '512' } } });
+  client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: s.key('alice'), maxRetries: 0 });
+  await waitFor(() => s.ctx.queue!.liveWorkers('inference').length > 0, 'an inference worker', 30_000);
+}, 60_000);
+afterAll(async () => s?.close());
+
+type LegacyLogprobs = { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] };
+
+describe('/v1/completions over HTTP', () => {
+  const req = { model: MODEL, prompt: 'Once upon a time', max_tokens: 10, temperature: 0.9, seed: 5, logprobs: 2 };
+
+  it('returns legacy logprobs: one entry per generated token, top alternatives, offsets into the text', async () => {
+    const r = await client.completions.create(req);
+    const c = r.choices[0];
+    const lp = c.logprobs as unknown as LegacyLogprobs;
+    expect(r.object).toBe('text_completion');
+    expect(lp.tokens).toHaveLength(r.usage!.completion_tokens);
+    expect(lp.token_logprobs).toHaveLength(lp.tokens.length);
+    for (const [i, top] of lp.top_logprobs.entries()) {
+      expect(Object.keys(top).length).toBeGreaterThanOrEqual(1);
+      expect(Object.keys(top).length).toBeLessThanOrEqual(2);
+      expect(lp.token_logprobs[i]).toBeLessThanOrEqual(0);
+      // The sampled token's logprob is never above the best alternative's.
+      expect(lp.token_logprobs[i]).toBeLessThanOrEqual(Math.max(...Object.values(top)) + 1e-6);
+    }
+    expect(lp.text_offset[0]).toBe(0);
+    expect([...lp.text_offset].sort((a, b) => a - b)).toEqual(lp.text_offset);
+    expect(['length', 'stop']).toContain(c.finish_reason);
+    expect(c.finish_reason).toBe(lp.tokens.length === 10 ? 'length' : 'stop');
+  });
+
+  it('streams the same text, logprobs and finish reason as the whole answer', async () => {
+    const whole = await client.completions.create(req);
+    const stream = await client.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+    const chunks: OpenAI.Completion[] = [];
+    for await (const ch of stream) chunks.push(ch);
+    const text = chunks.map((ch) => ch.choices[0]?.text ?? '').join('');
+    expect(text).toBe(whole.choices[0].text);
+    const tokens = chunks.flatMap((ch) => (ch.choices[0]?.logprobs as unknown as LegacyLogprobs | undefined)?.tokens ?? []);
+    const logprobs = chunks.flatMap((ch) => (ch.choices[0]?.logprobs as unknown as LegacyLogprobs | undefined)?.token_logprobs ?? []);
+    const wholeLp = whole.choices[0].logprobs as unknown as LegacyLogprobs;
+    expect(tokens).toEqual(wholeLp.tokens);
+    expect(logprobs).toEqual(wholeLp.token_logprobs);
+    expect(chunks.map((ch) => ch.choices[0]?.finish_reason).filter(Boolean)).toEqual([whole.choices[0].finish_reason]);
+    expect(chunks.at(-1)!.usage).toEqual(whole.usage);
+  });
+
+  it('answers several prompts with one choice each, in order', async () => {
+    const prompts = ['Once', 'The dog', 'A'];
+    const r = await client.completions.create({ model: MODEL, prompt: prompts, max_tokens: 4, temperature: 0, ignore_eos: true } as never);
+    const alone = await Promise.all(prompts.map(async (p) => (await client.completions.create({ model: MODEL, prompt: p, max_tokens: 4, temperature: 0, ignore_eos: true } as never)).choices[0].text));
+    expect(r.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    expect(r.choices.map((c) => c.text)).toEqual(alone);
+  });
+});
+
+describe('streamed tool calls over HTTP', () => {
+  it('sends tool-call deltas that add up to the non-streamed call, and finish_reason tool_calls', async () => {
+    const tools = [{ type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string', maxLength: 5 } }, required: ['q'] } } }];
+    const req = { model: MODEL, messages: [{ role: 'user' as const, content: 'Use the tool' }], tools, tool_choice: 'required' as const, max_tokens: 200, temperature: 1, seed: 3 };
+    const whole = await client.chat.completions.create(req);
+    const expected = whole.choices[0].message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(whole.choices[0].finish_reason).toBe('tool_calls');
+
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    const deltas: OpenAI.ChatCompletionChunk.Choice.Delta.ToolCall[] = [];
+    const finishes: string[] = [];
+    let content = '';
+    for await (const ch of stream) {
+      deltas.push(...(ch.choices[0]?.delta.tool_calls ?? []));
+      content += ch.choices[0]?.delta.content ?? '';
+      if (ch.choices[0]?.finish_reason) finishes.push(ch.choices[0].finish_reason);
+    }
+    expect(finishes).toEqual(['tool_calls']);
+    expect(content).toBe('');
+    expect(deltas.length).toBeGreaterThan(0);
+    expect(deltas.every((d) => d.index === 0)).toBe(true);
+    expect(deltas[0]).toMatchObject({ id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'lookup' } });
+    const args = deltas.map((d) => d.function?.arguments ?? '').join('');
+    expect(JSON.parse(args)).toEqual(JSON.parse(expected.function.arguments));
+  });
+});
+
+/** The value of one sample of /metrics, 0 when it is not there yet. */
+function sample(text: string, name: string, labels = ''): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+const metrics = async () => (await fetch(`${s.url}/metrics`)).text();
+
+describe('Prometheus metrics over HTTP', () => {
+  it('move by what one served request did: its tokens, its HTTP request, its engine steps', async () => {
+    const before = await metrics();
+    const chatRoute = '{method="POST",route="/v1/chat/completions",status="200"}';
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'count me' }], max_tokens: 7, temperature: 0, ignore_eos: true } as never) as OpenAI.ChatCompletion;
+    expect(r.usage!.completion_tokens).toBe(7);
+    const after = await metrics();
+    expect(sample(after, 'hearth_tokens_generated_total', `{model="${MODEL}"}`) - sample(before, 'hearth_tokens_generated_total', `{model="${MODEL}"}`)).toBe(7);
+    expect(sample(after, 'hearth_http_requests_total', chatRoute) - sample(before, 'hearth_http_requests_total', chatRoute)).toBe(1);
+    // Engine steps by batch size arrive with the worker's next heartbeats: at least one step per generated token.
+    const stepsBefore = sample(before, 'hearth_batch_size_count');
+    await waitFor(async () => sample(await metrics(), 'hearth_batch_size_count') - stepsBefore >= 7, 'the request\'s engine steps in /metrics');
+  });
+});
