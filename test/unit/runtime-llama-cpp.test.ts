@@ -12,6 +12,7 @@ import { writeGgufModel, type GgufFileType } from '../../src/models/tiny-gguf.js
 import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
 import { generateIds, argmax, seededRandom } from '../../worker/runtime/generate.js';
 import { withLlamaCppModel } from '../helpers/llama-cpp.js';
+import { sharedPath } from '../helpers/shared.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-llamacpp-'));
 const home = join(dir, 'home');
@@ -82,10 +83,8 @@ describe('Hearth vs llama.cpp on the same GGUF files', () => {
 });
 
 describe('stories260K (real pretrained GGUF)', () => {
-  const real = join(import.meta.dirname, '../../../shared/models/stories260K/stories260K.gguf');
-  beforeAll(() => {
-    if (!existsSync(real)) throw new Error(`missing ${real}: the real-model checks need ../shared/models beside the checkout`);
-  });
+  let real = '';
+  beforeAll(() => { real = sharedPath('models', 'stories260K', 'stories260K.gguf'); });
   it('greedy decoding agrees with llama.cpp for 64 tokens', async () => {
     await importModel(home, real, { id: 'karpathy/stories260K' });
     const model = await loadModel('karpathy/stories260K', { home, maxContext: 512 });
