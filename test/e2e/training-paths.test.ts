@@ -108,7 +108,7 @@ describe('RL with tools and additional_histories', () => {
     const withTools = await run('rl-tools', { tools: true, additional: false });
     const withHistories = await run('rl-histories', { tools: true, additional: true });
     const trained = (st: Record<string, number>[]) => sum(st.map((x) => x.num_trainable_tokens));
-    const seen = (st: Record<string, number>[]) => sum(st.map((x) => x.train_tokens));
+    const seen = (st: Record<string, number>[]) => sum(st.map((x) => x.num_tokens)); // all tokens through the model (RL steps report num_tokens; train_tokens is not sent: ART maps it onto the trainable count)
     const choiceTokens = (cs: typeof main) => sum(cs.map((c) => c.logprobs.content.length));
 
     // Every sampled token of every history is trained, nothing else.

@@ -167,7 +167,7 @@ function operationsOf(doc: any): Operation[] {
         secured: security.length > 0,
         basicAllowed: security.some((s) => 'HTTPBasic' in s),
         reasonStyle: template.startsWith('/table/'),
-        openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check)(\/|$)/.test(template)),
+        openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check|system)(\/|$)/.test(template)),
       });
     }
   }

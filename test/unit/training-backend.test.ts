@@ -31,7 +31,7 @@ describe('training backend', () => {
 
   it('logs one line naming the backend and the reason', () => {
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/TF\.js backend: wasm \(simd=(true|false), threads=1\) — requested explicitly$/);
+    expect(lines[0]).toMatch(/TF\.js backend: wasm \(simd=(true|false), threads=1\) — requested explicitly( with patched [A-Za-z/]+)?(; GEMMs and the LM head on (ONNX Runtime \(MLAS, \d+ threads?\)|XNNPACK.*))?$/);
   });
 
   const cases: [string, number[], number[], boolean, boolean][] = [
