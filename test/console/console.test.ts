@@ -27,9 +27,8 @@ afterEach(() => {
 const points = (page: Page, metric: string) =>
   page.$eval(`figure[data-metric="${metric}"]`, (el) => Number(el.getAttribute('data-points'))).catch(() => 0);
 
-// Retried: the playground's first chat request intermittently answers 400 when it follows the job tests (the
-// failure message carries the server's answer; cause not found yet, see issue #19's note). A consistent break
-// still fails every attempt.
+// Retried: after the max-tokens fix below, 1 run in 5 of this file still failed two tests on this shared machine
+// (cause not captured yet; see issue #19's note). A consistent break still fails every attempt.
 describe('console in a browser', { retry: 2 }, () => {
   it('signs in with a key kept in session storage only, and refuses a wrong key', async () => {
     const page = await b.newPage();
@@ -139,7 +138,12 @@ describe('console in a browser', { retry: 2 }, () => {
     });
     await page.goto(`${f.s.url}/#/playground?model=hearth%2Ftiny-random-llama`);
     await page.waitForSelector('textarea[aria-label="Message"]');
-    await page.$eval('input[type=number][step="1"][min="1"]', (el) => ((el as HTMLInputElement).value = ''));
+    // Cleared with an input event, so the page's state follows: a bare `value = ''` is undone by the next render
+    // (the model list arriving), and typing then appended to 128 (max_tokens 12812: a 400 from the server).
+    await page.$eval('input[type=number][step="1"][min="1"]', (el) => {
+      (el as HTMLInputElement).value = '';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
     await page.type('input[type=number][step="1"][min="1"]', '12');
     await page.type('textarea[aria-label="Message"]', 'Hello there');
     await page.keyboard.press('Enter');
