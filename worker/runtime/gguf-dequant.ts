@@ -66,7 +66,8 @@ export function dequantize(type: number, bytes: Uint8Array, elements: number): F
   }
 }
 
-function half(b: Uint8Array, off: number): number {
+/** The f16 at byte `off` of a block, as a number. */
+export function half(b: Uint8Array, off: number): number {
   return f16ToF32(b[off] | (b[off + 1] << 8));
 }
 
@@ -148,7 +149,7 @@ export function dequantQ5_1(b: Uint8Array, n: number): Float32Array {
 }
 
 /** 6-bit scale/min pair j of a Q4_K block's 12 packed scale bytes (get_scale_min_k4). */
-function scaleMinK4(j: number, q: Uint8Array, o: number): [number, number] {
+export function scaleMinK4(j: number, q: Uint8Array, o: number): [number, number] {
   if (j < 4) return [q[o + j] & 63, q[o + j + 4] & 63];
   return [(q[o + j + 4] & 0xf) | ((q[o + j - 4] >> 6) << 4), (q[o + j + 4] >> 4) | ((q[o + j] >> 6) << 4)];
 }

@@ -6,12 +6,13 @@ import type { GgufMetaValue } from './gguf-writer.js';
 
 export type GgufArchitecture = 'llama' | 'qwen2' | 'qwen3';
 
-const GLOBAL_NAMES: Record<string, string> = {
+/** HF → GGUF names of the model-wide tensors and of each layer's (`model.layers.N.` → `blk.N.`). */
+export const GLOBAL_NAMES: Record<string, string> = {
   'model.embed_tokens.weight': 'token_embd.weight',
   'model.norm.weight': 'output_norm.weight',
   'lm_head.weight': 'output.weight',
 };
-const LAYER_NAMES: Record<string, string> = {
+export const LAYER_NAMES: Record<string, string> = {
   'input_layernorm.weight': 'attn_norm.weight',
   'self_attn.q_proj.weight': 'attn_q.weight',
   'self_attn.q_proj.bias': 'attn_q.bias',

@@ -4,6 +4,7 @@ import type { Architecture, ModelConfig, RopeScaling, Weights } from './model-co
 import { readGgufHeader, type GgufFile, type GgufTensorInfo, type GgufValue } from './gguf-reader.js';
 import { dequantize, GGML_TYPES } from './gguf-dequant.js';
 import { readRange, type SourceTensor, type WeightSource } from './weight-source.js';
+import { GLOBAL_NAMES as HF_GLOBAL_NAMES, LAYER_NAMES as HF_LAYER_NAMES } from './gguf-llama-layout.js';
 import { buildTokenizerFromGguf, type GgufTokenizerFiles } from './gguf-tokenizer.js';
 import { llamaRopeFactors } from './rope.js';
 
@@ -16,28 +17,10 @@ export interface GgufModel extends GgufTokenizerFiles {
 
 export type ProgressFn = (doneBytes: number, totalBytes: number) => void;
 
-/** GGUF tensor name → HF name (per-layer names use `blk.N.` → `model.layers.N.`). */
-const LAYER_NAMES: Record<string, string> = {
-  'attn_norm.weight': 'input_layernorm.weight',
-  'ffn_norm.weight': 'post_attention_layernorm.weight',
-  'attn_q.weight': 'self_attn.q_proj.weight',
-  'attn_k.weight': 'self_attn.k_proj.weight',
-  'attn_v.weight': 'self_attn.v_proj.weight',
-  'attn_q.bias': 'self_attn.q_proj.bias',
-  'attn_k.bias': 'self_attn.k_proj.bias',
-  'attn_v.bias': 'self_attn.v_proj.bias',
-  'attn_output.weight': 'self_attn.o_proj.weight',
-  'attn_q_norm.weight': 'self_attn.q_norm.weight',
-  'attn_k_norm.weight': 'self_attn.k_norm.weight',
-  'ffn_gate.weight': 'mlp.gate_proj.weight',
-  'ffn_up.weight': 'mlp.up_proj.weight',
-  'ffn_down.weight': 'mlp.down_proj.weight',
-};
-const GLOBAL_NAMES: Record<string, string> = {
-  'token_embd.weight': 'model.embed_tokens.weight',
-  'output_norm.weight': 'model.norm.weight',
-  'output.weight': 'lm_head.weight',
-};
+/** GGUF tensor name → HF name: the inverse of the writer's layout (gguf-llama-layout.ts). */
+const invert = (m: Record<string, string>) => Object.fromEntries(Object.entries(m).map(([hf, gguf]) => [gguf, hf]));
+const LAYER_NAMES = invert(HF_LAYER_NAMES);
+const GLOBAL_NAMES = invert(HF_GLOBAL_NAMES);
 
 export function hfTensorName(ggufName: string): string | null {
   if (ggufName in GLOBAL_NAMES) return GLOBAL_NAMES[ggufName];

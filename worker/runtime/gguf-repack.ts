@@ -13,7 +13,7 @@
 //   Q4_1, Q4_K      4 bits, block 32, offsets        Q5_0   8 bits, block 32 (q + 112)
 //   Q6_K            8 bits, block 16 (q + 96)        Q5_1, Q5_K  8 bits, block 32 (q + 128), offsets
 // F32, F16 and BF16 tensors have no block form here: they are served as float32 (see llama-graph.ts).
-import { f16ToF32 } from './half.js';
+import { half, scaleMinK4 } from './gguf-dequant.js';
 
 export interface NBitsWeights {
   bits: 4 | 8;
@@ -40,14 +40,6 @@ const LAYOUTS: Record<number, Layout> = {
 export function nbitsLayout(ggmlType: number): { bits: 4 | 8; block: number; hasOffsets: boolean } | null {
   const l = LAYOUTS[ggmlType];
   return l ? { bits: l.bits, block: l.block, hasOffsets: l.hasOffsets } : null;
-}
-
-const half = (b: Uint8Array, o: number) => f16ToF32(b[o] | (b[o + 1] << 8));
-
-/** 6-bit scale/min pair j of a K-quant super-block's 12 packed scale bytes at `o` (ggml's get_scale_min_k4). */
-function scaleMinK4(j: number, q: Uint8Array, o: number): [number, number] {
-  if (j < 4) return [q[o + j] & 63, q[o + j + 4] & 63];
-  return [(q[o + j + 4] & 0xf) | ((q[o + j - 4] >> 6) << 4), (q[o + j + 4] >> 4) | ((q[o + j] >> 6) << 4)];
 }
 
 /** Repack a [N, K] ggml matrix (N rows of K elements, row-major, as GGUF stores dims [K, N]). */
