@@ -31,8 +31,8 @@ function panel(series: PlotSeries, index: number, maxStep: number): string {
   const top = index * (PANEL_H + PAD.top + PAD.bottom) + PAD.top;
   const plotW = W - PAD.left - PAD.right;
   const ys = series.points.map((p) => p[1]);
-  let lo = ys.length ? Math.min(...ys) : 0;
-  let hi = ys.length ? Math.max(...ys) : 1;
+  let lo = ys.length ? ys.reduce((a, y) => Math.min(a, y)) : 0;
+  let hi = ys.length ? ys.reduce((a, y) => Math.max(a, y)) : 1;
   if (lo === hi) [lo, hi] = [lo - (Math.abs(lo) || 1) * 0.1, hi + (Math.abs(hi) || 1) * 0.1];
   const x = (step: number) => PAD.left + (maxStep <= 1 ? plotW / 2 : ((step - 1) / (maxStep - 1)) * plotW);
   const y = (v: number) => top + PANEL_H - ((v - lo) / (hi - lo)) * PANEL_H;

@@ -94,6 +94,19 @@ describe('GGUF model generator', () => {
     });
   });
 
+  it("a real-size vocabulary (Qwen's 151,936 tokens) gives a working tokenizer", async () => {
+    // Regression: the tokenizer sized its byte table with Math.max(...ids), which overflows the call stack
+    // past ~120k arguments, so every Llama 3 / Qwen GGUF failed at import with "unusable tokenizer".
+    const config = tinyConfig({ overrides: { hiddenSize: 32, numHeads: 2, numKvHeads: 1, headDim: 16, intermediateSize: 32, numLayers: 1, vocabSize: 151_936 } }, tokSize);
+    const p = join(dir, 'big-vocab.gguf');
+    writeGgufModel(p, { config, type: 'F16' });
+    const m = readGgufModel(p);
+    const hearth = new Tokenizer({ tokenizerJson: m.tokenizerJson, tokenizerConfig: m.tokenizerConfig });
+    expect(hearth.vocabSize).toBe(151_936);
+    const ids = await hearth.encode('The lamp on the hill.');
+    expect(hearth.decode(ids.slice(1))).toBe('The lamp on the hill.');
+  });
+
   it("Q4_K_M follows llama.cpp's recipe; K-quants fall back where a row is not a multiple of 256", () => {
     const n = 32, dims = [4096, 4096];
     expect(ggufTensorType('Q4_K_M', 'output.weight', [4096, 128256], n)).toBe('Q6_K');

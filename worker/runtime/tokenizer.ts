@@ -50,7 +50,10 @@ export class Tokenizer {
       ? (json.model.vocab as [string, number][]).map(([piece], id) => [piece, id])
       : Object.entries(json.model?.vocab ?? {}) as [string, number][];
     const added: { id: number; content: string; special: boolean }[] = json.added_tokens ?? [];
-    const size = Math.max(0, ...vocabEntries.map(([, id]) => id + 1), ...added.map((a) => a.id + 1));
+    // A loop, not Math.max(...ids): spreading a 128k–152k vocabulary (Llama 3, Qwen) overflows the call stack.
+    let size = 0;
+    for (const [, id] of vocabEntries) size = Math.max(size, id + 1);
+    for (const a of added) size = Math.max(size, a.id + 1);
     this.vocabSize = size;
     this.bytes = new Array(size).fill(new Uint8Array(0));
     const enc = new TextEncoder();
