@@ -56,6 +56,8 @@ export async function createSession(model: Uint8Array | string, settings: Sessio
     logSeverityLevel: 3, // errors only
     // Spin-waiting threads fight neighbours on small machines; the notes measured 3-5x slowdowns.
     extra: { session: { intra_op: { allow_spinning: '0' } } },
+    // Developer tool: ORT's per-node timing profile (JSON) written under this path prefix at endProfiling().
+    ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
   };
   const device = settings.device ?? 'cpu';
   const cuda = /^cuda(?::(\d+))?$/.exec(device);
