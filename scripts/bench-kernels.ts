@@ -5,10 +5,16 @@
 //
 //   npm run bench:kernels -- [--shapes 2048x5632,4096x14336] [--threads 2] [--rows 1,8,128]
 //
+// Also the sampler's cost per token over real vocabularies (32,000 Llama 2, 128,256 Llama 3, 151,936 Qwen), to
+// set beside a decode step of the same model: sampling must stay a small share of it.
+//
 // Forms: 4-bit/32 is how Q4_0, Q4_1 and Q4_K are served as stored (exact); 8-bit/32 is Q5_0, Q5_1, Q5_K and
 // Q8_0; 8-bit/16 is Q6_K; 4-bit/128 is HEARTH_WEIGHTS=q4 (re-quantized, a second rounding).
 import * as ort from 'onnxruntime-node';
 import { DataType, GraphBuilder } from '../worker/runtime/onnx-proto.js';
+import { sampleToken } from '../worker/inference/sampler.js';
+import { defaultSamplingParams, type SamplingParams } from '../worker/inference/sampling-params.js';
+import { createRng } from '../worker/inference/rng.js';
 import { machineLabel, speedProbe } from './machine.js';
 
 const args = process.argv.slice(2);
@@ -67,6 +73,34 @@ for (const [K, N] of shapes) {
   }
 }
 result.gflops = table;
+
+/** Milliseconds per sampled token over logits of a real vocabulary, median of 30. */
+function samplingMs(V: number, params: SamplingParams): number {
+  // LM-like logits: Gaussian (σ 2.5) with a handful of tokens 8–12 above the rest (a top token of ~0.3–0.6).
+  const rand = createRng(V);
+  const logits = new Float32Array(V).map(() => 2.5 * Math.sqrt(-2 * Math.log(1 - rand.next())) * Math.cos(2 * Math.PI * rand.next()));
+  for (let i = 0; i < 5; i++) logits[(i * 7919) % V] += 12 - i;
+  const rng = createRng(1);
+  // As in serving: the graph hands the sampler log Σ exp(logits) (its logits_lse output).
+  let max = -Infinity;
+  for (const v of logits) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of logits) sum += Math.exp(v - max);
+  const ctx = { promptIds: [1, 2, 3], outputIds: [4, 5], logSumExp: max + Math.log(sum) };
+  const times: number[] = [];
+  for (let i = 0; i < 33; i++) { const t = performance.now(); sampleToken(logits, params, ctx, rng); if (i >= 3) times.push(performance.now() - t); }
+  times.sort((a, b) => a - b);
+  return round(times[times.length >> 1], 3);
+}
+const samplers: Record<string, Partial<SamplingParams>> = {
+  greedy: { temperature: 0 },
+  temperature: { temperature: 0.8 },
+  top_p_0_95: { temperature: 0.8, topP: 0.95 },
+  top_k_40: { temperature: 0.8, topK: 40 },
+  top_p_penalties_logprobs_5: { temperature: 0.8, topP: 0.95, frequencyPenalty: 0.5, topLogprobs: 5 },
+};
+result.sampling_ms_per_token = Object.fromEntries([32000, 128256, 151936].map((V) =>
+  [`vocab_${V}`, Object.fromEntries(Object.entries(samplers).map(([name, p]) => [name, samplingMs(V, defaultSamplingParams(p))]))]));
 // 4-bit/32 (exact Q4 as stored) against the others, per shape and rows.
 result.ratio_vs_4bit_b32_acc4 = Object.fromEntries(Object.entries(table).map(([k, v]) =>
   [k, Object.fromEntries(Object.entries(v).map(([f, g]) => [f, round(g / v['4bit_b32_acc4'], 2)]))]));
