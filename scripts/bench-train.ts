@@ -115,7 +115,7 @@ async function hearthRl(root: string) {
     (e) => void events.push(e),
   );
   const step = events.find((e) => e.type === 'gradient_step')!.data;
-  return { tokens: step.train_tokens, tokens_per_second: Math.round(step.tokens_per_second * 10) / 10, seconds_per_step: Number((step.train_tokens / step.tokens_per_second).toFixed(3)) };
+  return { tokens: step.num_tokens, tokens_per_second: Math.round(step.tokens_per_second * 10) / 10, seconds_per_step: Number((step.num_tokens / step.tokens_per_second).toFixed(3)) };
 }
 
 /** GFLOP/s of one GEMM shape (best of 3) with the GEMMs on ONNX Runtime or on wasm XNNPACK. */
