@@ -55,7 +55,8 @@ export async function createSession(model: Uint8Array | string, settings: Sessio
     graphOptimizationLevel: 'all',
     logSeverityLevel: 3, // errors only
     // Spin-waiting threads fight neighbours on small machines; the notes measured 3-5x slowdowns.
-    extra: { session: { intra_op: { allow_spinning: '0' } } },
+    // A host that only serves (no training worker beside it) may turn it on: HEARTH_ORT_SPIN=1.
+    extra: { session: { intra_op: { allow_spinning: process.env.HEARTH_ORT_SPIN === '1' ? '1' : '0' } } },
     // Developer tool: ORT's per-node timing profile (JSON) written under this path prefix at endProfiling().
     ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
   };
