@@ -61,6 +61,8 @@ async function hearthChild(file: string, home: string, mode: 'cold' | 'warm'): P
   out[`${mode}_load_s`] = round((performance.now() - t) / 1000, 2);
   out[`${mode}_rss_after_load_mb`] = rssParts();
   out.graph_built = m.graphBuilt;
+  out[`${mode}_graph_s`] = round(m.graphMs / 1000, 2); // build + repack, or the cache lookup
+  out[`${mode}_session_s`] = round(m.sessionMs / 1000, 2); // ORT: read, optimize, pre-pack
   out.cache_bytes = dirBytes(join(modelDir(home, id), '.cache'));
   type Seq = ReturnType<typeof m.runner.newSequence>;
   Object.assign(out, await speeds<Seq>({

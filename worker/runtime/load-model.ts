@@ -46,6 +46,10 @@ export interface LoadedModel {
   loadAdapter(dir: string): LoraAdapter;
   /** Time spent reading weights, building the graph and creating the session. */
   loadMs: number;
+  /** Of loadMs: building the graph and repacking the weights (or finding the cached build). */
+  graphMs: number;
+  /** Of loadMs: ONNX Runtime's session creation (reading the graph, optimizing, pre-packing the weights). */
+  sessionMs: number;
   /** Whether this load built the graph (false: the cached build beside the model was reused). */
   graphBuilt: boolean;
   /** Bytes of the built graph and its weights on disk. */
@@ -97,8 +101,10 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
   }
   const attention = opts.attention ?? defaultAttention(config);
   const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null };
+  const tGraph = performance.now();
   const graph = cachedGraph(dir, graphCacheKey(files, graphOptions), (external) =>
     buildDecoderGraph(config, source, { ...graphOptions, lora: opts.lora, q4Block: opts.q4Block, external }));
+  const tSession = performance.now();
   let created;
   try {
     created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log });
@@ -115,6 +121,8 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
       return loadLoraAdapter(adapterDir, config, attention);
     },
     loadMs: performance.now() - t0,
+    graphMs: tSession - tGraph,
+    sessionMs: performance.now() - tSession,
     graphBuilt: graph.built,
     graphBytes: graph.bytes,
   };
