@@ -2,7 +2,7 @@
 // Block layouts follow ggml's block_* structs (ggml-common.h) and dequantize_row_* (ggml-quants.c);
 // QK_K = 256-element super-blocks for K-quants. test/unit/gguf-quant.test.ts checks every type
 // against llama.cpp itself. The inverse (float32 → blocks) is gguf-quantize.ts.
-import { decodeBF16, decodeF16, decodeF32, f16ToF32 } from './half.js';
+import { decodeBF16, decodeF16, decodeF32, f16BitsToF32 } from './half.js';
 
 /** ggml type ids (the numbers stored in a GGUF tensor table) of the types Hearth reads and writes. */
 export const GGML_TYPE = {
@@ -68,7 +68,7 @@ export function dequantize(type: number, bytes: Uint8Array, elements: number): F
 
 /** The f16 at byte `off` of a block, as a number. */
 export function half(b: Uint8Array, off: number): number {
-  return f16ToF32(b[off] | (b[off + 1] << 8));
+  return f16BitsToF32(b[off] | (b[off + 1] << 8));
 }
 
 /** Q8_0: blocks of 32 = f16 scale + 32 int8. */
