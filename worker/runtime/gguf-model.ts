@@ -2,8 +2,8 @@
 // Architectures: llama (also used by Mistral GGUFs), qwen2, qwen3.
 import type { Architecture, ModelConfig, RopeScaling, Weights } from './model-config.js';
 import { readGgufHeader, type GgufFile, type GgufTensorInfo, type GgufValue } from './gguf-reader.js';
-import { dequantize, GGML_TYPES } from './gguf-dequant.js';
-import { readRange, type SourceTensor, type WeightSource } from './weight-source.js';
+import { dequantize, GGML_TYPE, GGML_TYPES } from './gguf-dequant.js';
+import { halfWords, readRange, type SourceTensor, type WeightSource } from './weight-source.js';
 import { GLOBAL_NAMES as HF_GLOBAL_NAMES, LAYER_NAMES as HF_LAYER_NAMES } from './gguf-llama-layout.js';
 import { buildTokenizerFromGguf, type GgufTokenizerFiles } from './gguf-tokenizer.js';
 import { llamaRopeFactors } from './rope.js';
@@ -153,6 +153,7 @@ export function openGguf(path: string): GgufSource {
       },
     };
     if (!FLOAT_TYPES.has(info.type)) tensor.ggml = { type: info.type, bytes };
+    if (info.type === GGML_TYPE.F16) tensor.f16 = () => halfWords(bytes());
     source.set(name, tensor);
   }
   return { config, source, file, tokenizerJson, tokenizerConfig };

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Architecture, ModelConfig, RopeScaling, Weights } from './model-config.js';
 import { listFolderTensors, readTensor, readTensors } from './safetensors.js';
 import { openGguf, readGgufModel } from './gguf-model.js';
-import type { WeightSource } from './weight-source.js';
+import { halfWords, readRange, type WeightSource } from './weight-source.js';
 import { closeSync, openSync } from 'node:fs';
 
 const ARCHITECTURES: Record<string, Architecture> = {
@@ -156,6 +156,7 @@ export function openModelWeights(dir: string): { config: ModelConfig; source: We
       const fd = openSync(e.file, 'r');
       try { return readTensor(e, fd).data; } finally { closeSync(fd); }
     },
+    ...(e.dtype === 'F16' ? { f16: () => halfWords(readRange(e.file, e.begin, e.end - e.begin)) } : {}),
   }]));
   return { config, source, files: [...new Set(entries.map((e) => e.file))] };
 }

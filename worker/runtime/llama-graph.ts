@@ -66,6 +66,12 @@ export interface GraphOptions {
    * llama.cpp's quantized dot products do, for int8 kernels; 0 computes in float32 (slower; exact tests).
    */
   nbitsAccuracy?: 0 | 4;
+  /**
+   * Serve float16 weights at 16 bits (MatMul in float16 between two Casts; the embedding gathered in float16)
+   * instead of widening them to float32: for devices with fast 16-bit math (see fast-half.ts). Half the
+   * memory and bytes per decode step; activations and the residual stream stay float32.
+   */
+  half?: boolean;
   /** Write large initializers to this side file (ONNX external data) instead of into the graph. */
   external?: ExternalData;
   /** Rows of the rotary tables = longest supported context. */
@@ -104,8 +110,8 @@ export function padHeads(data: Float32Array, heads: number, hd: number, hp: numb
 }
 
 /** [rows, cols] → [cols, rows], in 32×32 tiles so both sides stay in cache (10× faster on big matrices). */
-export function transpose(data: Float32Array, rows: number, cols: number): Float32Array {
-  const out = new Float32Array(data.length);
+export function transpose<T extends Float32Array | Uint16Array>(data: T, rows: number, cols: number): T {
+  const out = new (data.constructor as new (n: number) => T)(data.length);
   const T = 32;
   for (let r0 = 0; r0 < rows; r0 += T) {
     const r1 = Math.min(r0 + T, rows);
@@ -120,8 +126,8 @@ export function transpose(data: Float32Array, rows: number, cols: number): Float
   return out;
 }
 
-function concat(arrays: Float32Array[]): Float32Array {
-  const out = new Float32Array(arrays.reduce((a, x) => a + x.length, 0));
+function concat<T extends Float32Array | Uint16Array>(arrays: T[]): T {
+  const out = new (arrays[0].constructor as new (n: number) => T)(arrays.reduce((a, x) => a + x.length, 0));
   let o = 0;
   for (const a of arrays) { out.set(a, o); o += a.length; }
   return out;
@@ -343,11 +349,18 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
         outputs: output ? [output] : 1, domain: 'com.microsoft', attrs: { K, N, bits: 4, block_size: block, accuracy_level: 4 },
       })[0];
     }
-    const runs = (opts.weightType ?? 'stored') === 'stored' && hp === hd ? ggmlRuns(parts.map((n) => weights.get(n)!)) : null;
+    const runs = (opts.weightType ?? 'stored') === 'stored' && hp === hd ? ggmlRuns(parts.map((n) => weights.get(n)!), opts.half ?? false) : null;
     if (!runs) return g.node('MatMul', [input, g.floats(name + '_t', [K, N], () => transpose(wOutIn(), N, K))], { outputs: output ? [output] : 1 })[0];
     const ys = runs.map((run) => {
       if (run.type !== null) return nbitsMatMul(g, input, run.tensors, K, blockSums, opts.nbitsAccuracy ?? 4);
       const n = run.tensors.reduce((a, t) => a + t.shape[0], 0);
+      if (opts.half && run.tensors.every((t) => t.f16)) {
+        const wT = g.initializer(`f16.${run.tensors.map(tensorKey).join('+')}_t`, DataType.FLOAT16, [K, n], () => {
+          const t = transpose(concat(run.tensors.map((t) => t.f16!())), n, K);
+          return new Uint8Array(t.buffer, t.byteOffset, t.byteLength);
+        });
+        return g.op('Cast', [g.op('MatMul', [g.op('Cast', [input], { to: DataType.FLOAT16 }), wT])], { to: DataType.FLOAT });
+      }
       return g.op('MatMul', [input, g.floats(`f32.${run.tensors.map(tensorKey).join('+')}_t`, [K, n], () => transpose(concat(run.tensors.map((t) => t.f32())), n, K))]);
     });
     const y = ys.length === 1 ? ys[0] : g.op('Concat', ys, { axis: -1 });
@@ -433,9 +446,9 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
 }
 
 /** Consecutive source tensors of one ggml type with a MatMulNBits form (type null: float32), or null if none has one. */
-function ggmlRuns(tensors: SourceTensor[]): { type: number | null; tensors: SourceTensor[] }[] | null {
+function ggmlRuns(tensors: SourceTensor[], half: boolean): { type: number | null; tensors: SourceTensor[] }[] | null {
   const typeOf = (t: SourceTensor) => (t.ggml && nbitsLayout(t.ggml.type) ? t.ggml.type : null);
-  if (tensors.every((t) => typeOf(t) === null)) return null;
+  if (tensors.every((t) => typeOf(t) === null && !(half && t.f16))) return null;
   const runs: { type: number | null; tensors: SourceTensor[] }[] = [];
   for (const t of tensors) {
     const type = typeOf(t);
@@ -500,7 +513,12 @@ function tensorKey(t: SourceTensor): string {
  * the tied LM head's MatMulNBits reads: one copy), offsets added per block. Null: gather float32 instead.
  */
 function embedding(g: GraphBuilder, embed: SourceTensor, inputIds: string, opts: GraphOptions): string | null {
-  if ((opts.weightType ?? 'stored') !== 'stored' || !embed.ggml) return null;
+  if ((opts.weightType ?? 'stored') !== 'stored') return null;
+  if (opts.half && embed.f16) {
+    const table = g.initializer(`f16.${tensorKey(embed)}`, DataType.FLOAT16, embed.shape, () => { const h = embed.f16!(); return new Uint8Array(h.buffer, h.byteOffset, h.byteLength); });
+    return g.op('Cast', [g.op('Gather', [table, inputIds], { axis: 0 })], { to: DataType.FLOAT });
+  }
+  if (!embed.ggml) return null;
   const layout = nbitsLayout(embed.ggml.type);
   if (!layout) return null;
   const [V, D] = embed.shape;

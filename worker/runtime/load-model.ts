@@ -6,6 +6,7 @@ import { openModelWeights } from './hf-model.js';
 import { buildDecoderGraph, defaultAttention, type AttentionKind, type WeightType } from './llama-graph.js';
 import { cachedGraph, graphCacheKey } from './graph-cache.js';
 import { createSession, ModelRunner } from './runner.js';
+import { servesHalf } from './fast-half.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadLoraAdapter, type LoraAdapter } from './lora.js';
 import { chatTemplateFromConfig, type ChatMessage, type ChatTemplate, type RenderOptions } from './chat-template.js';
@@ -27,6 +28,8 @@ export interface LoadOptions {
   q4Block?: number;
   /** Build the graph with per-row LoRA inputs, so adapters can be served without merging. */
   lora?: boolean;
+  /** Serve float16 weights at 16 bits (default: where the device has fast fp16 math, see fast-half.ts). */
+  half?: boolean;
   log?: (line: string) => void;
 }
 
@@ -100,7 +103,8 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
     maxPositions = config.slidingWindow;
   }
   const attention = opts.attention ?? defaultAttention(config);
-  const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null };
+  const half = opts.half ?? servesHalf(opts.device ?? 'cpu');
+  const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null, half };
   const tGraph = performance.now();
   const graph = cachedGraph(dir, graphCacheKey(files, graphOptions), (external) =>
     buildDecoderGraph(config, source, { ...graphOptions, lora: opts.lora, q4Block: opts.q4Block, external }));

@@ -9,6 +9,8 @@ export interface SourceTensor {
   shape: number[];
   /** The values as float32 (dequantized or widened on demand). */
   f32(): Float32Array;
+  /** The IEEE half bits, when the file holds this tensor as float16 (served at 16 bits where that is fast). */
+  f16?(): Uint16Array;
   /** The ggml encoding, when the file holds this tensor in a block-quantized type. */
   ggml?: { type: number; bytes(): Uint8Array };
 }
@@ -18,6 +20,12 @@ export type WeightSource = Map<string, SourceTensor>;
 /** In-memory float32 weights as a source (tests, generated models, the training side's tensors). */
 export function weightsSource(weights: Weights): WeightSource {
   return new Map([...weights].map(([name, t]) => [name, { shape: t.shape, f32: () => t.data }]));
+}
+
+/** Bytes as 16-bit words (copied when the bytes do not start on an even offset). */
+export function halfWords(b: Uint8Array): Uint16Array {
+  const aligned = b.byteOffset % 2 === 0 ? b : b.slice();
+  return new Uint16Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 2);
 }
 
 /** Read `length` bytes at `offset` of a file (opened for the one read: sources may live long). */
