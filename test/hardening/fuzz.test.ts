@@ -166,7 +166,8 @@ function operationsOf(doc: any): Operation[] {
         textBody: schema?.type === 'string',
         secured: security.length > 0,
         basicAllowed: security.some((s) => 'HTTPBasic' in s),
-        reasonStyle: template.startsWith('/table/'),
+        // The Weave trace server's routes (tables, objects, refs) answer {"reason"}.
+        reasonStyle: /^\/(table|obj|objs|refs)\//.test(template),
         openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check|system)(\/|$)/.test(template)),
       });
     }
