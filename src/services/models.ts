@@ -102,9 +102,7 @@ export class ModelsService {
     const metrics = aggregateTrajectoryMetrics(split, groups);
     this.store.tx(() => {
       const latest = this.store.checkpoints.latest(model.id);
-      this.store.db
-        .prepare('INSERT INTO trajectory_logs (id, model_id, step, split, groups, metrics, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(crypto.randomUUID(), model.id, latest?.step ?? 0, split, JSON.stringify(groups), JSON.stringify(metrics), nowIso());
+      this.store.history.append(model.id, latest?.step ?? 0, split, metrics, groups);
       if (latest) this.store.checkpoints.setMetrics(latest.id, { ...latest.metrics, ...metrics });
     });
     return {};
