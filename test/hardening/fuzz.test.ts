@@ -655,11 +655,11 @@ describe('regressions found by the fuzzer', () => {
   });
 });
 
-describe(`bodies over a small HEARTH_BODY_LIMIT (${SMALL_LIMIT} bytes)`, () => {
+describe(`bodies over a small HEARTH_BODY_LIMIT and HEARTH_TRAINING_BODY_LIMIT (${SMALL_LIMIT} bytes)`, () => {
   let small: TestServer;
   let key: string;
   beforeAll(async () => {
-    small = await startServer({ env: { HEARTH_RATE_LIMIT: '0', HEARTH_BODY_LIMIT: String(SMALL_LIMIT) } });
+    small = await startServer({ env: { HEARTH_RATE_LIMIT: '0', HEARTH_BODY_LIMIT: String(SMALL_LIMIT), HEARTH_TRAINING_BODY_LIMIT: String(SMALL_LIMIT) } });
     key = small.key('alice');
   });
   afterAll(async () => small?.close());
