@@ -11,7 +11,7 @@ import type { BaseModelCatalog } from './base-models.js';
 import type { ModelCreateBody, TrajectoryGroupT } from '../schemas/training.js';
 
 export const modelResponse = (m: ModelRecord) => ({
-  id: m.id, entity: m.entity, project: m.project, name: m.name, base_model: m.baseModel, run_id: m.runId,
+  id: m.id, entity: m.entity, project: m.project, name: m.name, base_model: m.baseModel, run_id: m.runId ?? m.name,
 });
 const checkpointResponse = (c: CheckpointRecord) => ({ id: c.id, step: c.step, metrics: c.metrics });
 

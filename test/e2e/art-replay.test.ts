@@ -120,7 +120,7 @@ async function rolloutGroup(model: Model, n: number) {
 describe("ART's calls, in ART's order", () => {
   it('(a) registers idempotently with every field ART copies, and refuses the same name over another base (409)', async () => {
     const m = await register('agent');
-    expect(m).toMatchObject({ entity: 'alice', project: 'p', name: 'agent', base_model: BASE });
+    expect(m).toMatchObject({ entity: 'alice', project: 'p', name: 'agent', base_model: BASE, run_id: 'agent' });
     expect(typeof m.id).toBe('string');
     expect((await register('agent')).id).toBe(m.id);
     const err = await register('agent', 'hearth/another-base').then(() => null, (e: unknown) => e);
