@@ -141,7 +141,9 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
     const status = (err as { statusCode?: number }).statusCode;
     const code = (err as { code?: string }).code;
     if (code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) {
-      const message = style === 'reason' ? 'Request too large' : `Request body exceeds the limit of ${ctx.config.bodyLimit} bytes`;
+      const limit = request.routeOptions.bodyLimit ?? ctx.config.bodyLimit;
+      const setting = request.routeOptions.config?.bodyLimitSetting ?? 'HEARTH_BODY_LIMIT';
+      const message = style === 'reason' ? 'Request too large' : `Request body exceeds the limit of ${limit} bytes (${setting} on the server)`;
       return reply.code(413).send(errorBody(style, message, { status: 413, code: 'request_too_large' }));
     }
     if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) {

@@ -52,7 +52,7 @@ export function wireErrorOf(err: unknown): WireError | null {
  */
 export function errorStyleOfUrl(url: string): ErrorStyle {
   const path = url.split('?')[0];
-  if (path.startsWith('/table/')) return 'reason';
+  if (/^\/(table|obj|objs|refs)\//.test(path)) return 'reason';
   if (path.startsWith('/inference/')) return 'openai';
   if (path.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check|system)(\/|$)/.test(path)) return 'openai';
   return 'detail';

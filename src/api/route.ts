@@ -40,6 +40,10 @@ export interface RouteDef<P extends z.ZodType | undefined = any, Q extends z.Zod
   errors?: Record<number, string>;
   /** Parse the body text with this instead of JSON.parse (the table routes keep number text). */
   parseBody?: (text: string) => unknown;
+  /** This route's body limit in bytes, instead of the app's (training uploads take more). */
+  bodyLimit?: number;
+  /** The setting that raises `bodyLimit`, named in the 413 answer. */
+  bodyLimitSetting?: string;
   /** Return the body to send (200), or send it yourself through `reply` (streaming) and return undefined. */
   handler: (ctx: RouteContext<Infer<P>, Infer<Q>, Infer<B>>) => unknown | Promise<unknown>;
 }
@@ -56,6 +60,7 @@ declare module 'fastify' {
     auth?: AuthMode;
     errorStyle?: ErrorStyle;
     parseBody?: (text: string) => unknown;
+    bodyLimitSetting?: string;
   }
   interface FastifyRequest {
     auth: AuthContext | null;
@@ -88,7 +93,8 @@ export function registerRoutes(app: FastifyInstance, defs: RouteDef[]): void {
       app.route({
         method: def.method,
         url,
-        config: { auth: def.auth, errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody },
+        config: { auth: def.auth, errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody, bodyLimitSetting: def.bodyLimitSetting },
+        ...(def.bodyLimit !== undefined ? { bodyLimit: def.bodyLimit } : {}),
         handler: async (request, reply) => {
           const issues: ValidationIssue[] = [];
           const params = parsePart(def.params, request.params, 'path', issues);

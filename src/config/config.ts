@@ -8,6 +8,8 @@ export interface Config {
   home: string;
   /** Largest accepted request body in bytes (RL bodies carry a logprob per token: large). */
   bodyLimit: number;
+  /** Body limit of the training uploads (RL jobs with ART's trajectories, SFT datasets): larger than bodyLimit. */
+  trainingBodyLimit: number;
   /** Requests per key per minute; 0 disables the limit. */
   rateLimitPerMinute: number;
   /** Redis for the BullMQ queue; null = embedded queue. */
@@ -69,12 +71,31 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   return Math.floor(n);
 }
 
+/**
+ * The largest body a JSON route can take: bodies are read into one string, and V8 caps a string at
+ * 2^29 − 24 characters (a UTF-8 byte is at most one character, so this many bytes always fit).
+ */
+export const MAX_STRING_BODY_BYTES = 2 ** 29 - 24;
+
+/**
+ * ART sends every completion token back with its logprob object (~85 B a token): 64 MiB held ~700k tokens
+ * per train(); 256 MiB holds ~2.8M. Bounded by what one string can hold.
+ */
+function trainingBodyLimitOf(env: NodeJS.ProcessEnv): number {
+  const limit = int(env, 'HEARTH_TRAINING_BODY_LIMIT', 256 * 1024 * 1024);
+  if (limit > MAX_STRING_BODY_BYTES) {
+    throw new Error(`HEARTH_TRAINING_BODY_LIMIT must be at most ${MAX_STRING_BODY_BYTES} bytes (the longest string Node.js can hold), got ${limit}`);
+  }
+  return limit;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: env.HOST || '127.0.0.1',
     port: int(env, 'PORT', 8080),
     home: path.resolve(env.HEARTH_HOME || './.hearth'),
     bodyLimit: int(env, 'HEARTH_BODY_LIMIT', 64 * 1024 * 1024),
+    trainingBodyLimit: trainingBodyLimitOf(env),
     rateLimitPerMinute: int(env, 'HEARTH_RATE_LIMIT', 6000),
     redisUrl: env.REDIS_URL || null,
     apiKey: env.HEARTH_API_KEY || null,

@@ -18,6 +18,8 @@ export const TrainingTask = z.object({
   initCheckpointDir: z.string().nullable(),
   /** RL: the checkpoint folder the KL penalty compares against (null or absent = the base model). */
   klReferenceDir: z.string().nullable().optional(),
+  /** RL with scale_learning_rate_by_reward_std_dev: the model's `train/reward_std_dev` by checkpoint step. */
+  rewardStdDevHistory: z.array(z.object({ step: z.number(), reward_std_dev: z.number() })).optional(),
   home: z.string(),
 });
 export type TrainingTask = z.infer<typeof TrainingTask>;

@@ -1,6 +1,7 @@
 // Hands persisted training jobs to workers: at most one active job per model (each job continues from the
 // previous checkpoint, so jobs of one model run in order), oldest first, as capacity allows.
 import { resolveKlReference } from '../services/kl-reference.js';
+import { rewardStdDevHistory } from '../services/training-step-metrics.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
@@ -107,6 +108,7 @@ export class TrainingScheduler {
     return {
       jobId: job.id, kind: job.kind, entity: job.entity, modelId: model.id, baseModel: model.baseModel, baseModelDir: base.dir,
       payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, klReferenceDir: klReference.dir, home: this.home,
+      ...(experimental?.scale_learning_rate_by_reward_std_dev === true ? { rewardStdDevHistory: rewardStdDevHistory(this.store.history.all(model.id)) } : {}),
     };
   }
 }

@@ -89,8 +89,9 @@ const samplingFields = {
   ignore_eos: z.boolean().nullish(),
   include_stop_str_in_output: z.boolean().nullish(),
   skip_special_tokens: z.boolean().nullish(),
-  // Accepted for compatibility: we always answer with token ids and logprobs.
+  // Accepted for compatibility: logprob tokens are always written `token_id:<id>`.
   return_tokens_as_token_ids: z.boolean().nullish(),
+  /** vLLM's option: answer with `token_ids` per choice and `prompt_token_ids` (absent otherwise). */
   return_token_ids: z.boolean().nullish(),
 };
 
@@ -200,11 +201,13 @@ export const ChatCompletionResponse = z
         logprobs: ChoiceLogprobs,
         finish_reason: FinishReason,
         stop_reason: z.union([z.string(), z.number().int()]).nullable(),
-        token_ids: z.array(z.number().int()),
+        /** Only with return_token_ids. */
+        token_ids: z.array(z.number().int()).optional(),
       }),
     ),
     usage: Usage,
-    prompt_token_ids: z.array(z.number().int()),
+    /** Only with return_token_ids. */
+    prompt_token_ids: z.array(z.number().int()).optional(),
     system_fingerprint: z.string().nullable(),
   })
   .meta({ id: 'ChatCompletionResponse' });

@@ -25,7 +25,7 @@ export const TableRow = z
  * pydantic's lax int: a JSON integer (any size), a float with no fraction, or integer text.
  * Integers beyond 2^53 are clamped: as an index or offset they are past any table, as in Python.
  */
-const LaxInt = z.preprocess((value) => {
+export const LaxInt = z.preprocess((value) => {
   let number: unknown = value;
   if (isLosslessNumber(value)) number = Number(value.value);
   else if (typeof value === 'string' && /^\s*[+-]?\d+\s*$/.test(value)) number = Number(value);

@@ -11,7 +11,7 @@ import type { BaseModelCatalog } from './base-models.js';
 import type { ModelCreateBody, TrajectoryGroupT } from '../schemas/training.js';
 
 export const modelResponse = (m: ModelRecord) => ({
-  id: m.id, entity: m.entity, project: m.project, name: m.name, base_model: m.baseModel, run_id: m.runId,
+  id: m.id, entity: m.entity, project: m.project, name: m.name, base_model: m.baseModel, run_id: m.runId ?? m.name,
 });
 const checkpointResponse = (c: CheckpointRecord) => ({ id: c.id, step: c.step, metrics: c.metrics });
 
@@ -102,9 +102,7 @@ export class ModelsService {
     const metrics = aggregateTrajectoryMetrics(split, groups);
     this.store.tx(() => {
       const latest = this.store.checkpoints.latest(model.id);
-      this.store.db
-        .prepare('INSERT INTO trajectory_logs (id, model_id, step, split, groups, metrics, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(crypto.randomUUID(), model.id, latest?.step ?? 0, split, JSON.stringify(groups), JSON.stringify(metrics), nowIso());
+      this.store.history.append(model.id, latest?.step ?? 0, split, metrics, groups);
       if (latest) this.store.checkpoints.setMetrics(latest.id, { ...latest.metrics, ...metrics });
     });
     return {};

@@ -7,6 +7,7 @@ import type { Store } from '../store/sqlite/store.js';
 import { nowIso, TERMINAL_STATUSES, type TrainingEventType, type TrainingJobRecord } from '../store/records.js';
 import { conflict, invalid, notFound, notImplemented } from '../errors/domain-errors.js';
 import { toPage } from './pagination.js';
+import { trainStepMetrics } from './training-step-metrics.js';
 import { hearthMetrics } from '../metrics/metrics.js';
 import type { ModelsService } from './models.js';
 import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../schemas/training.js';
@@ -173,7 +174,13 @@ export class TrainingJobsService {
       this.fail(jobId, `checkpoint step ${step} already exists for this model`);
       return false;
     }
-    this.store.checkpoints.insert({ id: crypto.randomUUID(), modelId: job.modelId, step, metrics: {}, path: resolved, createdAt: nowIso() });
+    // The job's averaged step metrics go with its checkpoint and into the model's history, as ART's
+    // LocalBackend logs them at the new step.
+    const metrics = trainStepMetrics(this.store.events.all(jobId));
+    this.store.tx(() => {
+      this.store.checkpoints.insert({ id: crypto.randomUUID(), modelId: job.modelId, step, metrics, path: resolved, createdAt: nowIso() });
+      this.store.history.append(job.modelId, step, 'train', metrics);
+    });
     return true;
   }
 }

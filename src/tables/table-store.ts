@@ -228,6 +228,11 @@ export class TableStore {
     }
   }
 
+  /** One row's JSON text by its digest, whatever table holds it (refs resolve rows this way), or undefined. */
+  readRow(scope: ProjectScope, rowDigest: string): string | undefined {
+    return this.statements.getRow.get(scope.entity, scope.project, rowDigest) as string | undefined;
+  }
+
   tableExists(scope: ProjectScope, digest: string): boolean {
     return this.countRows(scope, digest) !== null;
   }

@@ -42,7 +42,8 @@ describe('models', () => {
   it('creates a model, returns the existing one with return_existing, and 409s without it', async () => {
     const a = await createModel(alice, 'm1');
     expect(a.status).toBe(200);
-    expect(a.body).toMatchObject({ entity: 'alice', project: 'proj', name: 'm1', base_model: BASE, run_id: null });
+    // run_id: the model name, the W&B run id ART's own backends use for a model (wandb.init(id=model.name)).
+    expect(a.body).toMatchObject({ entity: 'alice', project: 'proj', name: 'm1', base_model: BASE, run_id: 'm1' });
     expect(contractErrors('ModelResponse', a.body)).toEqual([]);
     const again = await createModel(alice, 'm1');
     expect(again.body.id).toBe(a.body.id);

@@ -120,7 +120,7 @@ async function rolloutGroup(model: Model, n: number) {
 describe("ART's calls, in ART's order", () => {
   it('(a) registers idempotently with every field ART copies, and refuses the same name over another base (409)', async () => {
     const m = await register('agent');
-    expect(m).toMatchObject({ entity: 'alice', project: 'p', name: 'agent', base_model: BASE });
+    expect(m).toMatchObject({ entity: 'alice', project: 'p', name: 'agent', base_model: BASE, run_id: 'agent' });
     expect(typeof m.id).toBe('string');
     expect((await register('agent')).id).toBe(m.id);
     const err = await register('agent', 'hearth/another-base').then(() => null, (e: unknown) => e);
@@ -156,6 +156,20 @@ describe("ART's calls, in ART's order", () => {
     });
     await expect(pollToEnd(missing.id)).rejects.toThrow('kl_penalty_reference_step 9: this model has no checkpoint at step 9');
     expect(await getStep(m)).toBe(2);
+    // scale_learning_rate_by_reward_std_dev reads the model's history as ART's LocalBackend does: each job's
+    // averaged metrics at its step (0.5 at steps 1 and 2: rewards 0,1,0,1 per group) plus logged train groups
+    // (rewards 0, 0.2 at step 2: std 0.1), averaged per step {1: 0.5, 2: 0.3}; the fitted line 0.7 − 0.2·step
+    // gives 0.3 / 0.7 at step 2.
+    const trained = await art.get<{ data: Checkpoint[] }>(`/preview/models/${m.id}/checkpoints`, { query: { order: 'asc' } });
+    expect(trained.data[0].metrics['train/reward_std_dev']).toBeCloseTo(0.5, 12);
+    const logged = { trajectories: [0, 0.2].map((reward) => ({ messages_and_choices: [{ role: 'user', content: 'hi' }], reward, metrics: {} })) };
+    await art.post(`/preview/models/${m.id}/log`, { body: { split: 'train', trajectory_groups: [logged] } });
+    const scaledJob = await art.post<{ id: string }>('/preview/training-jobs', {
+      body: { model_id: m.id, trajectory_groups: groups, experimental_config: artExperimentalConfig({ scale_learning_rate_by_reward_std_dev: true }) },
+    });
+    const scaled = await pollToEnd(scaledJob.id);
+    expect(scaled.steps[0].learning_rate).toBeCloseTo(1e-2 * (0.3 / 0.7), 12);
+    expect(await getStep(m)).toBe(3);
     // The trained step serves: ART's next rollouts use the same name (latest) or a pinned :step1.
     const r = await art.chat.completions.create({ model: 'wandb-artifact:///alice/p/rl:step1', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
     expect(r.choices[0].logprobs!.content!.length).toBeGreaterThan(0);

@@ -166,7 +166,8 @@ function operationsOf(doc: any): Operation[] {
         textBody: schema?.type === 'string',
         secured: security.length > 0,
         basicAllowed: security.some((s) => 'HTTPBasic' in s),
-        reasonStyle: template.startsWith('/table/'),
+        // The Weave trace server's routes (tables, objects, refs) answer {"reason"}.
+        reasonStyle: /^\/(table|obj|objs|refs)\//.test(template),
         openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check|system)(\/|$)/.test(template)),
       });
     }
@@ -654,11 +655,11 @@ describe('regressions found by the fuzzer', () => {
   });
 });
 
-describe(`bodies over a small HEARTH_BODY_LIMIT (${SMALL_LIMIT} bytes)`, () => {
+describe(`bodies over a small HEARTH_BODY_LIMIT and HEARTH_TRAINING_BODY_LIMIT (${SMALL_LIMIT} bytes)`, () => {
   let small: TestServer;
   let key: string;
   beforeAll(async () => {
-    small = await startServer({ env: { HEARTH_RATE_LIMIT: '0', HEARTH_BODY_LIMIT: String(SMALL_LIMIT) } });
+    small = await startServer({ env: { HEARTH_RATE_LIMIT: '0', HEARTH_BODY_LIMIT: String(SMALL_LIMIT), HEARTH_TRAINING_BODY_LIMIT: String(SMALL_LIMIT) } });
     key = small.key('alice');
   });
   afterAll(async () => small?.close());

@@ -61,8 +61,25 @@ const messages = [
 ];
 
 describe('OpenAI chat completions (through the openai SDK)', () => {
-  it('non-streaming: shape, logprobs by default as token_id:<id> with bytes, token ids, usage', async () => {
-    const r = await client().chat.completions.create({ model: 'toy', messages, max_completion_tokens: 8, temperature: 0 });
+  it('token ids only with return_token_ids (vLLM): absent by default, so ART does not send them back', async () => {
+    const plain = await client().chat.completions.create({ model: 'toy', messages, max_completion_tokens: 4, temperature: 0 });
+    expect(plain.choices[0]).not.toHaveProperty('token_ids');
+    expect(plain).not.toHaveProperty('prompt_token_ids');
+    expect(plain.choices[0].logprobs!.content!.length).toBeGreaterThan(0);
+    const asked = await client().chat.completions.create({ model: 'toy', messages, max_completion_tokens: 4, temperature: 0, return_token_ids: true } as never);
+    expect((asked as unknown as { prompt_token_ids: number[] }).prompt_token_ids.length).toBeGreaterThan(0);
+    const chunks = await client().chat.completions.create({ model: 'toy', messages, max_completion_tokens: 4, temperature: 0, stream: true });
+    for await (const chunk of chunks) {
+      expect(chunk).not.toHaveProperty('prompt_token_ids');
+      for (const choice of chunk.choices) expect(choice).not.toHaveProperty('token_ids');
+    }
+    const completion = await client().completions.create({ model: 'toy', prompt: 'hello', max_tokens: 4, temperature: 0 });
+    expect(completion.choices[0]).not.toHaveProperty('token_ids');
+    expect(completion.choices[0]).not.toHaveProperty('prompt_token_ids');
+  });
+
+  it('non-streaming: shape, logprobs by default as token_id:<id> with bytes, token ids (asked), usage', async () => {
+    const r = await client().chat.completions.create({ model: 'toy', messages, max_completion_tokens: 8, temperature: 0, return_token_ids: true } as never);
     ChatCompletionResponse.parse(r);
     const c = r.choices[0] as (typeof r.choices)[0] & { token_ids: number[] };
     expect(r.object).toBe('chat.completion');

@@ -166,12 +166,12 @@ describe('engine on the ONNX runner', () => {
   it('serves a chat completion end to end with the model template and tokenizer', async () => {
     const hearth = createEngineFromRuntime(loaded.gqa!, { kvCacheBytes: 2 ** 24 });
     const ev = await new Promise<InferenceEvent>((resolve) =>
-      void hearth.submit({ kind: 'chat', model: 'tiny', body: { model: 'tiny', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, temperature: 0 } }, resolve),
+      void hearth.submit({ kind: 'chat', model: 'tiny', body: { model: 'tiny', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, temperature: 0, return_token_ids: true } }, resolve),
     );
     expect(ev.type).toBe('response');
     const r = ChatCompletionResponse.parse((ev as { data: unknown }).data);
-    expect(r.choices[0].token_ids.length).toBeGreaterThan(0);
-    expect(r.prompt_token_ids.length).toBe(r.usage.prompt_tokens);
-    expect(r.choices[0].message.content).toBe(loaded.gqa!.tokenizer.decode(r.choices[0].token_ids));
+    expect(r.choices[0].token_ids!.length).toBeGreaterThan(0);
+    expect(r.prompt_token_ids!.length).toBe(r.usage.prompt_tokens);
+    expect(r.choices[0].message.content).toBe(loaded.gqa!.tokenizer.decode(r.choices[0].token_ids!));
   });
 });

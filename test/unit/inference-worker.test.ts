@@ -62,7 +62,7 @@ type Chat = { choices: { message: { content: string }; token_ids: number[]; logp
 
 describe('inference worker handler', () => {
   it('answers chat, streaming chat and completions', async () => {
-    const { result } = await runTask(task({ messages, max_tokens: 8, temperature: 0 }));
+    const { result } = await runTask(task({ messages, max_tokens: 8, temperature: 0, return_token_ids: true }));
     const chat = result as Chat;
     expect(chat.choices[0].token_ids).toHaveLength(8);
     expect(chat.choices[0].logprobs.content).toHaveLength(8);
@@ -85,12 +85,12 @@ describe('inference worker handler', () => {
     const p = handlers.inference!(task({ messages, max_tokens: 100, ignore_eos: true, stream: true }), { delta: () => void (++deltas === 3 && ctrl.abort()), signal: ctrl.signal });
     await expect(p).rejects.toThrow(/cancelled/);
     expect(deltas).toBeLessThan(100);
-    const after = await runTask(task({ messages, max_tokens: 2, temperature: 0 }));
+    const after = await runTask(task({ messages, max_tokens: 2, temperature: 0, return_token_ids: true }));
     expect((after.result as Chat).choices[0].token_ids).toHaveLength(2);
   });
 
   it('serves a LoRA adapter per request, batched with base requests, matching one-at-a-time output', async () => {
-    const body = { messages, max_tokens: 10, temperature: 0, ignore_eos: true };
+    const body = { messages, max_tokens: 10, temperature: 0, ignore_eos: true, return_token_ids: true };
     const baseAlone = ((await runTask(task(body))).result as Chat).choices[0].token_ids;
     const loraAlone = ((await runTask(task(body, adapterDir))).result as Chat).choices[0].token_ids;
     expect(loraAlone).not.toEqual(baseAlone);
@@ -118,7 +118,7 @@ describe('HEARTH_WEIGHTS=q4', () => {
     const q4 = await createHandlers('cpu', () => {});
     try {
       const run = async (adapter: string | null) =>
-        ((await q4.inference!(task({ messages, max_tokens: 10, temperature: 0, ignore_eos: true }, adapter), { delta: () => {}, signal: new AbortController().signal })) as Chat).choices[0].token_ids;
+        ((await q4.inference!(task({ messages, max_tokens: 10, temperature: 0, ignore_eos: true, return_token_ids: true }, adapter), { delta: () => {}, signal: new AbortController().signal })) as Chat).choices[0].token_ids;
       const [base, lora] = [await run(null), await run(adapterDir)];
       expect(lora).not.toEqual(base);
       expect(await Promise.all([run(null), run(adapterDir), run(null)])).toEqual([base, lora, base]);

@@ -125,8 +125,10 @@ describe('experimental_config', () => {
   it('names the set keys it does not implement', () => {
     // advantage_balance and the KL reference keys are implemented (test/unit/training-art-compat.test.ts).
     expect(unsupportedExperimentalKeys({ ...artDefaults, advantage_balance: 0.5, kl_penalty_step_lag: 2, kl_ref_adapter_path: '/x' })).toEqual([]);
-    expect(unsupportedExperimentalKeys({ ...artDefaults, scale_learning_rate_by_reward_std_dev: true })).toEqual(['scale_learning_rate_by_reward_std_dev']);
-    expect(() => rlSettingsFromExperimentalConfig({ scale_learning_rate_by_reward_std_dev: true })).toThrow(/scale_learning_rate_by_reward_std_dev/);
+    // scale_learning_rate_by_reward_std_dev is implemented too (test/unit/reward-std-lr.test.ts).
+    expect(unsupportedExperimentalKeys({ ...artDefaults, scale_learning_rate_by_reward_std_dev: true })).toEqual([]);
+    expect(rlSettingsFromExperimentalConfig({ scale_learning_rate_by_reward_std_dev: true }).scaleLearningRateByRewardStdDev).toBe(true);
+    expect(rlSettingsFromExperimentalConfig(artDefaults).scaleLearningRateByRewardStdDev).toBe(false);
     expect(unsupportedSftExperimentalKeys({ a: 1, b: null })).toEqual(['a']);
     expect(unsupportedSftExperimentalKeys(null)).toEqual([]);
   });
@@ -177,6 +179,24 @@ describe('RL job', () => {
     });
     before.dispose();
     after.dispose();
+  });
+
+  it('scale_learning_rate_by_reward_std_dev multiplies the step learning rate by the fitted reward-spread trend', async () => {
+    const data = await tokenizeTrajectoryGroups(groups, toyTokenizer, { allowTrainingWithoutLogprobs: false });
+    const spec = { config: cfg, weights, baseModelName: 'tiny', mode: 'lora' as const };
+    const run = async (scale: boolean) => {
+      const events: TrainingEvent[] = [];
+      const history = [{ step: 1, reward_std_dev: 0.8 }, { step: 2, reward_std_dev: 0.5 }, { step: 2, reward_std_dev: 0.7 }, { step: 3, reward_std_dev: 0.55 }, { step: 5, reward_std_dev: 0.35 }];
+      await runRl(
+        { data, experimentalConfig: { learning_rate: 1e-3, scale_learning_rate_by_reward_std_dev: scale }, rewardStdDevHistory: history },
+        { model: spec, checkpointDir: join(root, 'm', `lr-${scale}`), log: () => {} },
+        (e) => void events.push(e),
+      );
+      return (events[1].data as Record<string, number>).learning_rate;
+    };
+    // numpy.polyfit(steps, per-step means, 1) over that history: (m·5 + b) / b = 0.3894389438943896.
+    expect(await run(true)).toBeCloseTo(1e-3 * 0.3894389438943896, 15);
+    expect(await run(false)).toBe(1e-3);
   });
 
   it('with nothing to learn (all groups zero-variance) reports 0 steps and still writes the checkpoint', async () => {

@@ -1,7 +1,8 @@
 // Builds OpenAI-shaped objects from engine events: chat.completion, chat.completion.chunk (SSE
 // stream) and text_completion. Every choice carries per-token logprobs even when not asked, with
 // `token` written as `token_id:<id>` and `bytes` the token's raw bytes (what ART's trainer parses,
-// see spec §2.1), per-choice `token_ids` and top-level `prompt_token_ids` like vLLM.
+// see spec §2.1), per-choice `token_ids` and top-level `prompt_token_ids` like vLLM (sent only when the
+// request asks with `return_token_ids`: see withoutTokenIds).
 
 import type {
   ChatCompletionChunk,
@@ -20,6 +21,21 @@ type FinishReason = ChatCompletionResponse['choices'][number]['finish_reason'];
 /** OpenAI reports impossible tokens as -9999 (JSON has no -Infinity). */
 function finiteLogprob(x: number): number {
   return Number.isFinite(x) ? x : -9999;
+}
+
+/**
+ * vLLM's `return_token_ids`: the generated and prompt token ids go out only when asked. Dropped in place
+ * otherwise, because ART sends every Choice back whole in its training uploads (token ids there were ~5% of
+ * a body that the body limit caps) and OpenAI's SDKs do not know these fields.
+ */
+export function withoutTokenIds<T>(response: T): T {
+  const r = response as { prompt_token_ids?: unknown; choices?: { token_ids?: unknown; prompt_token_ids?: unknown }[] };
+  delete r.prompt_token_ids;
+  for (const choice of r.choices ?? []) {
+    delete choice.token_ids;
+    delete choice.prompt_token_ids;
+  }
+  return response;
 }
 
 export function tokenLabel(id: number): string {

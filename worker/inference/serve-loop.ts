@@ -30,6 +30,7 @@ import {
   completionChunk,
   completionLogprobs,
   type FinishedChoice,
+  withoutTokenIds,
 } from './openai-format.js';
 import type { LoadedModel } from '../runtime/load-model.js';
 import { blocksForMemory } from './block-manager.js';
@@ -165,11 +166,13 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
   const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined };
   const formatOpts = { parseTools: useTools, parallelToolCalls: body.parallel_tool_calls ?? true };
 
+  const ids = tokenIdsAsAsked(body.return_token_ids);
+
   if (body.stream) {
     const stream = new ChatChunkStream(meta, tokenizer, { ...formatOpts, includeUsage: body.stream_options?.include_usage ?? false });
     return ctx.engine.submit(genReq, (e) => {
       if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
-      for (const chunk of stream.onEvent(e)) onEvent({ type: 'chunk', data: chunk });
+      for (const chunk of stream.onEvent(e)) onEvent({ type: 'chunk', data: ids(chunk) });
       if (e.type === 'done') onEvent({ type: 'end' });
     });
   }
@@ -177,8 +180,13 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
   return ctx.engine.submit(genReq, (e) => {
     if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
     if (e.type === 'finished') finished.push(e);
-    if (e.type === 'done') onEvent({ type: 'response', data: buildChatCompletion(meta, finished, tokenizer, formatOpts) });
+    if (e.type === 'done') onEvent({ type: 'response', data: ids(buildChatCompletion(meta, finished, tokenizer, formatOpts)) });
   });
+}
+
+/** Keep token ids in responses only when the request set `return_token_ids` (vLLM's option). */
+function tokenIdsAsAsked(returnTokenIds: boolean | null | undefined): <T>(response: T) => T {
+  return returnTokenIds === true ? (response) => response : withoutTokenIds;
 }
 
 async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
@@ -210,6 +218,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const textSoFar = new Map<number, number>();
   const includeUsage = body.stream_options?.include_usage ?? false;
   const handles: { cancel(): void }[] = [];
+  const ids = tokenIdsAsAsked(body.return_token_ids);
   const onEngineEvent = (genReq: GenerateRequest, pi: number) => (e: EngineEvent) => {
     if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
     if (e.type === 'delta' && body.stream && (e.text || e.tokens.length)) {
@@ -219,18 +228,18 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
       // Offsets count from the start of this choice's text, not of the chunk.
       lp!.text_offset = lp!.text_offset.map((o) => o + base);
       textSoFar.set(index, base + e.text.length);
-      onEvent({ type: 'chunk', data: completionChunk(meta, index, e.text, lp, null, e.tokens.map((t) => t.id)) });
+      onEvent({ type: 'chunk', data: ids(completionChunk(meta, index, e.text, lp, null, e.tokens.map((t) => t.id))) });
     }
     if (e.type === 'finished') {
       const index = pi * n + e.index;
-      if (body.stream) onEvent({ type: 'chunk', data: completionChunk(meta, index, '', null, { reason: e.finishReason, stopReason: e.stopReason }, []) });
+      if (body.stream) onEvent({ type: 'chunk', data: ids(completionChunk(meta, index, '', null, { reason: e.finishReason, stopReason: e.stopReason }, [])) });
       else finished.push({ index, promptTokenIds: genReq.promptIds, finished: e });
     }
     if (e.type === 'done') {
       promptTokens += e.promptTokens;
       completionTokens += e.completionTokens;
       if (--open > 0) return;
-      if (!body.stream) return onEvent({ type: 'response', data: buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs) });
+      if (!body.stream) return onEvent({ type: 'response', data: ids(buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs)) });
       if (includeUsage)
         onEvent({
           type: 'chunk',

@@ -9,6 +9,7 @@ import { loadTokenizer } from '../runtime/load-model.js';
 import type { BackendName } from './backend.js';
 import { chatTokenizerFrom } from './chat-tokenizer.js';
 import { readCheckpoint } from './checkpoint.js';
+import type { RewardStdDevPoint } from './reward-std-lr.js';
 import type { LoraConfig } from './lora.js';
 import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
 import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
@@ -35,6 +36,8 @@ export interface RlJobSpec extends JobCommon {
   experimentalConfig?: ExperimentalConfig | null;
   /** Checkpoint folder the KL penalty compares against (null = the base model). */
   klReference?: string | null;
+  /** The model's reward std dev by step (scale_learning_rate_by_reward_std_dev). */
+  rewardStdDevHistory?: RewardStdDevPoint[];
 }
 
 export interface SftJobSpec extends JobCommon {
@@ -88,7 +91,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
       );
     }
     const klReference = spec.klReference ? await readCheckpoint(spec.klReference) : null;
-    return runRl({ data, experimentalConfig: spec.experimentalConfig }, { ...deps, klReference }, emit);
+    return runRl({ data, experimentalConfig: spec.experimentalConfig, rewardStdDevHistory: spec.rewardStdDevHistory }, { ...deps, klReference }, emit);
   }
 
   const { sequences, rowsWithoutAssistant, droppedTooLong } = await tokenizeSftRows(parseSftJsonl(spec.trainJsonl), tokenizer, {

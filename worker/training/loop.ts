@@ -15,6 +15,7 @@ import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
 import { policyLoss, readAndDispose, weightedNll } from './losses.js';
 import { LlamaModel } from './model.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt } from './optimizer.js';
+import { fitRewardStdDevLearningRate, type RewardStdDevPoint } from './reward-std-lr.js';
 import type { RlData } from './rl-data.js';
 import { balanceAdvantage, rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
 import { optimizerStep } from './train-step.js';
@@ -95,6 +96,8 @@ export interface SftJob {
 export interface RlJob {
   data: RlData;
   experimentalConfig?: ExperimentalConfig | null;
+  /** The model's `train/reward_std_dev` by step, for scale_learning_rate_by_reward_std_dev. */
+  rewardStdDevHistory?: readonly RewardStdDevPoint[];
 }
 
 /**
@@ -259,7 +262,15 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     trajectoryOf.push(s.trajectory);
   }
   const numTrainableTrajectories = new Set(trajectoryOf).size;
-  const learningRate = settings.learningRate * Math.pow(Math.max(1, numTrainableTrajectories), settings.numTrajectoriesLrPower);
+  const rewardStdFit = settings.scaleLearningRateByRewardStdDev ? fitRewardStdDevLearningRate(job.rewardStdDevHistory ?? []) : null;
+  if (rewardStdFit) {
+    deps.log?.(
+      `scale_learning_rate_by_reward_std_dev: ${rewardStdFit.steps} steps of history, slope ${rewardStdFit.slope ?? 'n/a'}, ` +
+        `intercept ${rewardStdFit.intercept ?? 'n/a'}, learning rate × ${rewardStdFit.multiplier}`,
+    );
+  }
+  const learningRate =
+    settings.learningRate * (rewardStdFit?.multiplier ?? 1) * Math.pow(Math.max(1, numTrainableTrajectories), settings.numTrajectoriesLrPower);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFitsWasmHeap(deps.model.config, deps.model.mode);
   const model = buildTrainingModel(deps.model, deps.seed);

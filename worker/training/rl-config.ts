@@ -10,12 +10,11 @@ export type ExperimentalConfig = Record<string, unknown>;
 /** Accepted and ignored: they change neither the result (debug plots, chunking of a computation). */
 export const KEYS_WITHOUT_EFFECT = ['plot_tensors', 'logprob_calculation_chunk_size'];
 
-/** Keys this trainer does not implement, with the value that means "not used". */
+/** Keys this trainer does not implement, with the value that means "not used" (none today; newer ART keys land here). */
 // (kl_penalty_reference_step, kl_penalty_step_lag and kl_ref_adapter_path are resolved by the scheduler to a
-// checkpoint folder: src/services/kl-reference.ts.)
-const UNSUPPORTED: Record<string, unknown> = {
-  scale_learning_rate_by_reward_std_dev: false,
-};
+// checkpoint folder: src/services/kl-reference.ts; scale_learning_rate_by_reward_std_dev gets the model's
+// reward-spread history from the scheduler: src/services/training-step-metrics.ts.)
+const UNSUPPORTED: Record<string, unknown> = {};
 
 /** experimental_config keys that are set but not implemented here (empty = the request is fine). */
 export function unsupportedExperimentalKeys(config: ExperimentalConfig | null | undefined): string[] {
@@ -48,6 +47,8 @@ export interface RlSettings {
    * only), < 0 scales positive ones by (1 + b) (−1: negative only), 0 leaves both (ART's preprocessing/pack.py).
    */
   advantageBalance: number;
+  /** Multiply the learning rate by the trend of the model's reward std dev (worker/training/reward-std-lr.ts). */
+  scaleLearningRateByRewardStdDev: boolean;
 }
 
 /** One advantage after ART's advantage_balance. */
@@ -100,6 +101,7 @@ export function rlSettingsFromExperimentalConfig(config: ExperimentalConfig | nu
     precalculateLogprobs: bool(c.precalculate_logprobs) ?? false,
     packedSequenceLength: num(c.packed_sequence_length) ?? DEFAULT_PACKED_SEQUENCE_LENGTH,
     advantageBalance: advantageBalanceOf(c.advantage_balance),
+    scaleLearningRateByRewardStdDev: bool(c.scale_learning_rate_by_reward_std_dev) ?? false,
   };
 }
 

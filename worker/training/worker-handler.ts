@@ -23,7 +23,7 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
     const p = task.payload as RlPayload;
     return {
       ...common, kind: 'rl', trajectoryGroups: p.trajectory_groups as never, experimentalConfig: (p.experimental_config ?? null) as never,
-      klReference: task.klReferenceDir ?? null,
+      klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [],
     };
   }
   const p = task.payload as SftPayload;

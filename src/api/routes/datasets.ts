@@ -13,6 +13,7 @@ export function datasetRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       method: 'POST', url: '/v1/preview/datasets', operationId: 'upload_dataset_v1_preview_datasets_post', summary: 'Upload SFT Dataset (Hearth)',
       tags: ['datasets'], auth: 'bearer', query: DatasetQuery, body: z.string().min(1), response: DatasetResponse,
+      bodyLimit: ctx.config.trainingBodyLimit, bodyLimitSetting: 'HEARTH_TRAINING_BODY_LIMIT',
       handler: ({ auth, query, body }) => {
         const saved = ctx.datasets.save(auth.entity, query.project, query.name, body);
         return { url: saved.url, version: saved.version, num_rows: saved.rows };

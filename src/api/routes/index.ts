@@ -10,6 +10,8 @@ import { tableRoutes } from './tables.js';
 import { datasetRoutes } from './datasets.js';
 import { usageRoutes } from './usage.js';
 import { listingRoutes } from './listings.js';
+import { weaveObjectRoutes } from './weave-objects.js';
+import { weaveServiceRoutes } from './weave-service.js';
 
 export function allRoutes(ctx: AppContext): RouteDef[] {
   return [
@@ -22,5 +24,7 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...datasetRoutes(ctx),
     ...usageRoutes(ctx),
     ...listingRoutes(ctx),
+    ...weaveObjectRoutes(ctx),
+    ...weaveServiceRoutes(ctx),
   ];
 }

@@ -1,7 +1,8 @@
 // /table/*: the Weave trace server's table API (create, update, create_from_digests, query, stats),
 // digest for digest compatible with the hosted service so the Weave client works unchanged.
 // Errors answer `{"reason": ...}` like the trace server; validation stays FastAPI's 422.
-import { defineRoute, type AuthContext, type RouteDef } from '../route.js';
+import { defineRoute, type RouteDef } from '../route.js';
+import { ForeignProject, weaveProjectScope } from '../weave-project.js';
 import type { AppContext } from '../context.js';
 import { HttpError } from '../errors.js';
 import {
@@ -12,21 +13,9 @@ import { prepareRow } from '../../tables/digest.js';
 import { TableRequestError } from '../../tables/errors.js';
 import { parseLosslessJson } from '../../tables/lossless-parse.js';
 import { PythonJsonError } from '../../tables/python-json.js';
-import { TableStore, type ProjectScope, type StoredTableRow, type TableUpdate } from '../../tables/table-store.js';
+import { TableStore, type StoredTableRow, type TableUpdate } from '../../tables/table-store.js';
 
-/** Why the caller may not see a project: it belongs to another entity than the key's. */
-class ForeignProject extends Error {}
-
-/** `entity/project` → scope; the key's entity must own it (another entity's tables do not exist for it). */
-function scopeOf(auth: AuthContext, projectId: string): ProjectScope {
-  const slash = projectId.indexOf('/');
-  if (slash <= 0 || slash === projectId.length - 1) {
-    throw new HttpError(400, `Invalid project_id '${projectId}': expected '<entity>/<project>'`);
-  }
-  const scope = { entity: projectId.slice(0, slash), project: projectId.slice(slash + 1) };
-  if (scope.entity !== auth.entity) throw new ForeignProject();
-  return scope;
-}
+const scopeOf = weaveProjectScope;
 
 /** Run a table operation, turning store errors into `{"reason"}` responses. */
 function run<T>(operation: () => T, whenForeign: () => T): T {

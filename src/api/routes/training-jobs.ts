@@ -13,7 +13,9 @@ export function trainingJobRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       method: 'POST', url: '/v1/preview/training-jobs', operationId: 'create_training_job_v1_preview_training_jobs_post', summary: 'Create RL Training Job',
       tags, auth: 'bearer', body: CreateTrainingJob, response: TrainingJobResponse,
-      errors: { 400: 'Unsupported configuration', 404: 'Unknown model', 429: 'Queue full', 501: 'No training engine' },
+      // ART sends every completion token back with its logprobs: far more than other routes.
+      bodyLimit: ctx.config.trainingBodyLimit, bodyLimitSetting: 'HEARTH_TRAINING_BODY_LIMIT',
+      errors: { 400: 'Unsupported configuration', 404: 'Unknown model', 413: 'Body over HEARTH_TRAINING_BODY_LIMIT', 429: 'Queue full', 501: 'No training engine' },
       handler: ({ auth, body }) => ctx.trainingJobs.createRl(auth.entity, body),
     }),
     defineRoute({

@@ -1,6 +1,7 @@
 // Versioned schema migrations. Append only: never edit a migration that has shipped.
 // Each entry runs once, inside a transaction, and bumps PRAGMA user_version.
 import { TABLES_SCHEMA_SQL } from '../../tables/table-store.js';
+import { OBJECTS_SCHEMA_SQL } from '../../weave-objects/object-store.js';
 
 export interface Migration {
   version: number;
@@ -94,5 +95,10 @@ export const migrations: Migration[] = [
     version: 2,
     name: 'Weave tables: rows by digest, chunked digest lists, table versions',
     sql: TABLES_SCHEMA_SQL,
+  },
+  {
+    version: 3,
+    name: 'Weave objects: versions by object id and digest',
+    sql: OBJECTS_SCHEMA_SQL,
   },
 ];

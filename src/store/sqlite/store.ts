@@ -7,6 +7,7 @@ import { CheckpointsRepo } from './checkpoints-repo.js';
 import { JobsRepo } from './jobs-repo.js';
 import { EventsRepo } from './events-repo.js';
 import { UsageRepo } from './usage-repo.js';
+import { HistoryRepo } from './history-repo.js';
 
 export class Store {
   readonly keys: KeysRepo;
@@ -15,6 +16,7 @@ export class Store {
   readonly jobs: JobsRepo;
   readonly events: EventsRepo;
   readonly usage: UsageRepo;
+  readonly history: HistoryRepo;
 
   constructor(readonly db: Db) {
     this.keys = new KeysRepo(db);
@@ -23,6 +25,7 @@ export class Store {
     this.jobs = new JobsRepo(db);
     this.events = new EventsRepo(db);
     this.usage = new UsageRepo(db);
+    this.history = new HistoryRepo(db);
   }
 
   static open(file: string, extraMigrations: Migration[] = []): Store {

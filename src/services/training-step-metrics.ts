@@ -1,0 +1,29 @@
+// What a finished training job logs at the step it produced, as ART's LocalBackend does after training
+// (`_log_metrics(model, averages, "train", step)`): each metric of its `gradient_step` events averaged over
+// the events that carry it, under `train/<name>`. Stored with the checkpoint, so the model's history (and
+// scale_learning_rate_by_reward_std_dev, src/services/reward-std-history.ts) can read it per step.
+import type { TrainingEventRecord } from '../store/records.js';
+import type { HistoryRow } from '../store/sqlite/history-repo.js';
+import type { RewardStdDevPoint } from '../../worker/training/reward-std-lr.js';
+
+export function trainStepMetrics(events: readonly TrainingEventRecord[]): Record<string, number> {
+  const sums = new Map<string, { total: number; count: number }>();
+  for (const event of events) {
+    if (event.type !== 'gradient_step') continue;
+    for (const [key, value] of Object.entries(event.data)) {
+      if (typeof value !== 'number' || !Number.isFinite(value)) continue;
+      const entry = sums.get(key) ?? { total: 0, count: 0 };
+      entry.total += value;
+      entry.count++;
+      sums.set(key, entry);
+    }
+  }
+  return Object.fromEntries([...sums.entries()].map(([key, { total, count }]) => [`train/${key}`, total / count]));
+}
+
+/** The `train/reward_std_dev` rows of a model's history (training results and `train` logs), for the scheduler. */
+export function rewardStdDevHistory(rows: readonly HistoryRow[]): RewardStdDevPoint[] {
+  return rows
+    .filter((r) => typeof r.metrics['train/reward_std_dev'] === 'number' && Number.isFinite(r.metrics['train/reward_std_dev']))
+    .map((r) => ({ step: r.step, reward_std_dev: r.metrics['train/reward_std_dev'] }));
+}
