@@ -6,6 +6,7 @@ import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/me
 import { controlChannel, REPORTS_MAXLEN, reportsStream } from '../src/queue/redis-keys.js';
 import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
+import type { ModelLoads } from './model-loads.js';
 
 export interface BullmqWorkerOptions {
   identity: WorkerIdentity;
@@ -17,6 +18,8 @@ export interface BullmqWorkerOptions {
   /** Inference requests taken at once (the engine batches them); training is always one at a time. */
   concurrency?: number;
   hostRef?: (host: WorkerHost) => void;
+  /** Model loads the handlers announce (worker/model-loads.ts). */
+  loads?: ModelLoads;
 }
 
 /** Start serving; resolves to a function that stops taking work, finishes the current work and disconnects. */
@@ -31,7 +34,7 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   const report = async (msg: WorkerMessage) => {
     await redis.xadd(stream, 'MAXLEN', '~', String(REPORTS_MAXLEN), '*', 'm', JSON.stringify(msg));
   };
-  const host = new WorkerHost(opts.identity, opts.handlers, report, opts.log);
+  const host = new WorkerHost(opts.identity, opts.handlers, report, opts.log, opts.loads);
   opts.hostRef?.(host);
 
   await sub.subscribe(controlChannel(prefix));

@@ -18,6 +18,8 @@ export interface WorkerInfo {
   /** Training job ids and inference request ids in flight there. */
   tasks: string[];
   stats?: { batchSizeCounts?: Record<string, number> };
+  /** Models being loaded, as the worker announced before the load (worker/model-loads.ts). */
+  loading?: { model: string; sinceMs: number }[];
 }
 
 export interface QueueHealth {
