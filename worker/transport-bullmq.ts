@@ -3,7 +3,7 @@
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
-import { controlChannel, REPORTS_MAXLEN, reportsStream } from '../src/queue/redis-keys.js';
+import { controlChannel, REPORTS_MAXLEN, reportsStream, workerConnectionName } from '../src/queue/redis-keys.js';
 import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
 import type { ModelLoads } from './model-loads.js';
@@ -27,7 +27,8 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   const prefix = opts.prefix ?? process.env.HEARTH_QUEUE_PREFIX ?? 'hearth';
   // Auto-pipelining sends the commands of one tick in one write: the engine reports a delta for every
   // running stream after each model step, and they leave together (as over IPC, see transport-ipc.ts).
-  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true });
+  // Named, so that the API can see this process is still there while a model load keeps it from beating.
+  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true, connectionName: workerConnectionName(prefix, opts.identity.id) });
   const sub = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
   const stream = reportsStream(prefix);
   // One connection, commands in order: reports reach the stream in the order they were made.

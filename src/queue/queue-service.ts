@@ -32,6 +32,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   private jobs!: TrainingJobsService;
   private timer: NodeJS.Timeout | null = null;
   private resubmitting = false;
+  private checkingLoads = false;
   private readonly log: (msg: string) => void;
 
   constructor(
@@ -151,6 +152,30 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     for (const id of tasks) this.gateway.error(id, 503, message);
   }
 
+  /**
+   * A worker silent past the heartbeat timeout while loading a model may be loading or may have died there; where
+   * the transport can tell (Redis: the worker's named connection), a closed connection fails its requests now
+   * instead of after HEARTH_LOAD_TIMEOUT.
+   */
+  private checkSilentLoads(now: number): void {
+    const ask = this.adapter.workerConnected?.bind(this.adapter);
+    if (!ask || this.checkingLoads) return;
+    const silent = this.registry.live(undefined, now).filter((w) => w.loading?.length && now - w.lastSeenMs > this.opts.heartbeatTimeoutMs);
+    if (!silent.length) return;
+    this.checkingLoads = true;
+    void Promise.all(
+      silent.map(async (w) => {
+        if ((await ask(w.id)) !== false || this.registry.get(w.id)?.lastSeenMs !== w.lastSeenMs) return;
+        const loading = loadingModels(w);
+        this.log(`worker ${w.id} closed its connection while loading ${loading}`);
+        this.registry.remove(w.id);
+        this.gateway.workerGone(w.id, `the inference worker's connection closed while it was loading ${loading} (the worker died); retry`);
+      }),
+    )
+      .catch((err: Error) => this.log(`could not check on workers loading a model: ${err.message}`))
+      .finally(() => (this.checkingLoads = false));
+  }
+
   /** Periodic: expire silent workers, fail the work they held, fail requests nobody picked up. */
   reconcile(now = Date.now()): void {
     for (const w of this.registry.takeExpired(now)) {
@@ -172,6 +197,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       }
     }
     this.gateway.reap((id) => this.registry.isLive(id, now), now);
+    this.checkSilentLoads(now);
     // Asks Redis, which may be slow or down: one pass at a time, never blocking the rest of reconcile.
     if (!this.resubmitting) {
       this.resubmitting = true;

@@ -3,12 +3,15 @@
 // The fault point `inference-model-load` holds the worker inside its announced load with its thread blocked, so no
 // heartbeat can leave until the test lets it go.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ensureDemoModel } from '../../src/models/demo-model.js';
 import type { EmbeddedQueue } from '../../src/queue/embedded.js';
 import { startServer, tempHome, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
+import { HEARTH_BIN } from '../helpers/process.js';
 import { streamChat } from './faults-helpers.js';
 
 const BASE = 'hearth/tiny-random-llama';
@@ -96,7 +99,7 @@ describe('a model load that blocks the worker longer than the heartbeat timeout 
   }, 90_000);
 });
 
-describe('a model load that never ends (HEARTH_LOAD_TIMEOUT=4)', () => {
+describe('a model load that never ends (embedded, HEARTH_LOAD_TIMEOUT=4)', () => {
   let s: TestServer;
   const faultDir = tempHome('hearth-faults-load-');
   let key: string;
@@ -110,7 +113,7 @@ describe('a model load that never ends (HEARTH_LOAD_TIMEOUT=4)', () => {
     await s?.close();
   });
 
-  it('fails the request once the load timeout passes, naming the load (what a Redis worker that died while loading gets)', async () => {
+  it('fails the request once the load timeout passes, naming the load (a load that hangs)', async () => {
     const { arm, outcome } = await requestIntoBlockedLoad(s, faultDir, key);
     const o = await outcome;
     expect(o.broken).toBeNull();
@@ -119,4 +122,68 @@ describe('a model load that never ends (HEARTH_LOAD_TIMEOUT=4)', () => {
     expect(s.ctx.queue!.gateway.inFlight()).toBe(0);
     fs.rmSync(arm);
   }, 60_000);
+});
+
+describe('Redis mode: a `hearth worker --redis` blocked in a model load (HEARTH_LOAD_TIMEOUT=20)', () => {
+  let s: TestServer;
+  const faultDir = tempHome('hearth-faults-load-');
+  const prefix = `faults-load-${crypto.randomBytes(4).toString('hex')}`;
+  const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+  let key: string;
+  const workers: ChildProcess[] = [];
+  const spawnWorker = () => {
+    const w = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', 'inference', '--redis', redisUrl], {
+      env: { ...process.env, HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_QUEUE_PREFIX: prefix, HEARTH_HOME: s.home, HEARTH_MAX_CONTEXT: '1024', HEARTH_FAULT_DIR: faultDir, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    workers.push(w);
+    return w;
+  };
+
+  beforeAll(async () => {
+    const home = tempHome();
+    await ensureDemoModel(home);
+    s = await startServer({
+      home, queue: {},
+      env: { REDIS_URL: redisUrl, HEARTH_QUEUE_PREFIX: prefix, HEARTH_HEARTBEAT_TIMEOUT: String(HEARTBEAT_TIMEOUT_S), HEARTH_LOAD_TIMEOUT: '20' },
+    });
+    key = s.key('alice');
+  }, 60_000);
+  afterAll(async () => {
+    fs.rmSync(path.join(faultDir, 'inference-model-load'), { force: true });
+    for (const w of workers) w.kill('SIGKILL');
+    await s?.close();
+  });
+
+  it('keeps the silent worker past the heartbeat timeout and the request succeeds after the load', async () => {
+    const w = spawnWorker();
+    await waitFor(() => s.ctx.queue!.liveWorkers('inference').some((x) => x.pid === w.pid), 'the Redis worker', 30_000);
+    const { arm, outcome, reachedAt } = await requestIntoBlockedLoad(s, faultDir, key);
+    await waitFor(() => Date.now() - reachedAt > (HEARTBEAT_TIMEOUT_S + 2) * 1000, 'the heartbeat timeout to pass', 30_000, 100);
+    const worker = s.ctx.queue!.liveWorkers('inference').find((x) => x.pid === w.pid);
+    expect(worker, 'the loading worker is still counted live').toBeDefined();
+    expect(Date.now() - worker!.lastSeenMs).toBeGreaterThan(HEARTBEAT_TIMEOUT_S * 1000);
+    expect(worker!.loading?.map((l) => l.model)).toEqual([BASE]);
+    fs.rmSync(arm);
+    const o = await outcome;
+    expect(o.error).toBeNull();
+    expect(o.done).toBe(true);
+    w.kill('SIGKILL');
+  }, 90_000);
+
+  it('a worker killed while loading fails its request before the load timeout (its Redis connection closed), naming the load', async () => {
+    const w = spawnWorker();
+    await waitFor(() => s.ctx.queue!.liveWorkers('inference').some((x) => x.pid === w.pid), 'a new Redis worker', 30_000);
+    const { outcome, pid } = await requestIntoBlockedLoad(s, faultDir, key);
+    expect(pid).toBe(w.pid);
+    const killedAt = Date.now();
+    process.kill(pid, 'SIGKILL');
+    const o = await outcome;
+    expect(o.broken).toBeNull();
+    expect(o.done).toBe(false);
+    // This message comes only from the connection check: the load timeout's says "stopped sending heartbeats".
+    expect(JSON.stringify(o.error)).toMatch(/the inference worker's connection closed while it was loading model hearth\/tiny-random-llama \(the worker died\); retry/);
+    expect(s.ctx.queue!.gateway.inFlight()).toBe(0);
+    console.log(`[faults] Redis worker killed while loading: its request failed ${Date.now() - killedAt} ms after the kill (heartbeat timeout 2 s, load timeout 20 s)`);
+  }, 90_000);
 });
