@@ -87,6 +87,9 @@ describe('a model load that blocks the worker longer than the heartbeat timeout 
     expect(Date.now() - worker!.lastSeenMs).toBeGreaterThan(HEARTBEAT_TIMEOUT_S * 1000); // it really was silent
     expect(worker!.loading?.map((l) => l.model)).toEqual([BASE]);
     expect(settled).toBe(false);
+    // What the console's system page reads.
+    const system = await s.call('GET', '/v1/system', { key });
+    expect(system.body.workers.find((w: { pid: number }) => w.pid === pid)?.loading).toEqual([BASE]);
 
     fs.rmSync(arm);
     const o = await outcome;
