@@ -150,11 +150,14 @@ async function closedLoop(url: URL, model: string, tokens: number, concurrency: 
   const secs = (performance.now() - t0) / 1000;
   agent.destroy();
   const itl = samples.flatMap((x) => x.itlMs);
+  const rate = samples.reduce((a, x) => a + x.tokens, 0) / secs;
   return {
     itlSamples: itl,
+    /** Unrounded, for ratios: a real-size model's few tokens per second round too coarsely. */
+    rate,
     concurrency,
     requests: samples.length,
-    output_tokens_per_s: Math.round(samples.reduce((a, x) => a + x.tokens, 0) / secs),
+    output_tokens_per_s: rate < 100 ? r2(rate) : Math.round(rate),
     ttft_ms: { p50: r2(q(samples.map((x) => x.ttftMs), 0.5)), p99: r2(q(samples.map((x) => x.ttftMs), 0.99)) },
     itl_ms: { p50: r2(q(itl, 0.5)), p99: r2(q(itl, 0.99)) },
   };
@@ -338,7 +341,7 @@ for (const { name, id, profile: p } of ids) {
   for (let round = 0; round < p.ratioRounds; round++) {
     const one = await closedLoop(url, id, p.tokens, 1, p.oneRequests);
     const eight = await closedLoop(url, id, p.tokens, 8, p.eightRequests);
-    ratios.push(eight.output_tokens_per_s / one.output_tokens_per_s);
+    ratios.push(eight.rate / one.rate);
     itl8.push(...eight.itlSamples);
   }
   progress(`${name}: floor server, decode bound, group against unrelated prompts`);
@@ -352,7 +355,7 @@ for (const { name, id, profile: p } of ids) {
     model: id, output_tokens: p.tokens, prompt_tokens: promptTokens,
     ...(generated[name] !== undefined ? { gguf_generated_s: generated[name] } : {}),
     first_request_s: r2(firstRequestS), section_s: Math.round((performance.now() - sectionStart) / 1000),
-    levels: levels.map(({ itlSamples: _, ...l }) => l),
+    levels: levels.map(({ itlSamples: _, rate: __, ...l }) => l),
     itl_c8_rounds_ms: { p50: r2(itl8ms.p50), p99: r2(itl8ms.p99) },
     bars: bars({ ratio: q(ratios, 0.5), decodeBound, itl8: itl8ms, overhead: paired.diff, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
     group,
