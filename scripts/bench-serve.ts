@@ -15,14 +15,23 @@
 // The bars of issue 21 are printed against those bounds (`bars`, each with its value, limit and verdict), and
 // `group` compares a rollout group (8 requests with one prompt, arriving together) with 8 unrelated prompts:
 // TTFT over HTTP, and on the bare engine TTFT and the prompt tokens actually computed.
-//   npx tsx scripts/bench-serve.ts [--models s20,stories] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
+//
+// Models: the generated ~20M (`s20`, or any size of src/models/tiny-model.ts), stories260K (`stories`, from
+// ../shared/models) and `1b-q4`: issue 17's 1.1B Llama shape as a Q4_0 GGUF written by the project's generator
+// (src/models/tiny-gguf.ts; made once into --gguf-dir, as bench:peer does, ~0.6 GB) and imported through the
+// real import path, so the worker serves it as stored (MatMulNBits over the file's blocks). Its decode runs at
+// ~30–60 tok/s here, so its section measures less: 32 output tokens, concurrency 1 and 8, fewer requests and
+// rounds (REAL_SIZE below); about 4–5 minutes on a quiet 2-core machine after the file exists.
+//   npx tsx scripts/bench-serve.ts [--models s20,stories,1b-q4] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
+//                                  [--tokens-1b 32] [--gguf-dir /tmp/hearth-peer]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { makeTinyModel } from '../src/models/tiny-model.js';
+import { makeTinyModel, shapeConfig } from '../src/models/tiny-model.js';
+import { writeGgufModel } from '../src/models/tiny-gguf.js';
 import { adoptGeneratedFolder, importModel, modelsRoot } from '../src/models/model-store.js';
 import { startServe } from '../test/helpers/process.js';
 import { loadModel, loadTokenizer } from '../worker/runtime/load-model.js';
@@ -37,10 +46,41 @@ const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : fallback;
 };
-const MODELS = arg('models', 's20,stories').split(',');
+const MODELS = arg('models', 's20,stories,1b-q4').split(',');
 const CONCURRENCY = arg('concurrency', '1,8,32').split(',').map(Number);
 const TOKENS = Number(arg('tokens', '64'));
 const PROMPT_WORDS = Number(arg('prompt', '64'));
+const GGUF_DIR = arg('gguf-dir', '/tmp/hearth-peer');
+
+/** How much each model's section measures. Small models get the full run; a real-size one is ~50× slower per token. */
+interface Profile {
+  tokens: number;
+  concurrency: number[];
+  /** Requests of a closed-loop level at concurrency c. */
+  requests: (c: number) => number;
+  /** Requests that load the model in the worker before anything is timed. */
+  warmupRequests: number;
+  /** TTFT pairs (HTTP, bare engine) for the overhead. */
+  pairs: number;
+  /** Rounds of 1-vs-8 throughput, and each round's requests at 1 and at 8. */
+  ratioRounds: number;
+  oneRequests: number;
+  eightRequests: number;
+  /** Requests through the floor server. */
+  floorRequests: number;
+  groupRounds: number;
+}
+const SMALL: Profile = {
+  tokens: TOKENS, concurrency: CONCURRENCY, requests: (c) => Math.max(24, c * 4), warmupRequests: 24,
+  pairs: 48, ratioRounds: 5, oneRequests: 24, eightRequests: 48, floorRequests: 48, groupRounds: 6,
+};
+// 1.1B Q4_0 at ~40 tok/s (1 stream) / ~120 (8 streams) and ~130 tok/s prefill (bench:peer, quiet machine): each
+// request's ~100-token prompt costs ~0.8 s. No level of 32 (it would take minutes alone); 3 rounds of 4 + 16 requests
+// give the 8-vs-1 ratio and ~1,500 ITL samples at 8 concurrent.
+const REAL_SIZE: Profile = {
+  tokens: Number(arg('tokens-1b', '32')), concurrency: CONCURRENCY.filter((c) => c <= 8), requests: (c) => Math.max(4, c * 2), warmupRequests: 1,
+  pairs: 8, ratioRounds: 3, oneRequests: 4, eightRequests: 16, floorRequests: 12, groupRounds: 2,
+};
 const KEY = 'hearth_bench_serve_key_0123456789';
 
 const q = (xs: number[], p: number) => {
@@ -49,6 +89,8 @@ const q = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor(p * s.length))];
 };
 const r2 = (x: number) => Math.round(x * 100) / 100;
+/** Progress on stderr (a real-size model's section takes minutes); the results go to stdout at the end. */
+const progress = (msg: string) => process.stderr.write(`[bench:serve ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
 interface Sample { ttftMs: number; itlMs: number[]; tokens: number }
 
@@ -57,7 +99,7 @@ let requestNumber = 0;
 const freshPrompt = () => `${requestNumber++} ${Array.from({ length: PROMPT_WORDS - 1 }, (_, i) => ['once', 'upon', 'a', 'time', 'there', 'was', 'little', 'girl'][i % 8]).join(' ')}`;
 
 /** One streaming completion over HTTP; arrival time of each chunk. */
-function streamOnce(url: URL, agent: http.Agent, model: string, maxTokens = TOKENS, prompt = freshPrompt()): Promise<Sample> {
+function streamOnce(url: URL, agent: http.Agent, model: string, maxTokens: number, prompt = freshPrompt()): Promise<Sample> {
   const body = JSON.stringify({ model, prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
@@ -95,24 +137,27 @@ function streamOnce(url: URL, agent: http.Agent, model: string, maxTokens = TOKE
   });
 }
 
-async function closedLoop(url: URL, model: string, concurrency: number, total = Math.max(24, concurrency * 4)) {
+async function closedLoop(url: URL, model: string, tokens: number, concurrency: number, total: number) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   let started = 0;
   const samples: Sample[] = [];
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (started++ < total) samples.push(await streamOnce(url, agent, model));
+      while (started++ < total) samples.push(await streamOnce(url, agent, model, tokens));
     }),
   );
   const secs = (performance.now() - t0) / 1000;
   agent.destroy();
   const itl = samples.flatMap((x) => x.itlMs);
+  const rate = samples.reduce((a, x) => a + x.tokens, 0) / secs;
   return {
     itlSamples: itl,
+    /** Unrounded, for ratios: a real-size model's few tokens per second round too coarsely. */
+    rate,
     concurrency,
     requests: samples.length,
-    output_tokens_per_s: Math.round(samples.reduce((a, x) => a + x.tokens, 0) / secs),
+    output_tokens_per_s: rate < 100 ? r2(rate) : Math.round(rate),
     ttft_ms: { p50: r2(q(samples.map((x) => x.ttftMs), 0.5)), p99: r2(q(samples.map((x) => x.ttftMs), 0.99)) },
     itl_ms: { p50: r2(q(itl, 0.5)), p99: r2(q(itl, 0.99)) },
   };
@@ -152,10 +197,10 @@ async function pairedTtft(url: URL, id: string, dir: string, pairs: number): Pro
  * The served graph's decode step at 1 and 8 rows (median ms over interleaved rounds), at a context of the
  * prompt plus half the output, as the worker loads the model (LoRA-capable graph, default threads).
  */
-async function decodeSteps(dir: string, promptTokens: number): Promise<{ one: number; eight: number }> {
+async function decodeSteps(dir: string, promptTokens: number, tokens: number): Promise<{ one: number; eight: number }> {
   const loaded = await loadModel(dir, { lora: true });
   const runner = loaded.runner;
-  const ctx = promptTokens + Math.floor(TOKENS / 2);
+  const ctx = promptTokens + Math.floor(tokens / 2);
   const V = loaded.config.vocabSize;
   const rows = async (B: number) => {
     const seqs = Array.from({ length: B }, () => ({ kv: runner.newSequence(), last: 0 }));
@@ -239,17 +284,31 @@ function bars(r: { ratio: number; decodeBound: number; itl8: { p50: number; p99:
 
 const home = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-bench-serve-'));
 fs.mkdirSync(modelsRoot(home), { recursive: true });
-const ids: { name: string; id: string }[] = [];
+const ids: { name: string; id: string; profile: Profile }[] = [];
+const generated: Record<string, number> = {};
 for (const name of MODELS) {
   if (name === 'stories') {
     if (!fs.existsSync(STORIES)) continue;
     await importModel(home, STORIES, { id: 'karpathy/stories260K' });
-    ids.push({ name, id: 'karpathy/stories260K' });
+    ids.push({ name, id: 'karpathy/stories260K', profile: SMALL });
+  } else if (name === '1b-q4') {
+    // The file bench:peer makes for its 1b:Q4_0 spec (same name, same generator and seed): made once, reused.
+    const file = path.join(GGUF_DIR, '1b-Q4_0.gguf');
+    if (!fs.existsSync(file)) {
+      progress(`generating ${file} (1.1B, Q4_0)`);
+      fs.mkdirSync(GGUF_DIR, { recursive: true });
+      const t = performance.now();
+      writeGgufModel(`${file}.partial`, { config: shapeConfig('1b'), type: 'Q4_0', seed: 1 });
+      fs.renameSync(`${file}.partial`, file);
+      generated[name] = r2((performance.now() - t) / 1000);
+    }
+    await importModel(home, file, { id: 'bench/1b-q4' }); // what `hearth models import x.gguf` runs
+    ids.push({ name, id: 'bench/1b-q4', profile: REAL_SIZE });
   } else {
     const tmp = fs.mkdtempSync(path.join(modelsRoot(home), '.gen-'));
     makeTinyModel({ dir: tmp, size: name as never, seed: 1, std: 0.05 });
     adoptGeneratedFolder(home, tmp, `bench/${name}`, 'generated');
-    ids.push({ name, id: `bench/${name}` });
+    ids.push({ name, id: `bench/${name}`, profile: SMALL });
   }
 }
 
@@ -257,37 +316,46 @@ const probeBefore = speedProbe();
 const server = await startServe({
   HEARTH_HOME: home, HEARTH_API_KEY: KEY, HEARTH_WORKERS: 'inference:cpu', HEARTH_RATE_LIMIT: '0',
   HEARTH_MAX_NUM_SEQS: '32', HEARTH_KV_CACHE_MB: '512',
-  // The worker builds the graph and its ONNX Runtime session synchronously when the first request arrives; on a
-  // machine shared with other work that took 17 s for ~20M (2026-11-24), past the default 15 s heartbeat timeout.
-  HEARTH_HEARTBEAT_TIMEOUT: '120',
-}, 60_000);
+}, 180_000); // a start on a busy machine took over a minute (2026-11-25, load 11)
 const url = new URL(server.url);
 
 const results: Record<string, unknown> = {};
-for (const { name, id } of ids) {
-  await closedLoop(url, id, 1); // warm-up: loads the model in the worker
+for (const { name, id, profile: p } of ids) {
+  progress(`${name}: first request (loads the model in the worker)`);
+  const sectionStart = performance.now();
+  const loadStart = performance.now();
+  await closedLoop(url, id, p.tokens, 1, 1); // the first request loads the model in the worker
+  const firstRequestS = (performance.now() - loadStart) / 1000;
+  if (p.warmupRequests > 1) await closedLoop(url, id, p.tokens, 1, p.warmupRequests - 1);
+  progress(`${name}: concurrency ${p.concurrency.join(', ')}`);
   const levels = [];
-  for (const c of CONCURRENCY) levels.push(await closedLoop(url, id, c));
+  for (const c of p.concurrency) levels.push(await closedLoop(url, id, p.tokens, c, p.requests(c)));
   const dir = path.join(modelsRoot(home), ...id.split('/'));
-  const paired = await pairedTtft(url, id, dir, 48);
+  progress(`${name}: TTFT pairs, HTTP against the bare engine`);
+  const paired = await pairedTtft(url, id, dir, p.pairs);
+  progress(`${name}: 1-vs-8 rounds`);
   // 8 concurrent over single-stream, from rounds that alternate the two (the machine's speed drifts by up to
   // 2× within the hour, which would otherwise land on one level and not the other).
   const ratios: number[] = [];
   const itl8: number[] = [];
-  for (let round = 0; round < 5; round++) {
-    const one = await closedLoop(url, id, 1, 24);
-    const eight = await closedLoop(url, id, 8, 48);
-    ratios.push(eight.output_tokens_per_s / one.output_tokens_per_s);
+  for (let round = 0; round < p.ratioRounds; round++) {
+    const one = await closedLoop(url, id, p.tokens, 1, p.oneRequests);
+    const eight = await closedLoop(url, id, p.tokens, 8, p.eightRequests);
+    ratios.push(eight.rate / one.rate);
     itl8.push(...eight.itlSamples);
   }
-  const floor = await measureServeFloor(paired.bare);
+  progress(`${name}: floor server, decode bound, group against unrelated prompts`);
+  const floor = await measureServeFloor(paired.bare, p.floorRequests);
   const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
-  const steps = await decodeSteps(dir, promptTokens);
-  const group = await groupVsUnrelated(url, id, dir);
+  const steps = await decodeSteps(dir, promptTokens, p.tokens);
+  const group = await groupVsUnrelated(url, id, dir, p.groupRounds);
   const decodeBound = (8 * steps.one) / steps.eight;
   const itl8ms = { p50: q(itl8, 0.5), p99: q(itl8, 0.99) };
   results[name] = {
-    model: id, levels: levels.map(({ itlSamples: _, ...l }) => l),
+    model: id, output_tokens: p.tokens, prompt_tokens: promptTokens,
+    ...(generated[name] !== undefined ? { gguf_generated_s: generated[name] } : {}),
+    first_request_s: r2(firstRequestS), section_s: Math.round((performance.now() - sectionStart) / 1000),
+    levels: levels.map(({ itlSamples: _, rate: __, ...l }) => l),
     itl_c8_rounds_ms: { p50: r2(itl8ms.p50), p99: r2(itl8ms.p99) },
     bars: bars({ ratio: q(ratios, 0.5), decodeBound, itl8: itl8ms, overhead: paired.diff, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
     group,
@@ -305,6 +373,7 @@ for (const { name, id } of ids) {
   };
 }
 await server.stop();
+fs.rmSync(home, { recursive: true, force: true }); // the 1.1B model's copy and graph cache are 1.3 GB
 process.stdout.write(
   `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), speed_probe_ms: { before: probeBefore, after: speedProbe() }, load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, prefill_chunk_tokens: process.env.HEARTH_PREFILL_CHUNK_TOKENS ?? 'default', results }, null, 2)}\n`,
 );

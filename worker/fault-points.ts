@@ -11,13 +11,34 @@ export type FaultPoint =
   /** Checkpoint files written and synced in the temporary folder, not yet renamed into place. */
   | 'checkpoint-before-rename'
   /** Checkpoint folder renamed into place, not yet reported to the API. */
-  | 'checkpoint-after-rename';
+  | 'checkpoint-after-rename'
+  /**
+   * An inference worker has announced a model load and is about to load it. Reached with faultPointBlocking: the
+   * wait blocks the event loop, as graph build and session creation do, so no heartbeat leaves meanwhile.
+   */
+  | 'inference-model-load';
 
-export async function faultPoint(point: FaultPoint): Promise<void> {
+/** The arm file of `point` when the point is armed (after recording that it was reached), else null. */
+function reached(point: FaultPoint): string | null {
   const dir = process.env.HEARTH_FAULT_DIR;
-  if (!dir) return;
+  if (!dir) return null;
   const arm = join(dir, point);
-  if (!existsSync(arm)) return;
+  if (!existsSync(arm)) return null;
   writeFileSync(`${arm}.reached`, String(process.pid));
+  return arm;
+}
+
+/** Wait at an armed point; the event loop keeps running (heartbeats, other requests). */
+export async function faultPoint(point: FaultPoint): Promise<void> {
+  const arm = reached(point);
+  if (!arm) return;
   while (existsSync(arm)) await sleep(20);
+}
+
+/** Wait at an armed point with the thread blocked: nothing else of the process runs until it is disarmed. */
+export function faultPointBlocking(point: FaultPoint): void {
+  const arm = reached(point);
+  if (!arm) return;
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  while (existsSync(arm)) Atomics.wait(cell, 0, 0, 20);
 }

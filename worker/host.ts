@@ -5,6 +5,7 @@ import crypto from 'node:crypto';
 import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
 import type { WorkerKind } from '../src/queue/port.js';
 import { CancelledError, TaskError, type Handlers } from './handlers.js';
+import type { ModelLoads } from './model-loads.js';
 
 export interface WorkerIdentity {
   id: string;
@@ -26,7 +27,11 @@ export class WorkerHost {
     private readonly handlers: Handlers,
     private readonly report: (msg: WorkerMessage) => void | Promise<void>,
     private readonly log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`),
-  ) {}
+    /** Model loads the handlers announce: each start and end goes out as a heartbeat at once (worker/model-loads.ts). */
+    private readonly loads?: ModelLoads,
+  ) {
+    loads?.onChange(() => this.report(this.heartbeat()));
+  }
 
   setDevices(devices: unknown): void {
     this.devices = devices;
@@ -42,6 +47,7 @@ export class WorkerHost {
       worker: {
         id: this.identity.id, kind: this.identity.kind, device: this.identity.device, host: os.hostname(), pid: process.pid,
         load: this.load, lastSeenMs: Date.now(), devices: this.devices, tasks: [...this.inflight.keys()], stats: this.handlers.stats?.(),
+        ...(this.loads?.current().length ? { loading: this.loads.current() } : {}),
       },
     };
   }

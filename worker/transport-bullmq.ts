@@ -3,9 +3,10 @@
 import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
-import { controlChannel, REPORTS_MAXLEN, reportsStream } from '../src/queue/redis-keys.js';
+import { controlChannel, REPORTS_MAXLEN, reportsStream, workerConnectionName } from '../src/queue/redis-keys.js';
 import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
+import type { ModelLoads } from './model-loads.js';
 
 export interface BullmqWorkerOptions {
   identity: WorkerIdentity;
@@ -17,6 +18,8 @@ export interface BullmqWorkerOptions {
   /** Inference requests taken at once (the engine batches them); training is always one at a time. */
   concurrency?: number;
   hostRef?: (host: WorkerHost) => void;
+  /** Model loads the handlers announce (worker/model-loads.ts). */
+  loads?: ModelLoads;
 }
 
 /** Start serving; resolves to a function that stops taking work, finishes the current work and disconnects. */
@@ -24,14 +27,15 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   const prefix = opts.prefix ?? process.env.HEARTH_QUEUE_PREFIX ?? 'hearth';
   // Auto-pipelining sends the commands of one tick in one write: the engine reports a delta for every
   // running stream after each model step, and they leave together (as over IPC, see transport-ipc.ts).
-  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true });
+  // Named, so that the API can see this process is still there while a model load keeps it from beating.
+  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true, connectionName: workerConnectionName(prefix, opts.identity.id) });
   const sub = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
   const stream = reportsStream(prefix);
   // One connection, commands in order: reports reach the stream in the order they were made.
   const report = async (msg: WorkerMessage) => {
     await redis.xadd(stream, 'MAXLEN', '~', String(REPORTS_MAXLEN), '*', 'm', JSON.stringify(msg));
   };
-  const host = new WorkerHost(opts.identity, opts.handlers, report, opts.log);
+  const host = new WorkerHost(opts.identity, opts.handlers, report, opts.log, opts.loads);
   opts.hostRef?.(host);
 
   await sub.subscribe(controlChannel(prefix));

@@ -19,6 +19,11 @@ export interface Config {
   apiKeyEntity: string;
   /** Seconds without a heartbeat after which a worker is considered gone. */
   heartbeatTimeoutSec: number;
+  /**
+   * Seconds without a heartbeat allowed to a worker whose last heartbeat announced a model load: a load blocks
+   * the worker's event loop (graph build, ONNX Runtime session creation), so it cannot beat until the load ends.
+   */
+  loadTimeoutSec: number;
   logLevel: string;
   /** Embedded mode: workers `hearth serve` starts, as kind:device pairs ("inference:cpu,training:cpu"). */
   workers: { kind: 'inference' | 'training'; device: string }[];
@@ -101,6 +106,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiKey: env.HEARTH_API_KEY || null,
     apiKeyEntity: env.HEARTH_ENTITY || 'local',
     heartbeatTimeoutSec: int(env, 'HEARTH_HEARTBEAT_TIMEOUT', 15),
+    // 1.1B Q4_0 took 12 s cold on a quiet machine and 47 s under load 12; an 8B file holds ~7× the weights.
+    loadTimeoutSec: int(env, 'HEARTH_LOAD_TIMEOUT', 600),
     logLevel: env.LOG_LEVEL || 'info',
     workers: parseWorkers(env.HEARTH_WORKERS ?? 'inference:cpu,training:cpu'),
     queuePrefix: env.HEARTH_QUEUE_PREFIX || 'hearth',

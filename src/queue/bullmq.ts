@@ -5,7 +5,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { QueueAdapter, QueueHealth } from './port.js';
 import { WorkerMessage, type InferenceTask, type TrainingTask } from './messages.js';
-import { controlChannel, REPORTS_GROUP, reportsStream } from './redis-keys.js';
+import { controlChannel, REPORTS_GROUP, reportsStream, workerConnectionName } from './redis-keys.js';
 
 export interface BullmqOptions {
   redisUrl: string;
@@ -129,6 +129,16 @@ export class BullmqQueue implements QueueAdapter {
   async cancelInference(requestId: string): Promise<void> {
     const removed = await this.inference.remove(requestId).catch(() => 0);
     if (!removed) await this.redis.publish(controlChannel(this.opts.prefix), JSON.stringify({ type: 'inference.cancel', requestId }));
+  }
+
+  async workerConnected(workerId: string): Promise<boolean | null> {
+    try {
+      const clients = String(await this.redis.call('CLIENT', 'LIST', 'TYPE', 'normal'));
+      const name = ` name=${workerConnectionName(this.opts.prefix, workerId)} `;
+      return clients.split('\n').some((line) => `${line} `.includes(name));
+    } catch {
+      return null; // CLIENT LIST refused (renamed or ACL-denied on managed Redis): only the load timeout applies
+    }
   }
 
   async health(timeoutMs = 2000): Promise<QueueHealth> {

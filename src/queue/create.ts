@@ -23,6 +23,7 @@ export async function createQueue(
     home: config.home,
     checkpointsRoot: checkpointsDir(config.home),
     heartbeatTimeoutMs: config.heartbeatTimeoutSec * 1000,
+    loadTimeoutMs: config.loadTimeoutSec * 1000,
     maxQueuePerModel: config.maxQueuePerModel,
     maxTrainingQueuePerModel: config.maxTrainingQueuePerModel,
     queueTimeoutMs: config.queueTimeoutSec * 1000,

@@ -82,8 +82,8 @@ export class InferenceGateway {
     }
   }
 
-  workerGone(workerId: string): void {
-    for (const [id, p] of this.pending) if (p.workerId === workerId) this.settle(id, unavailable('the inference worker stopped while serving this request; retry'));
+  workerGone(workerId: string, message = 'the inference worker stopped while serving this request; retry'): void {
+    for (const [id, p] of this.pending) if (p.workerId === workerId) this.settle(id, unavailable(message));
   }
 
   private cancel(requestId: string, err: Error): void {

@@ -50,6 +50,11 @@ export const WorkerInfoMsg = z.object({
   tasks: z.array(z.string()).default([]),
   /** Running totals from the worker's engine (see worker/handlers.ts WorkerStats). */
   stats: z.object({ batchSizeCounts: z.record(z.string(), z.number()).optional() }).optional(),
+  /**
+   * Models the worker is loading (announced before the load blocks its event loop; worker/model-loads.ts): the API
+   * waits HEARTH_LOAD_TIMEOUT, not HEARTH_HEARTBEAT_TIMEOUT, for its next heartbeat.
+   */
+  loading: z.array(z.object({ model: z.string(), sinceMs: z.number() })).optional(),
 });
 
 export const TrainingEventMsg = z.object({

@@ -18,6 +18,8 @@ export interface WorkerInfo {
   /** Training job ids and inference request ids in flight there. */
   tasks: string[];
   stats?: { batchSizeCounts?: Record<string, number> };
+  /** Models being loaded, as the worker announced before the load (worker/model-loads.ts). */
+  loading?: { model: string; sinceMs: number }[];
 }
 
 export interface QueueHealth {
@@ -55,6 +57,12 @@ export interface QueueAdapter {
   cancelTraining(jobId: string): Promise<void>;
   startInference(task: InferenceTask): Promise<void>;
   cancelInference(requestId: string): Promise<void>;
+  /**
+   * Whether a worker's own connection to the transport is still open (Redis: its named client in CLIENT LIST);
+   * null when it cannot be told. Asked only about workers silent while loading a model. Embedded mode has no
+   * need: a child's exit is heard at once.
+   */
+  workerConnected?(workerId: string): Promise<boolean | null>;
   /** The transport itself answers (Redis PING; embedded: always). */
   health(): Promise<QueueHealth>;
   close(): Promise<void>;

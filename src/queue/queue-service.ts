@@ -4,7 +4,7 @@ import type { Store } from '../store/sqlite/store.js';
 import type { TrainingJobRecord } from '../store/records.js';
 import type { QueueAdapter, QueueHealth, WorkerDirectory, WorkerInfo, WorkerKind } from './port.js';
 import type { WorkerMessage } from './messages.js';
-import { WorkerRegistry } from './worker-directory.js';
+import { loadingModels, WorkerRegistry } from './worker-directory.js';
 import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { TrainingDispatcher, TrainingJobsService } from '../services/training-jobs.js';
@@ -16,6 +16,8 @@ export interface QueueServiceOptions {
   home: string;
   checkpointsRoot: string;
   heartbeatTimeoutMs: number;
+  /** Silence allowed to a worker that announced a model load (it cannot beat while loading). Default: heartbeatTimeoutMs. */
+  loadTimeoutMs?: number;
   maxQueuePerModel: number;
   maxTrainingQueuePerModel: number;
   queueTimeoutMs: number;
@@ -30,6 +32,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   private jobs!: TrainingJobsService;
   private timer: NodeJS.Timeout | null = null;
   private resubmitting = false;
+  private checkingLoads = false;
   private readonly log: (msg: string) => void;
 
   constructor(
@@ -38,7 +41,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     private readonly catalog: BaseModelCatalog,
     private readonly opts: QueueServiceOptions,
   ) {
-    this.registry = new WorkerRegistry(opts.heartbeatTimeoutMs);
+    this.registry = new WorkerRegistry(opts.heartbeatTimeoutMs, opts.loadTimeoutMs);
     this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs);
     this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
   }
@@ -135,6 +138,8 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   }
 
   private workerExited(workerId: string, reason: string, tasks: string[]): void {
+    const loading = loadingModels(this.registry.get(workerId));
+    if (loading) reason = `${reason} while loading ${loading}`;
     this.registry.remove(workerId);
     for (const id of tasks) {
       if (this.scheduler.isActive(id)) {
@@ -142,13 +147,42 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         this.scheduler.finished(id);
       }
     }
-    this.gateway.workerGone(workerId);
-    for (const id of tasks) this.gateway.error(id, 503, `the inference worker ${reason} while serving this request; retry`);
+    const message = `the inference worker ${reason}${loading ? '' : ' while serving this request'}; retry`;
+    this.gateway.workerGone(workerId, message);
+    for (const id of tasks) this.gateway.error(id, 503, message);
+  }
+
+  /**
+   * A worker silent past the heartbeat timeout while loading a model may be loading or may have died there; where
+   * the transport can tell (Redis: the worker's named connection), a closed connection fails its requests now
+   * instead of after HEARTH_LOAD_TIMEOUT.
+   */
+  private checkSilentLoads(now: number): void {
+    const ask = this.adapter.workerConnected?.bind(this.adapter);
+    if (!ask || this.checkingLoads) return;
+    const silent = this.registry.live(undefined, now).filter((w) => w.loading?.length && now - w.lastSeenMs > this.opts.heartbeatTimeoutMs);
+    if (!silent.length) return;
+    this.checkingLoads = true;
+    void Promise.all(
+      silent.map(async (w) => {
+        if ((await ask(w.id)) !== false || this.registry.get(w.id)?.lastSeenMs !== w.lastSeenMs) return;
+        const loading = loadingModels(w);
+        this.log(`worker ${w.id} closed its connection while loading ${loading}`);
+        this.registry.remove(w.id);
+        this.gateway.workerGone(w.id, `the inference worker's connection closed while it was loading ${loading} (the worker died); retry`);
+      }),
+    )
+      .catch((err: Error) => this.log(`could not check on workers loading a model: ${err.message}`))
+      .finally(() => (this.checkingLoads = false));
   }
 
   /** Periodic: expire silent workers, fail the work they held, fail requests nobody picked up. */
   reconcile(now = Date.now()): void {
-    for (const w of this.registry.takeExpired(now)) this.log(`worker ${w.id} stopped sending heartbeats`);
+    for (const w of this.registry.takeExpired(now)) {
+      const loading = loadingModels(w);
+      this.log(`worker ${w.id} stopped sending heartbeats${loading ? ` while loading ${loading}` : ''}`);
+      if (loading) this.gateway.workerGone(w.id, `the inference worker stopped sending heartbeats while loading ${loading}; retry`);
+    }
     for (const jobId of this.scheduler.activeJobs()) {
       const job = this.store.jobs.getById(jobId);
       if (!job) {
@@ -163,6 +197,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       }
     }
     this.gateway.reap((id) => this.registry.isLive(id, now), now);
+    this.checkSilentLoads(now);
     // Asks Redis, which may be slow or down: one pass at a time, never blocking the rest of reconcile.
     if (!this.resubmitting) {
       this.resubmitting = true;

@@ -3,7 +3,15 @@ import type { WorkerInfo, WorkerKind } from './port.js';
 
 export class WorkerRegistry {
   private readonly workers = new Map<string, WorkerInfo>();
-  constructor(private readonly timeoutMs: number) {}
+  /**
+   * @param timeoutMs silence after which a worker is gone (HEARTH_HEARTBEAT_TIMEOUT)
+   * @param loadTimeoutMs the same for a worker whose last heartbeat announced a model load (HEARTH_LOAD_TIMEOUT):
+   *   a load blocks the worker's event loop, so it cannot beat until the load ends (worker/model-loads.ts)
+   */
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly loadTimeoutMs = timeoutMs,
+  ) {}
 
   update(info: WorkerInfo): void {
     this.workers.set(info.id, { ...info, lastSeenMs: Date.now() });
@@ -13,18 +21,27 @@ export class WorkerRegistry {
     this.workers.delete(id);
   }
 
+  /** The last heartbeat of a worker still known (live, or expired and not yet taken). */
+  get(id: string): WorkerInfo | undefined {
+    return this.workers.get(id);
+  }
+
+  private alive(w: WorkerInfo, now: number): boolean {
+    return now - w.lastSeenMs <= (w.loading?.length ? Math.max(this.loadTimeoutMs, this.timeoutMs) : this.timeoutMs);
+  }
+
   isLive(id: string, now = Date.now()): boolean {
     const w = this.workers.get(id);
-    return !!w && now - w.lastSeenMs <= this.timeoutMs;
+    return !!w && this.alive(w, now);
   }
 
   live(kind?: WorkerKind, now = Date.now()): WorkerInfo[] {
-    return [...this.workers.values()].filter((w) => (!kind || w.kind === kind) && now - w.lastSeenMs <= this.timeoutMs);
+    return [...this.workers.values()].filter((w) => (!kind || w.kind === kind) && this.alive(w, now));
   }
 
   /** Workers whose heartbeats stopped; forgotten once reported. */
   takeExpired(now = Date.now()): WorkerInfo[] {
-    const gone = [...this.workers.values()].filter((w) => now - w.lastSeenMs > this.timeoutMs);
+    const gone = [...this.workers.values()].filter((w) => !this.alive(w, now));
     for (const w of gone) this.workers.delete(w.id);
     return gone;
   }
@@ -33,4 +50,10 @@ export class WorkerRegistry {
   runnerOf(taskId: string, now = Date.now()): WorkerInfo | undefined {
     return this.live(undefined, now).find((w) => w.tasks.includes(taskId));
   }
+}
+
+/** "model a" / "models a, b": what a worker's last heartbeat said it was loading, for error messages. */
+export function loadingModels(w: WorkerInfo | undefined): string | null {
+  const models = w?.loading?.map((l) => l.model) ?? [];
+  return models.length ? `${models.length === 1 ? 'model' : 'models'} ${models.join(', ')}` : null;
 }

@@ -50,6 +50,8 @@ export const SystemResponse = z.object({
   workers: z.array(z.object({
     id: z.string(), kind: z.enum(['inference', 'training']), device: z.string(), host: z.string(), pid: z.number().int(), load: z.number(),
     tasks: z.number().int(), last_seen_ms_ago: z.number(), devices: z.unknown(),
+    /** Models the worker announced it is loading: it sends no heartbeat until the load ends. */
+    loading: z.array(z.string()),
   })),
   queues: z.object({ inference_in_flight: z.number().int(), training_queued: z.number().int(), training_running: z.number().int() }),
   base_models: z.array(z.object({ id: z.string(), parameters: z.number().nullable(), size_bytes: z.number().nullable(), format: z.string().nullable() })),

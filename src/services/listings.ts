@@ -113,7 +113,7 @@ export class Listings {
     const now = Date.now();
     const workers = (this.workers?.liveWorkers() ?? []).map((w) => ({
       id: w.id, kind: w.kind, device: w.device, host: w.host, pid: w.pid, load: w.load, tasks: w.tasks.length,
-      last_seen_ms_ago: Math.max(0, now - w.lastSeenMs), devices: w.devices ?? null,
+      last_seen_ms_ago: Math.max(0, now - w.lastSeenMs), devices: w.devices ?? null, loading: w.loading?.map((l) => l.model) ?? [],
     }));
     return {
       entity,

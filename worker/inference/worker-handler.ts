@@ -16,6 +16,8 @@ import { parseServedWeights } from '../../src/config/config.js';
 import { detectDevices } from '../../src/hardware/detect.js';
 import { calibrate } from './calibrate.js';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
+import { faultPointBlocking } from '../fault-points.js';
+import { ModelLoads } from '../model-loads.js';
 import { loadModel, type LoadedModel } from '../runtime/load-model.js';
 import { createEngineFromRuntime, type HearthEngine, type InferenceEvent, type InferenceHandle } from './serve-loop.js';
 
@@ -32,7 +34,11 @@ function envNumber(name: string): number | undefined {
   return n;
 }
 
-export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
+/**
+ * @param loads where model loads are announced: a load blocks this process's event loop (graph build, ORT session
+ *   creation), so the API is told before it starts and waits HEARTH_LOAD_TIMEOUT instead of the heartbeat timeout.
+ */
+export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads()): Promise<Handlers> {
   const weightType = parseServedWeights(process.env.HEARTH_WEIGHTS); // checked when the worker starts, not at first use
   const models = new Map<string, Promise<ServedModel>>();
   const loadedEngines = new Set<ServedModel>();
@@ -41,7 +47,8 @@ export async function createHandlers(device: string, log: (m: string) => void): 
     const key = model.baseModelDir ?? model.baseModel;
     let served = models.get(key);
     if (!served) {
-      served = (async () => {
+      served = loads.during(model.baseModel, async () => {
+        faultPointBlocking('inference-model-load');
         const loaded = await loadModel(key, { device, lora: true, weightType, maxContext: envNumber('HEARTH_MAX_CONTEXT'), intraOpThreads: envNumber('HEARTH_INTRA_OP_THREADS'), log });
         const kvMb = envNumber('HEARTH_KV_CACHE_MB') ?? 1024;
         const hearth = createEngineFromRuntime(loaded, {
@@ -58,7 +65,7 @@ export async function createHandlers(device: string, log: (m: string) => void): 
         const ready = { loaded, hearth };
         loadedEngines.add(ready);
         return ready;
-      })();
+      });
       models.set(key, served);
       served.catch(() => models.delete(key)); // let a later request retry a failed load
     }

@@ -5,6 +5,7 @@ import { parseArgs, stringFlag } from '../args.js';
 import { WorkerHost, newWorkerIdentity } from '../../../worker/host.js';
 import { createDefaultHandlers } from '../../../worker/default-handlers.js';
 import type { Handlers } from '../../../worker/handlers.js';
+import { ModelLoads } from '../../../worker/model-loads.js';
 import { ipcSend, serveOverIpc } from '../../../worker/transport-ipc.js';
 import { detectDevices } from '../../hardware/detect.js';
 import type { WorkerKind } from '../../queue/port.js';
@@ -29,9 +30,11 @@ export async function run(argv: string[]): Promise<number> {
 
   // Development and tests may swap the engines for other handlers (a module exporting createHandlers).
   const handlersModule = stringFlag(args, 'handlers') ?? process.env.HEARTH_WORKER_HANDLERS;
+  // Loads the handlers announce; the host sends each start and end as a heartbeat at once.
+  const loads = new ModelLoads();
   const handlers: Handlers = handlersModule
-    ? await (await import(handlersModule)).createHandlers(device, log)
-    : await createDefaultHandlers(kind, device, log);
+    ? await (await import(handlersModule)).createHandlers(device, log, loads)
+    : await createDefaultHandlers(kind, device, log, loads);
 
   // Detect devices before the first heartbeat, so the API always knows what this worker runs on.
   const devices = await detectDevices().catch((err: Error) => {
@@ -49,7 +52,7 @@ export async function run(argv: string[]): Promise<number> {
   };
 
   if (args.flags.ipc) {
-    host = new WorkerHost(identity, handlers, ipcSend, log);
+    host = new WorkerHost(identity, handlers, ipcSend, log, loads);
     host.setDevices(devices);
     serveOverIpc(host, heartbeatMs, () => shutdown(0));
   } else {
@@ -58,7 +61,7 @@ export async function run(argv: string[]): Promise<number> {
       return 2;
     }
     const { serveOverBullmq } = await import('../../../worker/transport-bullmq.js');
-    const stop = await serveOverBullmq({ identity, handlers, redisUrl, heartbeatMs, log, hostRef: (h) => (host = h).setDevices(devices) });
+    const stop = await serveOverBullmq({ identity, handlers, redisUrl, heartbeatMs, log, loads, hostRef: (h) => (host = h).setDevices(devices) });
     const graceful = async (signal: string) => {
       log(`${signal}: finishing the current job, then exiting`);
       await stop();

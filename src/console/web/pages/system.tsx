@@ -8,7 +8,7 @@ import { Empty, ErrorBox, Loading, PageHeader } from '../components/ui';
 interface Device { host?: string; cpu?: { model: string; cores: number; memoryMiB: number; simd: string[] }; gpus?: { vendor: string; index: number; name: string; memoryMiB: number }[] }
 interface SystemInfo {
   entity: string;
-  workers: { id: string; kind: string; device: string; host: string; pid: number; load: number; tasks: number; last_seen_ms_ago: number; devices: Device | null }[];
+  workers: { id: string; kind: string; device: string; host: string; pid: number; load: number; tasks: number; last_seen_ms_ago: number; devices: Device | null; loading: string[] }[];
   queues: { inference_in_flight: number; training_queued: number; training_running: number };
   base_models: { id: string; parameters: number | null; size_bytes: number | null; format: string | null }[];
   your_jobs: Record<string, number>;
@@ -69,7 +69,7 @@ export function SystemPage({ api }: { api: Api }) {
                   {s.workers.map((w) => (
                     <tr key={w.id}>
                       <td>{w.kind}</td><td>{w.device}</td><td>{w.host} <span class="muted">pid {w.pid}</span></td><td>{w.load}</td><td>{w.tasks}</td>
-                      <td>{(w.last_seen_ms_ago / 1000).toFixed(1)}s ago</td><td class="wrap">{deviceText(w.devices)}</td>
+                      <td>{(w.last_seen_ms_ago / 1000).toFixed(1)}s ago{w.loading.length ? <span class="muted"> (loading {w.loading.join(', ')})</span> : null}</td><td class="wrap">{deviceText(w.devices)}</td>
                     </tr>
                   ))}
                 </tbody>

@@ -1,0 +1,47 @@
+// The API's view of worker liveness: the heartbeat timeout, and the longer load timeout for a worker that
+// announced a model load (its event loop is blocked while it loads, so it cannot beat).
+import { describe, expect, it } from 'vitest';
+import { loadingModels, WorkerRegistry } from '../../src/queue/worker-directory.js';
+import type { WorkerInfo } from '../../src/queue/port.js';
+
+const worker = (id: string, loading?: string[]): WorkerInfo => ({
+  id, kind: 'inference', device: 'cpu', host: 'h', pid: 1, load: 0, lastSeenMs: 0, tasks: [`${id}-req`],
+  ...(loading ? { loading: loading.map((model) => ({ model, sinceMs: 0 })) } : {}),
+});
+
+describe('WorkerRegistry', () => {
+  it('gives a worker the heartbeat timeout, and one that announced a load the load timeout', () => {
+    const r = new WorkerRegistry(1000, 60_000);
+    const t0 = Date.now();
+    r.update(worker('idle'));
+    r.update(worker('loading', ['a/b']));
+    expect(r.isLive('idle', t0 + 1000)).toBe(true);
+    expect(r.isLive('idle', t0 + 1001 + 50)).toBe(false);
+    expect(r.isLive('loading', t0 + 1001 + 50)).toBe(true);
+    expect(r.live('inference', t0 + 30_000).map((w) => w.id)).toEqual(['loading']);
+    expect(r.runnerOf('loading-req', t0 + 30_000)?.id).toBe('loading');
+    expect(r.takeExpired(t0 + 30_000).map((w) => w.id)).toEqual(['idle']);
+    expect(r.takeExpired(t0 + 60_001 + 50).map((w) => w.id)).toEqual(['loading']);
+    expect(r.get('loading')).toBeUndefined();
+  });
+
+  it('a heartbeat after the load ends brings back the heartbeat timeout', () => {
+    const r = new WorkerRegistry(1000, 60_000);
+    r.update(worker('w', ['a/b']));
+    r.update(worker('w'));
+    expect(r.isLive('w', Date.now() + 1100)).toBe(false);
+  });
+
+  it('never gives a loading worker less than the heartbeat timeout', () => {
+    const r = new WorkerRegistry(5000, 1000);
+    r.update(worker('w', ['a/b']));
+    expect(r.isLive('w', Date.now() + 4000)).toBe(true);
+  });
+
+  it('names the models being loaded', () => {
+    expect(loadingModels(worker('w'))).toBeNull();
+    expect(loadingModels(undefined)).toBeNull();
+    expect(loadingModels(worker('w', ['a/b']))).toBe('model a/b');
+    expect(loadingModels(worker('w', ['a/b', 'c/d']))).toBe('models a/b, c/d');
+  });
+});
