@@ -66,7 +66,10 @@ function oneStep(ort: boolean, recompute: LayerRecomputation) {
     const hidden = tf.gather(model.hidden(mb.batch, true), tf.tensor1d(at.index, 'int32')) as tf.Tensor2D;
     return weightedNll(model.tokenLogprobs(hidden, at.targets), w);
   }, vars);
-  const out = { loss: value.dataSync()[0], grads: vars.map((v) => ({ name: v.name, values: grads[v.name].dataSync().slice() })) };
+  // trainableVariables() of a LoRA model = every A^T, then every B^T, in module order.
+  const lora = model.lora!;
+  const names = [...[...lora.aT.keys()].map((p) => `${p}.lora_A`), ...[...lora.bT.keys()].map((p) => `${p}.lora_B`)];
+  const out = { loss: value.dataSync()[0], grads: vars.map((v, i) => ({ name: names[i], values: grads[v.name].dataSync().slice() })) };
   tf.dispose([value, ...Object.values(grads)]);
   model.dispose();
   return out;

@@ -73,13 +73,15 @@ const gb = (b: number) => (b / 1e9).toFixed(1);
 
 /**
  * Throws a clear error when a wasm-backend job cannot fit: its persistent tensors in the heap, a
- * micro-batch of `microBatchTokens` in one row with its layers recomputed beside them, and (base
- * outside the heap) the frozen base plus a full heap in the machine's memory.
+ * micro-batch of `microBatchTokens` in one row with its layers recomputed beside them (and, unless
+ * the LM head is the fused ONNX Runtime op, its [tokens, vocab] logits: the reference path holds
+ * about five copies at the backward's peak), and (base outside the heap) the frozen base plus a
+ * full heap in the machine's memory.
  */
 export function assertFitsWasmHeap(
   config: ModelConfig,
   mode: TrainingMode,
-  opts: { frozen?: FrozenPlacement; microBatchTokens?: number; totalMemoryBytes?: number } = {},
+  opts: { frozen?: FrozenPlacement; microBatchTokens?: number; fusedHead?: boolean; totalMemoryBytes?: number } = {},
 ): void {
   const frozen = mode === 'lora' ? (opts.frozen ?? 'heap') : 'heap';
   const what = `${mode === 'full' ? 'full fine-tuning' : 'LoRA training'} of a ${(countParameters(config) / 1e6).toFixed(0)}M-parameter model`;
@@ -92,7 +94,8 @@ export function assertFitsWasmHeap(
   if (opts.microBatchTokens !== undefined) {
     const tokens = opts.microBatchTokens;
     // Recomputed: every layer's input, plus one layer's activations and its backward's temporaries.
-    const step = config.numLayers * tokens * config.hiddenSize * 4 + 3 * layerActivationBytes(config, 1, tokens);
+    const logits = opts.fusedHead ? 0 : 5 * tokens * config.vocabSize * 4;
+    const step = config.numLayers * tokens * config.hiddenSize * 4 + 3 * layerActivationBytes(config, 1, tokens) + logits;
     if (persistent + step > WASM_HEAP_BYTES * USABLE_SHARE) {
       throw new Error(
         `${what} at ${tokens} tokens per micro-batch needs about ${gb(persistent + step)} GB of the wasm backend's 4 GB heap ` +

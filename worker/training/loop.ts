@@ -136,7 +136,7 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
 function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number): void {
   const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
   const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
-  assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest) });
+  assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
 }
 
 function checkpointContents(model: LlamaModel, spec: TrainingModelSpec): CheckpointContents {
