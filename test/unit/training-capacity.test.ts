@@ -1,6 +1,6 @@
 // Jobs too large for the wasm heap are refused with a clear message; wasm aborts are explained.
 import { describe, expect, it } from 'vitest';
-import { assertFitsWasmHeap, explainTrainingError, layerActivationBytes, persistentTrainingBytes, recomputeBudgetBytes, savedActivationBytes } from '../../worker/training/capacity.js';
+import { assertFitsWasmHeap, explainTrainingError, layerActivationBytes, persistentTrainingBytes, recomputeBudgetBytes, recomputedLayerCount, savedActivationBytes } from '../../worker/training/capacity.js';
 import * as tf from '@tensorflow/tfjs-core';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { buildTrainingModel } from '../../worker/training/loop.js';
@@ -37,10 +37,22 @@ describe('capacity', () => {
     expect(() => assertFitsWasmHeap(tinyConfig(), 'full', { microBatchTokens: 2048 })).not.toThrow();
   });
 
-  it('a 0.5B LoRA step at 1 x 512 recomputes its layers, at 1 x 128 it does not', () => {
+  it('a 0.5B LoRA step at 1 x 512 recomputes most of its layers, at 1 x 128 a few, a 20M step none', () => {
     const budget = recomputeBudgetBytes(qwen05, 'lora', 'outside-heap');
-    expect(savedActivationBytes(qwen05, 1, 512)).toBeGreaterThan(budget);
-    expect(savedActivationBytes(qwen05, 1, 128)).toBeLessThan(budget);
+    expect(recomputedLayerCount(qwen05, 'lora', 'outside-heap', 1, 128)).toBe(2);
+    const config20m = { ...qwen05, architecture: 'llama' as const, vocabSize: 32000, hiddenSize: 288, intermediateSize: 768, numLayers: 6, numHeads: 6, headDim: 48, attentionBias: false, tieWordEmbeddings: false };
+    expect(savedActivationBytes(config20m, 4, 128)).toBeLessThan(recomputeBudgetBytes(config20m, 'full', 'heap'));
+    expect(recomputedLayerCount(config20m, 'full', 'heap', 4, 128)).toBe(0);
+    expect(recomputedLayerCount(config20m, 'lora', 'outside-heap', 1, 512)).toBe(0);
+    const recomputed = recomputedLayerCount(qwen05, 'lora', 'outside-heap', 1, 512);
+    expect(recomputed).toBeGreaterThan(12);
+    expect(recomputed).toBeLessThan(24);
+    // The layers kept are within the budget, one more would not be.
+    const perLayer = layerActivationBytes(qwen05, 1, 512);
+    expect((24 - recomputed) * perLayer).toBeLessThanOrEqual(budget);
+    expect((24 - recomputed + 1) * perLayer).toBeGreaterThan(budget);
+    // With the base in the heap there is less room: more layers are recomputed.
+    expect(recomputedLayerCount(qwen05, 'lora', 'heap', 1, 512)).toBeGreaterThan(recomputed);
   });
 
   it('the activation estimate is within 25% of what a LoRA forward keeps for its backward', async () => {

@@ -5,7 +5,7 @@
 // the ONNX Runtime path keeps its frozen base outside (frozen-linear.ts): only norms, biases and
 // adapters are in the heap, the base's 2-D weights are plain JS memory (bounded by the machine's
 // RAM instead). Either way a step's saved activations must fit beside them; when they would not,
-// the decoder layers are recomputed in the backward pass (recompute.ts), which keeps one layer's.
+// enough decoder layers are recomputed in the backward pass (recompute.ts) to make them fit.
 import { totalmem } from 'node:os';
 import type { ModelConfig } from '../runtime/model-config.js';
 import { countParameters, expectedWeightShapes } from './tensor-utils.js';
@@ -61,12 +61,25 @@ export function savedActivationBytes(config: ModelConfig, rows: number, length: 
 }
 
 /**
- * Saved activations above this many bytes make the model recompute its layers: half of what the
- * heap has left beside the persistent tensors (the backward pass's gradients and temporaries take
- * about as much again).
+ * Bytes of saved activations a step may keep without recomputing: a third of what the heap has
+ * left beside the persistent tensors. Saved tensors are only freed when the whole backward pass
+ * ends, so the backward's gradients and temporaries, a recomputed layer and the allocator's
+ * fragmentation come on top: at 0.5B x 512 tokens, keeping six layers (1.75 GB by
+ * layerActivationBytes) grew the heap to 3.0 GB, too close to its 4.29 GB cap for a whole job.
  */
 export function recomputeBudgetBytes(config: ModelConfig, mode: TrainingMode, frozen: FrozenPlacement): number {
-  return Math.max(0, (WASM_HEAP_BYTES * USABLE_SHARE - persistentTrainingBytes(config, mode, frozen)) / 2);
+  return Math.max(0, (WASM_HEAP_BYTES * USABLE_SHARE - persistentTrainingBytes(config, mode, frozen)) / 3);
+}
+
+/**
+ * How many decoder layers a step at `rows` x `length` recomputes in its backward pass: the fewest
+ * that bring the other layers' saved activations under recomputeBudgetBytes (each recomputed layer
+ * costs one more forward of that layer).
+ */
+export function recomputedLayerCount(config: ModelConfig, mode: TrainingMode, frozen: FrozenPlacement, rows: number, length: number): number {
+  const perLayer = layerActivationBytes(config, rows, length);
+  const over = savedActivationBytes(config, rows, length) - recomputeBudgetBytes(config, mode, frozen);
+  return over <= 0 ? 0 : Math.min(config.numLayers, Math.ceil(over / perLayer));
 }
 
 const gb = (b: number) => (b / 1e9).toFixed(1);

@@ -11,7 +11,7 @@
 // layout and are used through frozen-linear.ts; only norms and biases become TF.js tensors.
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../runtime/model-config.js';
-import { recomputeBudgetBytes, savedActivationBytes } from './capacity.js';
+import { recomputedLayerCount } from './capacity.js';
 import { frozenLinear, gatherFrozenRows, type FrozenMatrix } from './frozen-linear.js';
 import { headTokenLogprobs } from './head-logprobs.js';
 import type { LoraAdapters } from './lora.js';
@@ -75,10 +75,11 @@ export function causalSegmentMask(batch: TokenBatch, slidingWindow: number | nul
 }
 
 /**
- * When a training forward recomputes its decoder layers in the backward pass (recompute.ts):
- * `auto` = on the wasm backend, when the saved activations would not fit the heap's share for them.
+ * Which decoder layers a training forward recomputes in the backward pass (recompute.ts): `auto` =
+ * on the wasm backend, as many leading layers as needed for the rest's saved activations to fit the
+ * heap's share for them (capacity.ts recomputedLayerCount); a number = that many leading layers.
  */
-export type LayerRecomputation = 'auto' | 'always' | 'never';
+export type LayerRecomputation = 'auto' | 'always' | 'never' | number;
 
 export class LlamaModel {
   /** LoRA adapters, or null for full fine-tuning / plain inference. */
@@ -206,9 +207,9 @@ export class LlamaModel {
     let x = embedding
       ? gatherFrozenRows(embedding, batch.inputIds)
       : (tf.gather(this.p('model.embed_tokens.weight'), tf.tensor1d(batch.inputIds, 'int32')) as tf.Tensor2D); // [N, d]
-    const recompute = this.recomputesLayers(B, T, training);
+    const recomputed = this.recomputedLayers(B, T, training);
     for (let layer = 0; layer < this.config.numLayers; layer++) {
-      if (!recompute) {
+      if (layer >= recomputed) {
         x = this.decoderLayer(x, layer, B, T, rope, mask, training);
         continue;
       }
@@ -247,13 +248,14 @@ export class LlamaModel {
     return vars;
   }
 
-  /** Whether this forward recomputes its layers in the backward pass (see LayerRecomputation). */
-  private recomputesLayers(rows: number, length: number, training: boolean): boolean {
-    if (!training || this.recompute === 'never') return false;
-    if (this.recompute === 'always') return true;
-    if (tf.getBackend() !== 'wasm') return false;
-    const mode = this.lora ? 'lora' : 'full';
-    return savedActivationBytes(this.config, rows, length) > recomputeBudgetBytes(this.config, mode, this.frozenOutsideHeap ? 'outside-heap' : 'heap');
+  /** How many leading decoder layers this forward recomputes in the backward pass (see LayerRecomputation). */
+  private recomputedLayers(rows: number, length: number, training: boolean): number {
+    const layers = this.config.numLayers;
+    if (!training || this.recompute === 'never') return 0;
+    if (this.recompute === 'always') return layers;
+    if (typeof this.recompute === 'number') return Math.max(0, Math.min(layers, Math.floor(this.recompute)));
+    if (tf.getBackend() !== 'wasm') return 0;
+    return recomputedLayerCount(this.config, this.lora ? 'lora' : 'full', this.frozenOutsideHeap ? 'outside-heap' : 'heap', rows, length);
   }
 
   private headName(): string {
