@@ -29,7 +29,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 beforeAll(async () => {
   const backend = await initTrainingBackend({ log: () => {} });
   expect(backend.gemm).toBe('onnxruntime');
-});
+}, 180_000); // loading the wasm backend and ONNX Runtime can take a minute on a loaded machine
 afterEach(() => setOnnxRuntimeCompute(true));
 
 function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -176,5 +176,5 @@ describe('frozen base outside the wasm heap', () => {
     console.log(`20 LoRA steps: loss ${reference[0].toFixed(4)} -> ${reference[19].toFixed(4)}, worst relative difference ${worst.toExponential(2)}`);
     expect(reference[19]).toBeLessThan(reference[0] - 0.5); // it learned, so the comparison means something
     expect(worst).toBeLessThan(1e-4);
-  });
+  }, 180_000); // 40 training steps
 });

@@ -84,6 +84,7 @@ export type LayerRecomputation = 'auto' | 'always' | 'never' | number;
 export class LlamaModel {
   /** LoRA adapters, or null for full fine-tuning / plain inference. */
   lora: LoraAdapters | null = null;
+  /** Which decoder layers a training forward recomputes in its backward pass. */
   recompute: LayerRecomputation = 'auto';
   /** A frozen LM head in both layouts, [d, vocab] and [vocab, d] (one is a cached transpose). */
   private frozenHeadLayouts: { dByV: tf.Tensor2D; vByD: tf.Tensor2D } | null = null;
