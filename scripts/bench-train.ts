@@ -145,7 +145,9 @@ async function runHearthPhase(phase: Phase): Promise<unknown> {
   const root = mkdtempSync(join(os.tmpdir(), 'hearth-bench-train-'));
   try {
     const result = phase === 'gemm' ? gemmGflops() : phase === 'rl_step' ? await hearthRl(root) : await hearthSft(setupOf(phase), root);
-    return { ...(result as object), backend: backend.reason, peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024) };
+    // The wasm heap never shrinks: its size now is its peak (the 4 GB wasm32 cap is what LoRA on large models must stay under).
+    const heap = backend.name === 'wasm' ? (tf.backend() as unknown as { wasm: { HEAPU8: Uint8Array } }).wasm.HEAPU8.length : 0;
+    return { ...(result as object), backend: backend.reason, peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024), wasm_heap_mb: Math.round(heap / 2 ** 20) };
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

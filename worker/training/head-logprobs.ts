@@ -8,7 +8,11 @@
 // The -dy * softmax part runs in ONNX Runtime per chunk; the one-hot part touches one row of W
 // per token and is added here. Same math as losses.ts tokenLogprobs on model.ts logits (the
 // reference path, test/unit/training-ort.test.ts compares them).
+// A frozen head may also be a FrozenMatrix outside the wasm heap (frozen-linear.ts): it is read in
+// place the same way.
 import * as tf from '@tensorflow/tfjs-core';
+import type { FrozenMatrix } from './frozen-linear.js';
+import { floats, newOutput } from './heap-views.js';
 import { floatTensor, headBackwardGraph, headForwardGraph } from './ort-compute.js';
 
 /**
@@ -16,31 +20,6 @@ import { floatTensor, headBackwardGraph, headForwardGraph } from './ort-compute.
  * ONNX Runtime reduces it; GEMMs with a 32k-wide output ran 3-10x slower than chunked ones here.
  */
 export const HEAD_CHUNK_ROWS = 4096;
-
-/** The parts of BackendWasm (tfjs-backend-wasm 4.22) used to read and write tensors in place. */
-interface WasmBackendInternals {
-  makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
-  typedArrayFromHeap(t: tf.TensorInfo): Float32Array | Int32Array | Uint8Array;
-}
-
-const onWasm = () => tf.getBackend() === 'wasm';
-
-/** The values of a float32 tensor: a view of the wasm heap (valid until the next allocation), else a copy. */
-function floats(t: tf.Tensor): Float32Array {
-  if (onWasm()) return (tf.backend() as unknown as WasmBackendInternals).typedArrayFromHeap({ dataId: t.dataId, shape: t.shape, dtype: 'float32' }) as Float32Array;
-  return t.dataSync() as Float32Array;
-}
-
-/** A new float32 tensor to be filled in place: on wasm written straight into the heap. */
-function newOutput(shape: number[]): { fill: () => Float32Array; tensor: () => tf.Tensor } {
-  if (onWasm()) {
-    const info = (tf.backend() as unknown as WasmBackendInternals).makeOutput(shape, 'float32');
-    const fill = () => (tf.backend() as unknown as WasmBackendInternals).typedArrayFromHeap(info) as Float32Array;
-    return { fill, tensor: () => tf.engine().makeTensorFromTensorInfo(info) };
-  }
-  const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-  return { fill: () => data, tensor: () => tf.tensor(data, shape) };
-}
 
 /** Chunk boundaries [start, end) over `rows`. */
 function chunks(rows: number): Array<[number, number]> {
@@ -93,25 +72,29 @@ function forward(h: Float32Array, w: Float32Array, n: number, d: number, vocab: 
 
 /**
  * logprob of each row's target under softmax(hidden @ head^T), [n], with gradients for hidden and
- * (when `headTrainable`) the head. `head` is [vocab, d] (model.ts keeps the head in that layout).
+ * (when `headTrainable`) the head. `head` is [vocab, d] (model.ts keeps the head in that layout):
+ * a tensor, or a frozen matrix outside the heap (then `headTrainable` must be false).
  */
 export function headTokenLogprobs(
   hidden: tf.Tensor2D,
-  head: tf.Tensor2D,
+  head: tf.Tensor2D | FrozenMatrix,
   headTrainable: boolean,
   targets: Int32Array,
   onEntropy?: (entropy: Float32Array) => void,
 ): tf.Tensor1D {
   const [n, d] = hidden.shape;
-  const [vocab, headD] = head.shape;
-  if (headD !== d) throw new Error(`headTokenLogprobs: hidden size ${d} but head [${head.shape}]`);
+  const external = !(head instanceof tf.Tensor);
+  const [vocab, headD] = external ? [head.rows, head.cols] : head.shape;
+  if (external && headTrainable) throw new Error('headTokenLogprobs: a head outside the heap is frozen');
+  const headValues = () => (external ? head.data : floats(head));
+  if (headD !== d) throw new Error(`headTokenLogprobs: hidden size ${d} but head [${vocab}, ${headD}]`);
   if (targets.length !== n) throw new Error(`headTokenLogprobs: ${targets.length} targets for ${n} rows`);
   for (const t of targets) if (t < 0 || t >= vocab) throw new Error(`target token ${t} is outside the vocabulary (${vocab})`);
 
   const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
     const h = args[0] as tf.Tensor2D;
     const save = args[args.length - 1] as tf.GradSaveFunc;
-    const { logprobs, lse, entropy } = forward(floats(h), floats(head), n, d, vocab, targets, onEntropy !== undefined);
+    const { logprobs, lse, entropy } = forward(floats(h), headValues(), n, d, vocab, targets, onEntropy !== undefined);
     if (onEntropy && entropy) onEntropy(entropy);
     save([h]);
     return {
@@ -123,7 +106,7 @@ export function headTokenLogprobs(
         const dwOut = headTrainable ? newOutput([vocab, d]) : null;
         // Views after every allocation (a wasm heap may grow and detach older views).
         const hv = floats(saved[0]);
-        const wv = floats(head);
+        const wv = headValues();
         const dh = dhOut.fill();
         const dw = dwOut?.fill() ?? null;
         dh.fill(0);
@@ -151,5 +134,5 @@ export function headTokenLogprobs(
       },
     };
   });
-  return (headTrainable ? op(hidden, head) : op(hidden)) as tf.Tensor1D;
+  return (headTrainable ? op(hidden, head as tf.Tensor2D) : op(hidden)) as tf.Tensor1D;
 }

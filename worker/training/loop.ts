@@ -13,7 +13,8 @@ import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
 import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
 import { policyLoss, readAndDispose, weightedNll } from './losses.js';
-import { LlamaModel } from './model.js';
+import { LlamaModel, type LayerRecomputation } from './model.js';
+import { onnxRuntimeCompute } from './ort-kernels.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt } from './optimizer.js';
 import { fitRewardStdDevLearningRate, type RewardStdDevPoint } from './reward-std-lr.js';
 import type { RlData } from './rl-data.js';
@@ -54,6 +55,8 @@ export interface TrainingModelSpec {
   lora?: Partial<LoraConfig>;
   /** Continue from a previous checkpoint of this model (e.g. the latest step). */
   resumeFrom?: CheckpointContents | null;
+  /** Recompute decoder layers in the backward pass (default auto: when the activations would not fit, model.ts). */
+  recompute?: LayerRecomputation;
 }
 
 export interface TrainingDeps {
@@ -114,15 +117,29 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
   const resume = spec.resumeFrom ?? null;
   if (spec.mode === 'full') {
     if (resume?.kind === 'lora') throw new Error('cannot continue full fine-tuning from a LoRA checkpoint');
-    return LlamaModel.fromWeights(spec.config, resume?.kind === 'full' ? resume.weights : spec.weights, { trainable: true });
+    const full = LlamaModel.fromWeights(spec.config, resume?.kind === 'full' ? resume.weights : spec.weights, { trainable: true });
+    full.recompute = spec.recompute ?? 'auto';
+    return full;
   }
   if (resume?.kind === 'full') throw new Error('cannot continue LoRA training from a full fine-tuning checkpoint');
-  const model = LlamaModel.fromWeights(spec.config, spec.weights, { trainable: false });
+  // On the ONNX Runtime path the frozen base stays outside the wasm heap (frozen-linear.ts).
+  const model = LlamaModel.fromWeights(spec.config, spec.weights, { trainable: false, frozenOutsideHeap: onnxRuntimeCompute() });
+  model.recompute = spec.recompute ?? 'auto';
   model.lora =
     resume?.kind === 'lora'
       ? LoraAdapters.fromPeftTensors(spec.config, resume.lora, resume.tensors)
       : LoraAdapters.create(spec.config, { ...DEFAULT_LORA_CONFIG, ...spec.lora }, seed);
   return model;
+}
+
+/**
+ * The wasm heap check for a job: where its frozen base will live, and its largest micro-batch (a
+ * sequence longer than the budget gets one of its own).
+ */
+function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number): void {
+  const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
+  const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
+  assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
 }
 
 function checkpointContents(model: LlamaModel, spec: TrainingModelSpec): CheckpointContents {
@@ -196,10 +213,10 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const backend = await initTrainingBackend({ prefer: deps.backend, log: deps.log });
   for (const s of job.sequences) validateSequence(s, deps.model.config.vocabSize);
   const { batches, learningRates } = planSftBatches(job);
-  if (backend.name === 'wasm') assertFitsWasmHeap(deps.model.config, deps.model.mode);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
+  if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
   const model = buildTrainingModel(deps.model, deps.seed);
   const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
-  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   let lastMetrics: Record<string, number> = {};
   try {
     await emit({ type: 'training_started', data: { num_sequences: batches.length } });
@@ -272,7 +289,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const learningRate =
     settings.learningRate * (rewardStdFit?.multiplier ?? 1) * Math.pow(Math.max(1, numTrainableTrajectories), settings.numTrajectoriesLrPower);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  if (backend.name === 'wasm') assertFitsWasmHeap(deps.model.config, deps.model.mode);
+  if (backend.name === 'wasm') assertFits(deps.model, sequences, budget);
   const model = buildTrainingModel(deps.model, deps.seed);
   const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
   let lastMetrics: Record<string, number> = {};

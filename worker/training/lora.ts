@@ -61,7 +61,8 @@ export function loraModulePaths(config: ModelConfig, targets: LoraTarget[]): { p
 export class LoraAdapters {
   /** When false the adapters are skipped: the model computes the base logits (KL reference). */
   enabled = true;
-  private dropoutSeed = 1;
+  /** Seed of the next dropout mask (a counter; model.ts rewinds it when a layer runs again). */
+  dropoutSeed = 1;
 
   private constructor(
     readonly config: LoraConfig,

@@ -5,12 +5,19 @@
 // rep = H / KV, hd = head dim. Weights keep their Hugging Face names; Linear weights are stored
 // transposed ([in, out]) so the forward pass is x @ W without a transpose (faster on wasm); the
 // LM head keeps the Hugging Face layout [vocab, d].
+//
+// Frozen base outside the heap (LoRA on the ONNX Runtime path, `frozenOutsideHeap`): the 2-D
+// weights (Linear layers, embedding, LM head) stay the caller's Float32Arrays in the Hugging Face
+// layout and are used through frozen-linear.ts; only norms and biases become TF.js tensors.
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import { recomputedLayerCount } from './capacity.js';
+import { frozenLinear, gatherFrozenRows, type FrozenMatrix } from './frozen-linear.js';
 import { headTokenLogprobs } from './head-logprobs.js';
 import type { LoraAdapters } from './lora.js';
 import { tokenLogprobs } from './losses.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
+import { recomputedInBackward } from './recompute.js';
 import { ropeTables } from './rope.js';
 import { expectedWeightShapes, transpose2d } from './tensor-utils.js';
 
@@ -67,9 +74,18 @@ export function causalSegmentMask(batch: TokenBatch, slidingWindow: number | nul
   return tf.tensor(mask, [rows, 1, 1, T, T]);
 }
 
+/**
+ * Which decoder layers a training forward recomputes in the backward pass (recompute.ts): `auto` =
+ * on the wasm backend, as many leading layers as needed for the rest's saved activations to fit the
+ * heap's share for them (capacity.ts recomputedLayerCount); a number = that many leading layers.
+ */
+export type LayerRecomputation = 'auto' | 'always' | 'never' | number;
+
 export class LlamaModel {
   /** LoRA adapters, or null for full fine-tuning / plain inference. */
   lora: LoraAdapters | null = null;
+  /** Which decoder layers a training forward recomputes in its backward pass. */
+  recompute: LayerRecomputation = 'auto';
   /** A frozen LM head in both layouts, [d, vocab] and [vocab, d] (one is a cached transpose). */
   private frozenHeadLayouts: { dByV: tf.Tensor2D; vByD: tf.Tensor2D } | null = null;
 
@@ -77,26 +93,41 @@ export class LlamaModel {
     readonly config: ModelConfig,
     /** HF name -> variable (Linear weights transposed to [in, out]). */
     readonly params: Map<string, tf.Variable>,
+    /** HF name -> frozen 2-D weight outside the heap (HF layout), when built with `frozenOutsideHeap`. */
+    private readonly frozen: Map<string, FrozenMatrix>,
   ) {}
 
   /**
    * Build from Hugging Face weights. `trainable` = full fine-tuning; for LoRA pass false and
    * attach adapters (tfjs then never computes gradients of the frozen base weights).
+   * `frozenOutsideHeap` (frozen only, needs ONNX Runtime) keeps the 2-D weights as the given
+   * Float32Arrays, outside the wasm heap; they must not be modified while the model lives.
    */
-  static fromWeights(config: ModelConfig, weights: Weights, opts: { trainable: boolean }): LlamaModel {
+  static fromWeights(config: ModelConfig, weights: Weights, opts: { trainable: boolean; frozenOutsideHeap?: boolean }): LlamaModel {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
     if (config.headDim % 2 !== 0) throw new Error(`headDim ${config.headDim} must be even for rotary embeddings`);
+    if (opts.trainable && opts.frozenOutsideHeap) throw new Error('trainable weights cannot live outside the TF.js heap');
     const params = new Map<string, tf.Variable>();
+    const frozen = new Map<string, FrozenMatrix>();
     for (const [name, shape] of expectedWeightShapes(config)) {
       const w = weights.get(name);
       if (!w) throw new Error(`weight ${name} is missing`);
       if (w.shape.join(',') !== shape.join(',')) throw new Error(`weight ${name} has shape [${w.shape}], expected [${shape}]`);
+      if (opts.frozenOutsideHeap && shape.length === 2) {
+        frozen.set(name, { data: w.data, rows: shape[0], cols: shape[1] });
+        continue;
+      }
       const data = storedTransposed(name, shape) ? transpose2d(w.data, shape[0], shape[1]) : w.data;
       const stored = storedTransposed(name, shape) ? [shape[1], shape[0]] : shape;
       // Inside tidy: tf.variable keeps its initial tensor alive otherwise (a leak per weight).
       params.set(name, tf.tidy(() => tf.variable(tf.tensor(data, stored), opts.trainable)));
     }
-    return new LlamaModel(config, params);
+    return new LlamaModel(config, params, frozen);
+  }
+
+  /** True when the frozen 2-D weights live outside the TF.js heap. */
+  get frozenOutsideHeap(): boolean {
+    return this.frozen.size > 0;
   }
 
   private p(name: string): tf.Tensor {
@@ -107,7 +138,8 @@ export class LlamaModel {
 
   /** x [N, in] @ W [in, out] (+ bias) (+ LoRA term), for the module at `path`. */
   private linear(x: tf.Tensor2D, path: string, training: boolean): tf.Tensor2D {
-    let y: tf.Tensor2D = tf.matMul(x, this.p(`${path}.weight`) as tf.Tensor2D);
+    const frozen = this.frozen.get(`${path}.weight`);
+    let y: tf.Tensor2D = frozen ? frozenLinear(x, frozen) : tf.matMul(x, this.p(`${path}.weight`) as tf.Tensor2D);
     const bias = this.params.get(`${path}.bias`);
     if (bias) y = tf.add(y, bias) as tf.Tensor2D;
     const delta = this.lora?.delta(path, x, training);
@@ -172,22 +204,74 @@ export class LlamaModel {
     const hd = this.config.headDim;
     const rope: RopeInputs = { cos: tf.tensor(cos, [B, T, 1, hd]), sin: tf.tensor(sinSigned, [B, T, 1, hd]), swapHalves: halfSwapMatrix(hd) };
     const mask = causalSegmentMask(batch, this.config.slidingWindow ?? null);
-    let x = tf.gather(this.p('model.embed_tokens.weight'), tf.tensor1d(batch.inputIds, 'int32')) as tf.Tensor2D; // [N, d]
+    const embedding = this.frozen.get('model.embed_tokens.weight');
+    let x = embedding
+      ? gatherFrozenRows(embedding, batch.inputIds)
+      : (tf.gather(this.p('model.embed_tokens.weight'), tf.tensor1d(batch.inputIds, 'int32')) as tf.Tensor2D); // [N, d]
+    const recomputed = this.recomputedLayers(B, T, training);
     for (let layer = 0; layer < this.config.numLayers; layer++) {
-      const attn = this.attention(this.rmsNorm(x, `model.layers.${layer}.input_layernorm.weight`), layer, B, T, rope, mask, training);
-      x = tf.add(x, attn);
-      x = tf.add(x, this.mlp(this.rmsNorm(x, `model.layers.${layer}.post_attention_layernorm.weight`), layer, training));
+      if (layer >= recomputed) {
+        x = this.decoderLayer(x, layer, B, T, rope, mask, training);
+        continue;
+      }
+      // The block gets the saved copies of the rotary tables and mask when it runs again.
+      const seed = this.lora?.dropoutSeed ?? 0;
+      const block = (h: tf.Tensor, [cos, sin, swapHalves, m]: tf.Tensor[]) => {
+        // LoRA dropout draws the same masks when the layer runs again in the backward pass; the
+        // counter then stays where the forward pass left it.
+        const lora = this.lora;
+        const resume = lora?.dropoutSeed ?? 0;
+        if (lora) lora.dropoutSeed = seed;
+        try {
+          return this.decoderLayer(h as tf.Tensor2D, layer, B, T, { cos, sin, swapHalves: swapHalves as tf.Tensor2D }, m, training);
+        } finally {
+          if (lora) lora.dropoutSeed = Math.max(resume, lora.dropoutSeed);
+        }
+      };
+      x = recomputedInBackward(block, x, [rope.cos, rope.sin, rope.swapHalves, mask], this.layerTrainableVariables(layer)) as tf.Tensor2D;
     }
     return this.rmsNorm(x, 'model.norm.weight');
   }
 
+  private decoderLayer(x: tf.Tensor2D, layer: number, B: number, T: number, rope: RopeInputs, mask: tf.Tensor, training: boolean): tf.Tensor2D {
+    const attn = this.attention(this.rmsNorm(x, `model.layers.${layer}.input_layernorm.weight`), layer, B, T, rope, mask, training);
+    const h = tf.add(x, attn) as tf.Tensor2D;
+    return tf.add(h, this.mlp(this.rmsNorm(h, `model.layers.${layer}.post_attention_layernorm.weight`), layer, training)) as tf.Tensor2D;
+  }
+
+  /** The trainable variables one decoder layer reads (its weights, or its LoRA adapters). */
+  private layerTrainableVariables(layer: number): tf.Variable[] {
+    const prefix = `model.layers.${layer}.`;
+    const vars = [...this.params].filter(([name, v]) => v.trainable && name.startsWith(prefix)).map(([, v]) => v);
+    if (this.lora) {
+      for (const [path, a] of this.lora.aT) if (path.startsWith(prefix)) vars.push(a, this.lora.bT.get(path)!);
+    }
+    return vars;
+  }
+
+  /** How many leading decoder layers this forward recomputes in the backward pass (see LayerRecomputation). */
+  private recomputedLayers(rows: number, length: number, training: boolean): number {
+    const layers = this.config.numLayers;
+    if (!training || this.recompute === 'never') return 0;
+    if (this.recompute === 'always') return layers;
+    if (typeof this.recompute === 'number') return Math.max(0, Math.min(layers, Math.floor(this.recompute)));
+    if (tf.getBackend() !== 'wasm') return 0;
+    return recomputedLayerCount(this.config, this.lora ? 'lora' : 'full', this.frozenOutsideHeap ? 'outside-heap' : 'heap', rows, length);
+  }
+
+  private headName(): string {
+    return this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  }
+
   /** The LM head, [vocab, d]: lm_head.weight, or the embedding table when tied. */
   private head(): tf.Variable {
-    return this.p(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Variable;
+    return this.p(this.headName()) as tf.Variable;
   }
 
   /** Logits [N, vocab] from hidden states [N, d]. */
   logits(hidden: tf.Tensor2D): tf.Tensor2D {
+    const frozen = this.frozen.get(this.headName());
+    if (frozen) return frozenLinear(hidden, frozen);
     const head = this.head();
     if (head.trainable) return tf.matMul(hidden, head as tf.Tensor2D, false, true);
     return this.frozenHead()(hidden) as tf.Tensor2D;
@@ -199,6 +283,8 @@ export class LlamaModel {
    * logits and losses.ts tokenLogprobs (the reference path).
    */
   tokenLogprobs(hidden: tf.Tensor2D, targets: Int32Array, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
+    const frozen = this.frozen.get(this.headName());
+    if (frozen && onnxRuntimeCompute()) return headTokenLogprobs(hidden, frozen, false, targets, onEntropy);
     if (onnxRuntimeCompute()) return headTokenLogprobs(hidden, this.head() as tf.Tensor2D, this.head().trainable, targets, onEntropy);
     return tokenLogprobs(this.logits(hidden), targets, onEntropy);
   }
@@ -244,11 +330,13 @@ export class LlamaModel {
         out.set(name, { shape: [...v.shape], data: Float32Array.from(data) });
       }
     }
+    for (const [name, m] of this.frozen) out.set(name, { shape: [m.rows, m.cols], data: Float32Array.from(m.data) });
     return out;
   }
 
   dispose(): void {
     for (const v of this.params.values()) v.dispose();
+    this.frozen.clear();
     this.frozenHeadLayouts?.dByV.dispose();
     this.lora?.dispose();
   }
