@@ -18,6 +18,8 @@ export interface ConsoleFixture {
   /** A table of `rows` rows {i, question, score} in `project`; returns its digest. */
   table(project: string, rows: number): Promise<string>;
   jobStatus(id: string): Promise<string>;
+  /** The queue's and workers' log lines so far (the last 500), for a failed test's diagnostics. */
+  serverLog(): string;
   close(): Promise<void>;
 }
 
@@ -30,9 +32,16 @@ const FACTS: [string, string][] = [
 export async function startConsoleFixture(entity = 'alice'): Promise<ConsoleFixture> {
   const home = tempHome('hearth-console-');
   await ensureDemoModel(home);
+  const log: string[] = [];
   const s = await startServer({
     home, realTraining: true, env: { HEARTH_WORKERS: 'inference:cpu,training:cpu' },
-    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '256' } },
+    queue: {
+      workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '256' },
+      log: (m) => {
+        log.push(`${new Date().toISOString()} ${m}`);
+        if (log.length > 500) log.shift();
+      },
+    },
   });
   await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0 && s.ctx.queue!.liveWorkers('inference').length > 0, 'workers', 60_000);
   const key = s.key(entity);
@@ -64,6 +73,7 @@ export async function startConsoleFixture(entity = 'alice'): Promise<ConsoleFixt
     async jobStatus(id) {
       return ok(await s.call('GET', `/v1/preview/training-jobs/${id}`, { key }), 'job').status as string;
     },
+    serverLog: () => log.join('\n'),
     close: () => s.close(),
   };
 }

@@ -36,6 +36,17 @@ export function pieceOfChunk(chunk: any): Piece | null {
   };
 }
 
+/**
+ * The marker a piece shows when its text draws nothing: '∅' for no text (a special token, or a byte held
+ * until its character is complete) and '↵' before bare line breaks. Without it such a token has no box
+ * to hover and its logprob cannot be seen. Shown by CSS from an attribute, so it is not part of the copied text.
+ */
+export function blankMark(text: string): string | null {
+  if (text === '') return '∅';
+  if (/^[\r\n]+$/.test(text)) return '↵';
+  return null;
+}
+
 /** Probability as a percentage string. */
 export function percent(logprob: number): string {
   const p = Math.exp(logprob) * 100;
