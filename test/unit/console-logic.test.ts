@@ -43,12 +43,15 @@ describe('token pieces', () => {
     expect(percent(Math.log(0.5))).toBe('50.0%');
   });
 
-  it('marks pieces that draw nothing (a special token, a held byte, a bare line break) so they can be hovered', () => {
+  it('marks pieces that draw nothing (a special token, a held byte, a bare line break, control characters) so they can be hovered', () => {
     const special = pieceOfChunk({ choices: [{ delta: { content: '' }, logprobs: { content: [{ token: 'token_id:3', logprob: -6.3, bytes: [] }] } }] });
     expect(special?.tokens).toHaveLength(1);
     expect(blankMark(special!.text)).toBe('∅');
     expect(blankMark('\n')).toBe('↵');
     expect(blankMark('\r\n\n')).toBe('↵');
+    expect(blankMark('\f')).toBe('·');
+    expect(blankMark('\u0003\u200d')).toBe('·');
+    expect(blankMark('\t')).toBeNull();
     expect(blankMark(' ')).toBeNull();
     expect(blankMark('a\n')).toBeNull();
   });
