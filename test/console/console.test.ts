@@ -175,7 +175,8 @@ describe('console in a browser', () => {
     await page.focus('.msg.assistant');
     await page.keyboard.press('ArrowRight');
     await page.keyboard.press('ArrowRight');
-    expect(await page.$$eval('.msg.assistant .tok', (els) => els.findIndex((el) => el.classList.contains('active')))).toBe(1);
+    // (the second token, or the only one when the model drew its EOS first: the arrows stop at the last token)
+    expect(await page.$$eval('.msg.assistant .tok', (els) => els.findIndex((el) => el.classList.contains('active')))).toBe(Math.min(1, tokens - 1));
     expect(await page.$eval('.msg.assistant .tok.active .tok-tip', (el) => getComputedStyle(el).display)).toBe('block');
 
     await page.click('.page-header input[type=checkbox]');
@@ -184,7 +185,11 @@ describe('console in a browser', () => {
     await page.keyboard.press('Enter');
     // Model B joins at the second turn: its first turn is marked "not asked", the second is answered by both.
     await page.waitForFunction(() => document.querySelectorAll('.msg.assistant[data-done="true"]').length === 4, { timeout: 60_000, polling: 100 });
-    expect(await page.$$eval('.transcript:nth-child(2) .msg.assistant .tok', (els) => els.length)).toBe(12);
+    // Sampled, so B may end early: a random model draws its EOS now and then (seen: 2 tokens, the EOS shown '∅').
+    const tokensB = await page.$$eval('.transcript:nth-child(2) .msg.assistant .tok', (els) => els.length);
+    expect(tokensB).toBeGreaterThan(0);
+    expect(tokensB).toBeLessThanOrEqual(12);
+    expect(await page.$$eval('.transcript .msg.assistant .error', (els) => els.map((el) => el.textContent))).toEqual([]);
     const panes = await page.$$eval('.transcript', (els) => els.map((el) => el.querySelectorAll('.exchange').length));
     expect(panes).toEqual([2, 2]);
     expect(streamed).toHaveLength(3);
