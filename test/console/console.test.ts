@@ -21,7 +21,7 @@ beforeEach(({ onTestFailed, task }) => {
   // What a failure looked like: each open tab's screenshot, HTML and journal, and the workers' log, saved and printed.
   onTestFailed(async () => {
     if (b) console.error(await b.saveDiagnostics(task.name, f ? { 'server.log': f.serverLog() } : {}));
-  });
+  }, 120_000); // screenshots of every open tab, on a machine that may be starved
 });
 afterEach(() => {
   // Every page the test opened stayed free of console errors, uncaught exceptions and failed requests.
