@@ -155,8 +155,12 @@ describe('policy losses (hand-computed)', () => {
     expect(grad[0]).toBeCloseTo(0, 6); // ratio 2 > 1.5: masked
     expect(grad[1]).toBeCloseTo(0.5 * 0.5, 5); // ratio 0.5 inside (0, 1.5)
     expect(value).toBeCloseTo(0.5 * 0.5 * Math.log(0.25), 5);
-    const below = run({ ...defaultPolicyLossConfig('ppo'), epsilon: 0.2, epsilonHigh: 2, maskProbRatio: true }, tokens());
-    expect(below.grad[1]).toBeCloseTo(0, 6); // ratio 0.5 < 0.8: masked, also through PPO's unclipped branch
+    // PPO, both advantages +1: ratio 2 is inside (0.8, 3) and unclipped (gradient -w * ratio * A); ratio 0.5 < 0.8
+    // is masked to 0, so its token adds nothing (unmasked it would be -min(0.5, 0.8) with gradient -0.25).
+    const below = run({ ...defaultPolicyLossConfig('ppo'), epsilon: 0.2, epsilonHigh: 2, maskProbRatio: true }, tokens({ advantages: Float32Array.from([1, 1]) }));
+    expect(below.grad[0]).toBeCloseTo(-1, 5);
+    expect(below.grad[1]).toBeCloseTo(0, 6);
+    expect(below.value).toBeCloseTo(-1, 5);
   });
 
   it('Kimi K2 tau moves the advantage by -tau * (new - old logprob)', () => {
