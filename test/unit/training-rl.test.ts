@@ -131,6 +131,10 @@ describe('trajectory edges', () => {
     ]);
     expect(mine.map((x) => x.lossMask.reduce((a, b) => a + b, 0))).toEqual([3, 3]);
     expect(mine[1].lossMask.slice(0, -3).every((m) => m === 0)).toBe(true);
+    // The new sequence's sampling logprobs line up with its tokens (NaN on the prompt).
+    expect(mine[1].logprobs).toHaveLength(mine[1].ids.length);
+    expect(mine[1].logprobs!.slice(-3)).toEqual([-1.5, -1.5, -1.5]);
+    expect(mine[1].logprobs!.slice(0, -3).every(Number.isNaN)).toBe(true);
   });
 
   it('a choice with no tokens trains nothing and makes no sequence of its own', async () => {
@@ -180,7 +184,7 @@ describe('trajectory edges', () => {
   });
 
   it('a trajectory of additional histories only trains those', async () => {
-    const t = { additional_histories: [{ messages_and_choices: [{ role: 'user', content: 'h' }, choice('z')] }] };
+    const t = { additional_histories: [{ messages_and_choices: [{ role: 'user', content: 'h' }, choice('z')] }, { tools: null }] };
     const data = await tokenizeTrajectoryGroups(group(t), toyTokenizer, opts);
     expect(data.sequences.filter((x) => x.trajectory === 0).map((x) => x.ids)).toEqual([[11, ...chars('h'), END, 12, ...chars('z'), END]]);
   });
