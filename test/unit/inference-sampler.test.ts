@@ -160,6 +160,7 @@ describe('sampler edges', () => {
       { id: 2, logprob: expect.closeTo(2 - lse(0, 1, 2, 3), 6) },
       { id: 1, logprob: expect.closeTo(1 - lse(0, 1, 2, 3), 6) },
     ]);
+    expect(sampleToken(tied, defaultSamplingParams({ temperature: 0, topLogprobs: 3 }), ctx, fixed(0)).topLogprobs.map((t) => t.id)).toEqual([0, 1, 2]);
     expect(sampleToken(tied, defaultSamplingParams({ topLogprobs: 0 }), ctx, fixed(0)).topLogprobs).toEqual([]);
   });
 
