@@ -181,6 +181,9 @@ describe('trajectory edges', () => {
     const shuffled: ChatTokenizer = { async encodeChat(_m, o) { return o.addGenerationPrompt ? [12, 1, 2] : [1, 2, 12, 9]; } };
     await expect(tokenizeTrajectoryGroups(group({ messages_and_choices: [{ role: 'user', content: 'q' }, bare] }), shuffled, { allowTrainingWithoutLogprobs: true }))
       .rejects.toThrow('cannot re-tokenize a choice without logprobs: the chat template does not render the assistant turn after its generation prompt');
+    const shorter: ChatTokenizer = { async encodeChat(_m, o) { return o.addGenerationPrompt ? [1, 2, 12] : [1, 2]; } };
+    await expect(tokenizeTrajectoryGroups(group({ messages_and_choices: [{ role: 'user', content: 'q' }, bare] }), shorter, { allowTrainingWithoutLogprobs: true }))
+      .rejects.toThrow(/cannot re-tokenize/);
   });
 
   it('a trajectory of additional histories only trains those', async () => {
