@@ -1,8 +1,6 @@
 // The console in a real browser (Debian's Chromium through puppeteer-core) against a real server with
 // workers: sign in, watch an SFT job's curve gain points live, cancel a job, chat with the demo model
 // (streamed, with logprobs on hover, and side by side), page through a table, and no console errors.
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Page } from 'puppeteer-core';
 import { launchBrowser, signIn, textOf, type ConsoleBrowser } from '../helpers/browser.js';
@@ -17,8 +15,14 @@ beforeAll(async () => {
 afterAll(async () => {
   await b?.close();
   await f?.close();
+}, 120_000);
+beforeEach(({ onTestFailed, task }) => {
+  b?.problems.splice(0);
+  // What a failure looked like: each open tab's screenshot, HTML and journal, and the workers' log, saved and printed.
+  onTestFailed(async () => {
+    if (b) console.error(await b.saveDiagnostics(task.name, f ? { 'server.log': f.serverLog() } : {}));
+  }, 120_000); // screenshots of every open tab, on a machine that may be starved
 });
-beforeEach(() => { b?.problems.splice(0); }); // a retried attempt starts clean (the failed one was already reported)
 afterEach(() => {
   // Every page the test opened stayed free of console errors, uncaught exceptions and failed requests.
   expect(b.problems, b.problems.join("\n")).toEqual([]);
@@ -27,9 +31,7 @@ afterEach(() => {
 const points = (page: Page, metric: string) =>
   page.$eval(`figure[data-metric="${metric}"]`, (el) => Number(el.getAttribute('data-points'))).catch(() => 0);
 
-// Retried: after the max-tokens fix below, 1 run in 5 of this file still failed two tests on this shared machine
-// (cause not captured yet; see issue #19's note). A consistent break still fails every attempt.
-describe('console in a browser', { retry: 2 }, () => {
+describe('console in a browser', () => {
   it('signs in with a key kept in session storage only, and refuses a wrong key', async () => {
     const page = await b.newPage();
     await page.goto(`${f.s.url}/`);
@@ -39,7 +41,10 @@ describe('console in a browser', { retry: 2 }, () => {
     await page.waitForSelector('.error');
     expect(await textOf(page, '.error')).toMatch(/Invalid or revoked API key/);
     b.problems.splice(0); // the 401 of the refused key is expected
-    await page.$eval('#api-key', (el) => ((el as HTMLInputElement).value = ''));
+    await page.$eval('#api-key', (el) => {
+      (el as HTMLInputElement).value = '';
+      el.dispatchEvent(new Event('input', { bubbles: true })); // the page's state follows (as for max tokens below)
+    });
     await page.type('#api-key', f.key);
     await page.keyboard.press('Enter');
     await page.waitForSelector('nav[aria-label="Sections"]');
@@ -75,6 +80,8 @@ describe('console in a browser', { retry: 2 }, () => {
     await watch.goto(`${f.s.url}/#/jobs`);
     await watch.waitForSelector(`a[href="#/jobs/${jobB}"]`);
     await watch.click(`a[href="#/jobs/${jobB}"]`);
+    // The list shows B's badge too: wait for what only the job page has before reading it.
+    await watch.waitForSelector('#step-count');
     await watch.waitForSelector('.badge-queued');
     expect(await textOf(watch, '#step-count')).toBe('0');
     expect(await f.jobStatus(jobB)).toBe('queued');
@@ -83,17 +90,19 @@ describe('console in a browser', { retry: 2 }, () => {
     const control = await b.newPage();
     await signIn(control, f.s.url, f.key);
     await control.goto(`${f.s.url}/#/jobs/${jobA}`);
+    await control.waitForSelector('#step-count');
     await control.waitForSelector('.badge-running');
     await control.bringToFront(); // the cancel button asks confirm(), a dialog Chromium opens in the front tab
     const cancel = await control.waitForSelector('xpath/.//button[contains(., "Cancel job")]');
     await cancel!.click();
-    await control.waitForSelector('.badge-cancelled', { timeout: 60_000 });
+    // A's worker honours the cancel between steps, or once its model is loaded: on a starved machine that is a
+    // minute away (65 s seen with both cores busy), so the budget is generous, as for B's steps below.
+    await control.waitForSelector('.badge-cancelled', { timeout: 180_000 });
 
     // B's curve grows from nothing (asserted above, while B was surely queued) to every step, in the same page.
     await watch
       .waitForFunction(() => Number(document.querySelector('figure[data-metric="loss"]')?.getAttribute('data-points') ?? 0) >= 1, { timeout: 120_000, polling: 200 })
       .catch(async (err: Error) => {
-        await watch.screenshot({ path: path.join(os.tmpdir(), 'hearth-console-failure.png') });
         const events = (await f.s.call('GET', `/v1/preview/training-jobs/${jobB}/events?limit=100`, { key: f.key })).body;
         throw new Error(`${err.message}; job B ${await f.jobStatus(jobB)}, page says ${await textOf(watch, 'main')}; events ${JSON.stringify(events).slice(0, 600)}`);
       });
@@ -113,9 +122,9 @@ describe('console in a browser', { retry: 2 }, () => {
     expect(await watch.$eval('pre.json', (el) => el.textContent)).toContain('"batch_size": 4');
 
     // The model page lists the checkpoint with its inference name…
+    // (The job page has table rows too: wait for the checkpoint's own text, which only the model page shows.)
     await watch.goto(`${f.s.url}/#/models/${mb.id}`);
-    await watch.waitForSelector('tbody tr');
-    expect(await watch.$eval('tbody', (el) => el.textContent)).toContain('wandb-artifact:///alice/demo/facts:step1');
+    await watch.waitForFunction(() => document.querySelector('main tbody')?.textContent?.includes('wandb-artifact:///alice/demo/facts:step1'), { polling: 100, timeout: 30_000 });
     // …and deletes it (the confirm dialog is accepted by the helper; Chromium opens dialogs of the front tab only).
     await watch.bringToFront();
     await watch.click('tbody button.danger');
@@ -154,6 +163,9 @@ describe('console in a browser', { retry: 2 }, () => {
     expect(tokens).toBeGreaterThan(0);
     expect(tokens).toBeLessThanOrEqual(12);
     expect((await textOf(page, '.msg.user')) ?? '').toBe('Hello there');
+    // Every token has a box to hover, also one that draws no text (a special token, a held byte: marked).
+    const widths = await page.$$eval('.msg.assistant .tok', (els) => els.map((el) => el.getBoundingClientRect().width));
+    expect(widths.filter((w) => !(w > 0))).toEqual([]);
     await page.hover('.msg.assistant .tok');
     const tip = await page.$eval('.msg.assistant .tok .tok-tip', (el) => ({ visible: getComputedStyle(el).display !== 'none', text: el.textContent ?? '' }));
     expect(tip.visible).toBe(true);
@@ -163,7 +175,8 @@ describe('console in a browser', { retry: 2 }, () => {
     await page.focus('.msg.assistant');
     await page.keyboard.press('ArrowRight');
     await page.keyboard.press('ArrowRight');
-    expect(await page.$$eval('.msg.assistant .tok', (els) => els.findIndex((el) => el.classList.contains('active')))).toBe(1);
+    // (the second token, or the only one when the model drew its EOS first: the arrows stop at the last token)
+    expect(await page.$$eval('.msg.assistant .tok', (els) => els.findIndex((el) => el.classList.contains('active')))).toBe(Math.min(1, tokens - 1));
     expect(await page.$eval('.msg.assistant .tok.active .tok-tip', (el) => getComputedStyle(el).display)).toBe('block');
 
     await page.click('.page-header input[type=checkbox]');
@@ -172,7 +185,11 @@ describe('console in a browser', { retry: 2 }, () => {
     await page.keyboard.press('Enter');
     // Model B joins at the second turn: its first turn is marked "not asked", the second is answered by both.
     await page.waitForFunction(() => document.querySelectorAll('.msg.assistant[data-done="true"]').length === 4, { timeout: 60_000, polling: 100 });
-    expect(await page.$$eval('.transcript:nth-child(2) .msg.assistant .tok', (els) => els.length)).toBe(12);
+    // Sampled, so B may end early: a random model draws its EOS now and then (seen: 2 tokens, the EOS shown '∅').
+    const tokensB = await page.$$eval('.transcript:nth-child(2) .msg.assistant .tok', (els) => els.length);
+    expect(tokensB).toBeGreaterThan(0);
+    expect(tokensB).toBeLessThanOrEqual(12);
+    expect(await page.$$eval('.transcript .msg.assistant .error', (els) => els.map((el) => el.textContent))).toEqual([]);
     const panes = await page.$$eval('.transcript', (els) => els.map((el) => el.querySelectorAll('.exchange').length));
     expect(panes).toEqual([2, 2]);
     expect(streamed).toHaveLength(3);
@@ -186,6 +203,9 @@ describe('console in a browser', { retry: 2 }, () => {
     await page.goto(`${f.s.url}/#/tables`);
     await page.waitForSelector('a[href="#/tables/evals"]');
     await page.click('a[href="#/tables/evals"]');
+    // The all-projects list links the table too, and it is replaced once the hash changes: wait for the
+    // project's own list (its chip current) before clicking a link in it.
+    await page.waitForSelector('nav.chips a[aria-current="page"][href="#/tables/evals"]');
     await page.waitForSelector(`a[href="#/tables/evals/${digest}"]`);
     await page.click(`a[href="#/tables/evals/${digest}"]`);
     await page.waitForFunction(() => document.querySelector('#page-label')?.textContent === 'Page 1 of 50', { polling: 100 });
@@ -213,7 +233,11 @@ describe('console in a browser', { retry: 2 }, () => {
     await signIn(page, f.s.url, f.key);
     for (const [path, marker] of [['models', 'blocker'], ['jobs', 'SFT'], ['system', 'hearth/tiny-random-llama']]) {
       await page.goto(`${f.s.url}/#/${path}`);
-      await page.waitForFunction((m) => document.querySelector('main')?.textContent?.includes(m), { polling: 100 }, marker);
+      // The section's own content (its tab current, its marker), not the previous page's.
+      await page.waitForFunction(
+        (p, m) => document.querySelector(`nav[aria-label="Sections"] a[aria-current="page"][href="#/${p}"]`) && document.querySelector('main')?.textContent?.includes(m),
+        { polling: 100 }, path, marker,
+      );
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
       expect(overflow, `${path} scrolls sideways`).toBeLessThanOrEqual(0);
     }

@@ -7,12 +7,12 @@ import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { CursorPage } from 'openai/pagination';
-import { ensureDemoModel } from '../../src/models/demo-model.js';
 import { nowIso } from '../../src/store/records.js';
-import { installManifestOnly, startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
+import { installManifestOnly, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
-const BASE = 'hearth/tiny-random-llama';
+const BASE = DEMO_MODEL;
 let s: TestServer;
 let art: OpenAI;
 /** The body of the last error response: ART's Python client reads `error` if present, else the whole body. */
@@ -20,10 +20,7 @@ let lastErrorBody: unknown = null;
 const artErrorMessage = () => JSON.stringify((lastErrorBody as { error?: unknown } | null)?.error ?? lastErrorBody);
 
 beforeAll(async () => {
-  const home = tempHome();
-  await ensureDemoModel(home);
-  installManifestOnly(home, 'hearth/another-base');
-  s = await startServer({ home, realTraining: true, env: { HEARTH_WORKERS: 'inference:cpu,training:cpu' }, queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200' } } });
+  s = await startDemoServer({ training: true, maxContext: null, prepare: (home) => installManifestOnly(home, 'hearth/another-base') });
   art = new OpenAI({
     baseURL: `${s.url}/v1`, apiKey: s.key('alice'), maxRetries: 0,
     fetch: async (url, init) => {
@@ -32,8 +29,7 @@ beforeAll(async () => {
       return res;
     },
   });
-  await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0 && s.ctx.queue!.liveWorkers('inference').length > 0, 'workers', 30_000);
-}, 60_000);
+}, 120_000);
 afterAll(async () => s?.close());
 
 interface Model { id: string; entity: string; project: string; name: string; base_model: string; run_id: string | null }

@@ -3,21 +3,18 @@
 // the Prometheus metrics that a served request moves.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { ensureDemoModel } from '../../src/models/demo-model.js';
-import { startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { startDemoServer, DEMO_MODEL } from '../helpers/demo-server.js';
+import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
-const MODEL = 'hearth/tiny-random-llama';
+const MODEL = DEMO_MODEL;
 let s: TestServer;
 let client: OpenAI;
 
 beforeAll(async () => {
-  const home = tempHome();
-  await ensureDemoModel(home);
-  s = await startServer({ home, env: { HEARTH_WORKERS: 'inference:cpu' }, queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '512' } } });
+  s = await startDemoServer();
   client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: s.key('alice'), maxRetries: 0 });
-  await waitFor(() => s.ctx.queue!.liveWorkers('inference').length > 0, 'an inference worker', 30_000);
-}, 60_000);
+}, 120_000);
 afterAll(async () => s?.close());
 
 type LegacyLogprobs = { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[]; text_offset: number[] };

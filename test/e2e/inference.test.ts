@@ -2,23 +2,20 @@
 // process → engine → the generated demo model (random weights, real formats).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { ensureDemoModel } from '../../src/models/demo-model.js';
-import { startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { startDemoServer, DEMO_MODEL } from '../helpers/demo-server.js';
+import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
-const MODEL = 'hearth/tiny-random-llama';
+const MODEL = DEMO_MODEL;
 let s: TestServer;
 let key: string;
 let client: OpenAI;
 
 beforeAll(async () => {
-  const home = tempHome();
-  await ensureDemoModel(home);
-  s = await startServer({ home, env: { HEARTH_WORKERS: 'inference:cpu' }, queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '512' } } });
+  s = await startDemoServer();
   key = s.key('alice');
   client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: key, maxRetries: 0, defaultHeaders: { 'OpenAI-Project': 'alice/rollouts' } });
-  await waitFor(() => s.ctx.queue!.liveWorkers('inference').length > 0, 'an inference worker', 30_000);
-}, 60_000);
+}, 120_000);
 afterAll(async () => s?.close());
 
 const ask = (content: string, extra: Record<string, unknown> = {}) =>

@@ -9,13 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
-import { ensureDemoModel } from '../../src/models/demo-model.js';
 import { importModel } from '../../src/models/model-store.js';
-import { startServer, tempHome, type TestServer } from '../helpers/server.js';
-import { waitFor } from '../helpers/wait.js';
+import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
+import type { TestServer } from '../helpers/server.js';
 
 const STORIES = fileURLToPath(new URL('../../../shared/models/stories260K/stories260K.gguf', import.meta.url));
-const DEMO = 'hearth/tiny-random-llama';
+const DEMO = DEMO_MODEL;
 const STORIES_ID = 'karpathy/stories260K';
 const hasStories = existsSync(STORIES);
 
@@ -23,12 +22,8 @@ let s: TestServer;
 let client: OpenAI;
 
 beforeAll(async () => {
-  const home = tempHome();
-  await ensureDemoModel(home);
-  if (hasStories) await importModel(home, STORIES, { id: STORIES_ID });
-  s = await startServer({ home, env: { HEARTH_WORKERS: 'inference:cpu' }, queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '512' } } });
+  s = await startDemoServer({ prepare: async (home) => { if (hasStories) await importModel(home, STORIES, { id: STORIES_ID }); } });
   client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: s.key('alice'), maxRetries: 0 });
-  await waitFor(() => s.ctx.queue!.liveWorkers('inference').length > 0, 'an inference worker', 30_000);
 }, 120_000);
 afterAll(async () => s?.close());
 

@@ -2,8 +2,8 @@
 // model's latest name, a toy verifier, one RL job per iteration, events polled to the end, repeat.
 // Measured when written (2026-11-22): mean reward 0.047 (base) → 0.82 after 3 jobs → 0.95 after 6.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDemoModel } from '../../src/models/demo-model.js';
-import { startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { startDemoServer } from '../helpers/demo-server.js';
+import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { contractErrors } from '../helpers/contract.js';
 
@@ -16,12 +16,9 @@ let key: string;
 let seed = 0;
 
 beforeAll(async () => {
-  const home = tempHome();
-  await ensureDemoModel(home);
-  s = await startServer({ home, realTraining: true, env: { HEARTH_WORKERS: 'inference:cpu,training:cpu' }, queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200' } } });
+  s = await startDemoServer({ training: true, maxContext: null });
   key = s.key('alice');
-  await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0 && s.ctx.queue!.liveWorkers('inference').length > 0, 'workers', 30_000);
-}, 60_000);
+}, 120_000);
 afterAll(async () => s?.close());
 
 interface Trajectory { messages_and_choices: unknown[]; reward: number }

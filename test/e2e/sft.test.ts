@@ -1,12 +1,12 @@
 // SFT end to end through the HTTP API on the generated demo model: dataset upload → model → SFT job →
 // events as ART reads them → checkpoint → the trained model served by name answers what it was taught.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDemoModel } from '../../src/models/demo-model.js';
-import { startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { startDemoServer, DEMO_MODEL } from '../helpers/demo-server.js';
+import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { contractErrors } from '../helpers/contract.js';
 
-const BASE = 'hearth/tiny-random-llama';
+const BASE = DEMO_MODEL;
 const TAUGHT: [string, string][] = [
   ['What is the capital of France?', 'Paris'],
   ['What color is the sky?', 'blue'],
@@ -16,15 +16,9 @@ const TAUGHT: [string, string][] = [
 let s: TestServer;
 let key: string;
 beforeAll(async () => {
-  const home = tempHome();
-  await ensureDemoModel(home);
-  s = await startServer({
-    home, realTraining: true, env: { HEARTH_WORKERS: 'inference:cpu,training:cpu' },
-    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '256' } },
-  });
+  s = await startDemoServer({ training: true });
   key = s.key('alice');
-  await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0 && s.ctx.queue!.liveWorkers('inference').length > 0, 'workers', 30_000);
-}, 60_000);
+}, 120_000);
 afterAll(async () => s?.close());
 
 const greedy = async (model: string, question: string) => {

@@ -2,24 +2,18 @@
 // trajectories that carry `tools` and `additional_histories` (ART sends both). Real worker processes, the
 // generated demo model.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureDemoModel } from '../../src/models/demo-model.js';
-import { startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { startDemoServer, DEMO_MODEL } from '../helpers/demo-server.js';
+import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
-const BASE = 'hearth/tiny-random-llama';
+const BASE = DEMO_MODEL;
 let s: TestServer;
 let key: string;
 
 beforeAll(async () => {
-  const home = tempHome();
-  await ensureDemoModel(home);
-  s = await startServer({
-    home, realTraining: true, env: { HEARTH_WORKERS: 'inference:cpu,training:cpu' },
-    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '256' } },
-  });
+  s = await startDemoServer({ training: true });
   key = s.key('alice');
-  await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0 && s.ctx.queue!.liveWorkers('inference').length > 0, 'workers', 30_000);
-}, 60_000);
+}, 120_000);
 afterAll(async () => s?.close());
 
 type Event = { type: string; data: Record<string, number> };

@@ -1,11 +1,10 @@
 // A Hearth server with the demo model, training and inference workers, and helpers that make what the
 // console shows (a dataset, models, SFT jobs, a table) through the public API. Used by the browser tests
 // and by scripts/console-screenshots.ts.
-import { ensureDemoModel } from '../../src/models/demo-model.js';
-import { startServer, tempHome, type TestServer } from './server.js';
-import { waitFor } from './wait.js';
+import { DEMO_MODEL, startDemoServer } from './demo-server.js';
+import type { TestServer } from './server.js';
 
-export const DEMO = 'hearth/tiny-random-llama';
+export const DEMO = DEMO_MODEL;
 
 export interface ConsoleFixture {
   s: TestServer;
@@ -18,6 +17,8 @@ export interface ConsoleFixture {
   /** A table of `rows` rows {i, question, score} in `project`; returns its digest. */
   table(project: string, rows: number): Promise<string>;
   jobStatus(id: string): Promise<string>;
+  /** The queue's and workers' log lines so far (the last 500), for a failed test's diagnostics. */
+  serverLog(): string;
   close(): Promise<void>;
 }
 
@@ -28,13 +29,15 @@ const FACTS: [string, string][] = [
 ];
 
 export async function startConsoleFixture(entity = 'alice'): Promise<ConsoleFixture> {
-  const home = tempHome('hearth-console-');
-  await ensureDemoModel(home);
-  const s = await startServer({
-    home, realTraining: true, env: { HEARTH_WORKERS: 'inference:cpu,training:cpu' },
-    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_MAX_CONTEXT: '256' } },
+  const log: string[] = [];
+  const s = await startDemoServer({
+    training: true,
+    homePrefix: 'hearth-console-',
+    log: (m) => {
+      log.push(`${new Date().toISOString()} ${m}`);
+      if (log.length > 500) log.shift();
+    },
   });
-  await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0 && s.ctx.queue!.liveWorkers('inference').length > 0, 'workers', 60_000);
   const key = s.key(entity);
   const ok = <T>(r: { status: number; body: T }, what: string): T => {
     if (r.status !== 200) throw new Error(`${what}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
@@ -64,6 +67,7 @@ export async function startConsoleFixture(entity = 'alice'): Promise<ConsoleFixt
     async jobStatus(id) {
       return ok(await s.call('GET', `/v1/preview/training-jobs/${id}`, { key }), 'job').status as string;
     },
+    serverLog: () => log.join('\n'),
     close: () => s.close(),
   };
 }

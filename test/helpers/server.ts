@@ -43,7 +43,7 @@ export interface StartOptions {
   env?: Record<string, string>;
   container?: ContainerOptions;
   /** Start the queue (embedded workers, or BullMQ when env.REDIS_URL is set) with these worker env vars. */
-  queue?: { workerEnv?: Record<string, string> };
+  queue?: { workerEnv?: Record<string, string>; log?: (m: string) => void };
   /** Use this build's real training policy (as `hearth serve` does). */
   realTraining?: boolean;
 }
@@ -54,7 +54,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   const store = Store.open(dbPath(home));
   const catalog = new BaseModelCatalog(modelsDir(home));
   let queue: QueueService | null = null;
-  if (opts.queue) queue = await createQueue(config, store, catalog, { workerEnv: opts.queue.workerEnv, log: () => {} });
+  if (opts.queue) queue = await createQueue(config, store, catalog, { workerEnv: opts.queue.workerEnv, log: opts.queue.log ?? (() => {}) });
   const policy = opts.realTraining ? await trainingPolicy(config, new TableStore(store.db)) : undefined;
   const ctx = createContext(config, store, { catalog, ...(queue ? { queue, dispatcher: queue } : {}), ...(policy ? { policy } : {}), ...opts.container });
   if (queue) await queue.start(ctx.trainingJobs);

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { SseParser } from '../../src/console/web/lib/sse.js';
 import { appendEvents, emptySeries, metricOrder } from '../../src/console/web/lib/series.js';
-import { percent, pieceOfChunk } from '../../src/console/web/lib/tokens.js';
+import { blankMark, percent, pieceOfChunk } from '../../src/console/web/lib/tokens.js';
 import { elapsed, formatBytes } from '../../src/console/web/lib/format.js';
 
 describe('SseParser', () => {
@@ -41,6 +41,19 @@ describe('token pieces', () => {
     expect(pieceOfChunk({ choices: [{ delta: { role: 'assistant' }, logprobs: null }] })).toBeNull();
     expect(percent(0)).toBe('100%');
     expect(percent(Math.log(0.5))).toBe('50.0%');
+  });
+
+  it('marks pieces that draw nothing (a special token, a held byte, a bare line break, control characters) so they can be hovered', () => {
+    const special = pieceOfChunk({ choices: [{ delta: { content: '' }, logprobs: { content: [{ token: 'token_id:3', logprob: -6.3, bytes: [] }] } }] });
+    expect(special?.tokens).toHaveLength(1);
+    expect(blankMark(special!.text)).toBe('∅');
+    expect(blankMark('\n')).toBe('↵');
+    expect(blankMark('\r\n\n')).toBe('↵');
+    expect(blankMark('\f')).toBe('·');
+    expect(blankMark('\u0003\u200d')).toBe('·');
+    expect(blankMark('\t')).toBeNull();
+    expect(blankMark(' ')).toBeNull();
+    expect(blankMark('a\n')).toBeNull();
   });
 });
 

@@ -36,4 +36,48 @@ describe('OpenAI request → sampling params', () => {
     expect(unsupportedParams(CompletionRequest.parse({ model: 'm', prompt: 'x', best_of: 3, suffix: 'y' }))).toEqual(['suffix', 'best_of']);
     expect(unsupportedParams(CompletionRequest.parse({ model: 'm', prompt: [[1, 2]], n: 2, best_of: 2 }))).toEqual([]);
   });
+
+  it('names the field and the code of each refusal, as OpenAI does', () => {
+    const opts = { maxTokens: 5, topLogprobs: 0, vocabSize: 100 };
+    const refusal = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return { name: (e as Error).constructor.name, message: (e as Error).message, param: (e as BadRequestError).param, code: (e as BadRequestError).code };
+      }
+      return null;
+    };
+    // The schema already refuses keys that are not digits; the mapping refuses them too when called directly.
+    for (const id of ['100', '-1', '1.5', 'x']) {
+      const req = { ...chat({}), logit_bias: { [id]: 1 } } as ReturnType<typeof chat>;
+      expect(refusal(() => samplingParamsFrom(req, opts))).toEqual({
+        name: 'BadRequestError', message: `logit_bias: token id ${id} is outside the vocabulary (0..99)`, param: 'logit_bias', code: 'invalid_value',
+      });
+    }
+    expect([...samplingParamsFrom(chat({ logit_bias: { '0': 2, '99': -1 } }), opts).logitBias]).toEqual([[0, 2], [99, -1]]);
+    expect(refusal(() => samplingParamsFrom(chat({ stop: ['a', ''] }), opts))).toEqual({ name: 'BadRequestError', message: 'stop strings must not be empty', param: 'stop', code: 'invalid_value' });
+    expect(refusal(() => maxTokensFor(81, 20, 100, null))).toMatchObject({ param: 'max_tokens', code: 'invalid_value', message: expect.stringContaining('(81 > 100 - 20)') });
+    expect(refusal(() => maxTokensFor(1, 100, 100, null))).toEqual({ name: 'BadRequestError', message: 'prompt has 100 tokens; this model accepts at most 99', param: undefined, code: 'context_length_exceeded' });
+    // Exactly the room left is allowed.
+    expect(maxTokensFor(80, 20, 100, null)).toBe(80);
+  });
+
+  it('stop lists and flags: as given, else off', () => {
+    const opts = { maxTokens: 5, topLogprobs: 0, vocabSize: 100 };
+    expect(samplingParamsFrom(chat({ stop: ['a', 'b'] }), opts).stop).toEqual(['a', 'b']);
+    const off = samplingParamsFrom(chat({}), opts);
+    expect({ stopTokenIds: off.stopTokenIds, ignoreEos: off.ignoreEos, includeStopStrInOutput: off.includeStopStrInOutput, minTokens: off.minTokens })
+      .toEqual({ stopTokenIds: [], ignoreEos: false, includeStopStrInOutput: false, minTokens: 0 });
+    const on = samplingParamsFrom(chat({ include_stop_str_in_output: true, skip_special_tokens: false }), opts);
+    expect([on.includeStopStrInOutput, on.skipSpecialTokens]).toEqual([true, false]);
+  });
+
+  it('generation_config supplies only the sampling numbers it has', () => {
+    const all = defaultsFromGenerationConfig({ temperature: 0.6, top_p: 0.9, top_k: 20, min_p: 0.05, repetition_penalty: 1.1, max_length: 99 });
+    expect(all).toStrictEqual({ temperature: 0.6, topP: 0.9, topK: 20, minP: 0.05, repetitionPenalty: 1.1 });
+    expect(Object.keys(defaultsFromGenerationConfig({ temperature: 0.6 }))).toEqual(['temperature']);
+    expect(defaultsFromGenerationConfig({ temperature: '0.6', min_p: null, repetition_penalty: '1.1' })).toStrictEqual({});
+    const p = samplingParamsFrom(chat({}), { maxTokens: 5, topLogprobs: 0, vocabSize: 100, defaults: defaultsFromGenerationConfig({ min_p: 0.05, repetition_penalty: 1.1 }) });
+    expect([p.minP, p.repetitionPenalty]).toEqual([0.05, 1.1]);
+  });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../worker/inference/rng.js';
-import { applyPenalties, logSoftmax, sampleToken } from '../../worker/inference/sampler.js';
+import { applyPenalties, logSoftmax, logSumExp, sampleToken } from '../../worker/inference/sampler.js';
 import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
 
 const probs = [0.5, 0.3, 0.15, 0.05];
@@ -129,3 +129,86 @@ describe('sampler', () => {
     expect(logSoftmax(Float64Array.of(0, 0))[0]).toBeCloseTo(Math.log(0.5), 10);
   });
 });
+
+// Edges the distribution tests above cannot see: ties, boundaries and the inverse-CDF draw with a fixed u.
+describe('sampler edges', () => {
+  /** A generator that always returns `u` (the draw then picks the token whose CDF interval holds u). */
+  const fixed = (u: number) => ({ next: () => u });
+  const lse = (...v: number[]) => Math.log(v.reduce((a, x) => a + Math.exp(x), 0));
+
+  it('the draw walks the CDF: u on a boundary goes to the next token, u = 1 to the last allowed one', () => {
+    const even = Float32Array.of(0, 0, 0);
+    expect(sampleToken(even, defaultSamplingParams(), ctx, fixed(1 / 3)).tokenId).toBe(1);
+    expect(sampleToken(even, defaultSamplingParams(), ctx, fixed(0)).tokenId).toBe(0);
+    // u at the very top (rounding): the last token that may be sampled, never a masked one after it.
+    const r = sampleToken(even, defaultSamplingParams(), { ...ctx, allowed: Uint8Array.of(1, 1, 0) }, fixed(1));
+    expect(r.tokenId).toBe(1);
+    expect(r.logprob).toBeCloseTo(Math.log(0.5), 10);
+  });
+
+  it('ties go to the lowest token id, greedy or not, and top_logprobs list tied tokens in id order', () => {
+    const tied = Float32Array.of(2, 2, 1);
+    expect(sampleToken(tied, defaultSamplingParams({ temperature: 0 }), ctx, fixed(0)).tokenId).toBe(0);
+    // The copy path (a bias on another token) breaks ties the same way.
+    const biased = defaultSamplingParams({ temperature: 0, logitBias: new Map([[2, 0.5]]) });
+    expect(sampleToken(tied, biased, ctx, fixed(0)).tokenId).toBe(0);
+    const r = sampleToken(Float32Array.of(5, 1, 1, 0), defaultSamplingParams({ temperature: 0, topLogprobs: 2 }), ctx, fixed(0));
+    expect(r.topLogprobs.map((t) => t.id)).toEqual([0, 1]);
+    const rising = sampleToken(Float32Array.of(0, 1, 2, 3), defaultSamplingParams({ temperature: 0, topLogprobs: 3 }), ctx, fixed(0));
+    expect(rising.topLogprobs).toEqual([
+      { id: 3, logprob: expect.closeTo(3 - lse(0, 1, 2, 3), 6) },
+      { id: 2, logprob: expect.closeTo(2 - lse(0, 1, 2, 3), 6) },
+      { id: 1, logprob: expect.closeTo(1 - lse(0, 1, 2, 3), 6) },
+    ]);
+    expect(sampleToken(tied, defaultSamplingParams({ temperature: 0, topLogprobs: 3 }), ctx, fixed(0)).topLogprobs.map((t) => t.id)).toEqual([0, 1, 2]);
+    expect(sampleToken(tied, defaultSamplingParams({ topLogprobs: 0 }), ctx, fixed(0)).topLogprobs).toEqual([]);
+  });
+
+  it('greedy applies a repetition or a frequency penalty alone (not the untouched-logits shortcut)', () => {
+    const x = Float32Array.of(2, 1.9);
+    expect(sampleToken(x, defaultSamplingParams({ temperature: 0, repetitionPenalty: 1.5 }), { promptIds: [0], outputIds: [] }, fixed(0)).tokenId).toBe(1);
+    expect(sampleToken(x, defaultSamplingParams({ temperature: 0, frequencyPenalty: 0.5 }), { promptIds: [], outputIds: [0] }, fixed(0)).tokenId).toBe(1);
+    expect(sampleToken(x, defaultSamplingParams({ temperature: 0, presencePenalty: 0.5 }), { promptIds: [], outputIds: [0] }, fixed(0)).tokenId).toBe(1);
+  });
+
+  it('frequency penalty alone subtracts per occurrence, token 0 included', () => {
+    const x = Float64Array.of(1, 1, 1);
+    applyPenalties(x, defaultSamplingParams({ frequencyPenalty: 0.5 }), { promptIds: [], outputIds: [0, 0, 2] });
+    expect([...x]).toEqual([0, 1, 0.5]);
+  });
+
+  it('top_k: the k largest whatever their order, and -1 disables it like 0', () => {
+    const rising = Float32Array.of(0, 1, 2, 3);
+    const k2 = defaultSamplingParams({ topK: 2 });
+    expect(sampleToken(rising, k2, ctx, fixed(0)).tokenId).toBe(2);
+    expect(sampleToken(rising, k2, ctx, fixed(0)).logprob).toBeCloseTo(2 - lse(2, 3), 10);
+    for (const topK of [0, -1]) {
+      const r = sampleToken(rising, defaultSamplingParams({ topK }), ctx, fixed(0));
+      expect(r.tokenId).toBe(0);
+      expect(r.logprob).toBeCloseTo(0 - lse(0, 1, 2, 3), 10);
+    }
+  });
+
+  it('min_p keeps tokens exactly at the threshold (min_p = 1 keeps the tied best)', () => {
+    const r = sampleToken(Float32Array.of(1, 1, 0), defaultSamplingParams({ minP: 1 }), ctx, fixed(0.75));
+    expect(r.tokenId).toBe(1);
+    expect(r.logprob).toBeCloseTo(Math.log(0.5), 10);
+  });
+
+  it('top_p: the nucleus is the most likely tokens whatever their order, down to the least likely when needed', () => {
+    // Mass of {1, 0} is 0.987 ≥ 0.95, so -3 (1.3%) is cut: the reported logprob is over {1, 0} only.
+    const r = sampleToken(Float32Array.of(-3, 1, 0), defaultSamplingParams({ topP: 0.95 }), ctx, fixed(0.99));
+    expect(r.tokenId).toBe(2);
+    expect(r.logprob).toBeCloseTo(0 - lse(1, 0), 10);
+    // 0.99 needs both tokens: the smaller one stays sampleable.
+    const both = sampleToken(Float32Array.of(1, 0), defaultSamplingParams({ topP: 0.99 }), ctx, fixed(0.9));
+    expect(both.tokenId).toBe(1);
+    expect(both.logprob).toBeCloseTo(0 - lse(1, 0), 10);
+  });
+
+  it('log Z of nothing possible is -Infinity', () => {
+    expect(logSumExp(Float64Array.of(-Infinity, -Infinity))).toBe(-Infinity);
+    expect(logSumExp(Float64Array.of(0, 0))).toBeCloseTo(Math.log(2), 12);
+  });
+});
+

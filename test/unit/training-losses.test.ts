@@ -121,6 +121,66 @@ describe('policy losses (hand-computed)', () => {
     expect(parts.loss.dataSync()[0]).toBeCloseTo(LN2 / 2 + 0.1 * 0.5 * k3, 5);
     expect(() => policyLoss(newLp(), tokens(), cfg)).toThrow(/reference logprobs/);
   });
+
+  // CISPO's gradient is -w * clip(ratio) * A (no gradient through the ratio), so it shows the ratio used.
+  it("'average' importance sampling: the mean of the token and sequence ratios", () => {
+    // token ratios [2, 0.5], sequence ratio exp(mean(ln 2, -ln 2)) = 1 -> [1.5, 0.75]
+    const { grad } = run({ ...defaultPolicyLossConfig('cispo'), importanceSamplingLevel: 'average' }, tokens());
+    expect(grad[0]).toBeCloseTo(-0.5 * 1.5, 5);
+    expect(grad[1]).toBeCloseTo(0.5 * 0.75, 5);
+  });
+
+  it("'geometric_average' importance sampling: sqrt(token ratio * sequence ratio)", () => {
+    const { grad } = run({ ...defaultPolicyLossConfig('cispo'), importanceSamplingLevel: 'geometric_average' }, tokens());
+    expect(grad[0]).toBeCloseTo(-0.5 * Math.SQRT2, 5);
+    expect(grad[1]).toBeCloseTo(0.5 * Math.SQRT1_2, 5);
+  });
+
+  it('the sequence ratio averages over trainable tokens only (weight 0 is prompt)', () => {
+    // Only token 1 (log ratio ln 2) is trainable: the sequence ratio is 2.
+    const t = tokens({ weights: Float32Array.from([0.5, 0]) });
+    const { grad } = run({ ...defaultPolicyLossConfig('cispo'), importanceSamplingLevel: 'sequence' }, t);
+    expect(grad[0]).toBeCloseTo(-0.5 * 2, 5);
+    expect(grad[1]).toBeCloseTo(0, 6);
+  });
+
+  it('max_negative_advantage_importance_sampling_weight caps the ratio of negative-advantage tokens only', () => {
+    const { grad } = run({ ...defaultPolicyLossConfig('cispo'), maxNegativeAdvantageIsWeight: 0.25 }, tokens());
+    expect(grad[0]).toBeCloseTo(-0.5 * 2, 5); // A > 0: ratio 2 kept
+    expect(grad[1]).toBeCloseTo(0.5 * 0.25, 5); // A < 0: ratio 0.5 capped to 0.25
+  });
+
+  it('mask_prob_ratio zeroes tokens whose ratio is outside (1 - epsilon, 1 + epsilon_high)', () => {
+    const { value, grad } = run({ ...defaultPolicyLossConfig('cispo'), epsilonHigh: 0.5, maskProbRatio: true }, tokens());
+    expect(grad[0]).toBeCloseTo(0, 6); // ratio 2 > 1.5: masked
+    expect(grad[1]).toBeCloseTo(0.5 * 0.5, 5); // ratio 0.5 inside (0, 1.5)
+    expect(value).toBeCloseTo(0.5 * 0.5 * Math.log(0.25), 5);
+    // PPO, both advantages +1: ratio 2 is inside (0.8, 3) and unclipped (gradient -w * ratio * A); ratio 0.5 < 0.8
+    // is masked to 0, so its token adds nothing (unmasked it would be -min(0.5, 0.8) with gradient -0.25).
+    const below = run({ ...defaultPolicyLossConfig('ppo'), epsilon: 0.2, epsilonHigh: 2, maskProbRatio: true }, tokens({ advantages: Float32Array.from([1, 1]) }));
+    expect(below.grad[0]).toBeCloseTo(-1, 5);
+    expect(below.grad[1]).toBeCloseTo(0, 6);
+    expect(below.value).toBeCloseTo(-1, 5);
+  });
+
+  it('Kimi K2 tau moves the advantage by -tau * (new - old logprob)', () => {
+    const tau = 0.5;
+    const { grad } = run({ ...defaultPolicyLossConfig('cispo'), kimiK2Tau: tau }, tokens());
+    expect(grad[0]).toBeCloseTo(-0.5 * 2 * (1 - tau * LN2), 5);
+    expect(grad[1]).toBeCloseTo(-0.5 * 0.5 * (-1 + tau * LN2), 5);
+  });
+
+  it("ART's defaults, and inputs that do not line up are refused", () => {
+    const off = { importanceSamplingLevel: 'token', truncatedImportanceSampling: null, maxNegativeAdvantageIsWeight: null, maskProbRatio: false, kimiK2Tau: null, klPenaltyCoef: 0 };
+    expect(defaultPolicyLossConfig()).toStrictEqual({ lossFn: 'cispo', epsilon: 1, epsilonHigh: 4, ...off });
+    expect(defaultPolicyLossConfig('ppo')).toStrictEqual({ lossFn: 'ppo', epsilon: 0.2, epsilonHigh: 0.2, ...off });
+    expect(() => policyLoss(tf.tensor1d([0, 0, 0]), tokens(), defaultPolicyLossConfig())).toThrow('policyLoss: 2 old logprobs for 3 tokens');
+    const logits = tf.tensor2d([[0, 1], [1, 0]]);
+    expect(() => tokenLogprobs(logits, new Int32Array([1]))).toThrow('tokenLogprobs: 1 targets for 2 rows');
+    expect(() => tokenLogprobs(logits, new Int32Array([0, 2]))).toThrow('target token 2 is outside the vocabulary (2)');
+    expect(() => tokenLogprobs(logits, new Int32Array([-1, 0]))).toThrow('target token -1 is outside the vocabulary (2)');
+    expect(Array.from(tokenLogprobs(logits, new Int32Array([1, 1])).dataSync())).toEqual([expect.closeTo(-Math.log(1 + Math.exp(-1)), 5), expect.closeTo(-Math.log(1 + Math.exp(1)), 5)]);
+  });
 });
 
 describe('advantages', () => {

@@ -7,7 +7,7 @@ import { initTrainingBackend } from '../../worker/training/backend.js';
 import { readCheckpoint } from '../../worker/training/checkpoint.js';
 import { buildTrainingModel, runRl, sequenceLogprobs, type TrainingEvent } from '../../worker/training/loop.js';
 import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../../worker/training/rl-config.js';
-import { tokenizeTrajectoryGroups, type ChatMessage, type ChatTokenizer, type TrajectoryGroupJson } from '../../worker/training/rl-data.js';
+import { choiceTokens, isChoice, tokenizeTrajectoryGroups, type ChatMessage, type ChatTokenizer, type TrajectoryGroupJson } from '../../worker/training/rl-data.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { tinyConfig } from './training-helpers.js';
 
@@ -98,6 +98,117 @@ describe('trajectory groups -> sequences', () => {
     const same = await tokenizeTrajectoryGroups([{ trajectories: [trajectory('q', '4', 1), trajectory('q', '5', 1)] }], toyTokenizer, { allowTrainingWithoutLogprobs: false });
     expect(same.sequences).toHaveLength(0);
     expect(same.numTrajectories).toBe(2);
+  });
+});
+
+describe('trajectory edges', () => {
+  const opts = { allowTrainingWithoutLogprobs: false };
+  const TOOLS = 15;
+  const CALL = 14;
+  const CALL_BLOCK = 16;
+  /** The toy template, plus: tools before everything (15), a message's tool_calls as a block (16) with one 14
+   * per call, and (forgetful) earlier assistant turns rendered empty, as templates that strip past reasoning do. */
+  const richTokenizer = (forgetful = false): ChatTokenizer => ({
+    async encodeChat(messages, o) {
+      const ids = Array.isArray(o.tools) && o.tools.length ? [TOOLS] : [];
+      messages.forEach((m) => {
+        const hidden = forgetful && m.role === 'assistant' && o.addGenerationPrompt;
+        ids.push(ROLE[m.role], ...(hidden ? [] : chars(String(m.content ?? ''))), ...(Array.isArray(m.tool_calls) ? [CALL_BLOCK, ...m.tool_calls.map(() => CALL)] : []), END);
+      });
+      if (o.addGenerationPrompt) ids.push(ROLE.assistant);
+      return ids;
+    },
+  });
+  const group = (t: object): TrajectoryGroupJson[] => [{ trajectories: [{ ...t, reward: 1 }, trajectory('x', 'y', 0)] }];
+
+  it('starts a new sequence when the template re-renders earlier turns differently, each with its own choice', async () => {
+    const t = { messages_and_choices: [{ role: 'user', content: 'hi' }, choice('yo'), { role: 'user', content: 'bye' }, choice('ok')] };
+    const data = await tokenizeTrajectoryGroups(group(t), richTokenizer(true), opts);
+    const mine = data.sequences.filter((x) => x.trajectory === 0);
+    expect(mine.map((x) => x.ids)).toEqual([
+      [11, ...chars('hi'), END, 12, ...chars('yo'), END],
+      [11, ...chars('hi'), END, 12, END, 11, ...chars('bye'), END, 12, ...chars('ok'), END],
+    ]);
+    expect(mine.map((x) => x.lossMask.reduce((a, b) => a + b, 0))).toEqual([3, 3]);
+    expect(mine[1].lossMask.slice(0, -3).every((m) => m === 0)).toBe(true);
+    // The new sequence's sampling logprobs line up with its tokens (NaN on the prompt).
+    expect(mine[1].logprobs).toHaveLength(mine[1].ids.length);
+    expect(mine[1].logprobs!.slice(-3)).toEqual([-1.5, -1.5, -1.5]);
+    expect(mine[1].logprobs!.slice(0, -3).every(Number.isNaN)).toBe(true);
+  });
+
+  it('a choice with no tokens trains nothing and makes no sequence of its own', async () => {
+    const empty = { ...choice(''), logprobs: { content: [], refusal: null } };
+    const alone = await tokenizeTrajectoryGroups(group({ messages_and_choices: [{ role: 'user', content: 'q' }, empty] }), toyTokenizer, opts);
+    expect(alone.sequences.filter((x) => x.trajectory === 0)).toEqual([]);
+    const after = await tokenizeTrajectoryGroups(group({ messages_and_choices: [{ role: 'user', content: 'hi' }, choice('yo'), { role: 'user', content: 'b' }, empty] }), richTokenizer(true), opts);
+    expect(after.sequences.filter((x) => x.trajectory === 0).map((x) => x.ids)).toEqual([[11, ...chars('hi'), END, 12, ...chars('yo'), END]]);
+  });
+
+  it('a prompt_token_ids equal to the tokens so far continues the sequence', async () => {
+    const first = choice('yo');
+    const ids = [11, ...chars('hi'), END, 12, ...chars('yo'), END];
+    const t = { messages_and_choices: [{ role: 'user', content: 'hi' }, first, { ...choice('ok'), prompt_token_ids: ids }] };
+    const data = await tokenizeTrajectoryGroups(group(t), toyTokenizer, opts);
+    expect(data.sequences.filter((x) => x.trajectory === 0).map((x) => x.ids)).toEqual([[...ids, ...chars('ok'), END]]);
+  });
+
+  it("a choice's tool calls are part of the conversation the next prompt renders; empty content renders empty", async () => {
+    // The sampled tokens of a tool-calling turn are what the template renders for its calls.
+    const call = {
+      finish_reason: 'tool_calls',
+      logprobs: { content: [CALL_BLOCK, CALL, END].map((id) => ({ token: `token_id:${id}`, logprob: -1 })) },
+      message: { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+    };
+    const none = { ...choice('a'), message: { ...choice('a').message, tool_calls: [] } };
+    const t = { messages_and_choices: [{ role: 'user', content: 'q' }, call, { role: 'tool', content: 'r' }, none, { role: 'user', content: 'u' }, choice('b')] };
+    const data = await tokenizeTrajectoryGroups(group(t), richTokenizer(), opts);
+    const s0 = data.sequences.filter((x) => x.trajectory === 0);
+    expect(s0.map((x) => x.ids)).toEqual([
+      [11, ...chars('q'), END, 12, CALL_BLOCK, CALL, END, 13, ...chars('r'), END, 12, ...chars('a'), END, 11, ...chars('u'), END, 12, ...chars('b'), END],
+    ]);
+    expect(s0[0].lossMask.reduce((a, b) => a + b, 0)).toBe(3 + 2 + 2);
+  });
+
+  it('re-tokenizes a choice without logprobs with the tools of its history, and refuses a template that cannot', async () => {
+    const bare = { ...choice('4'), logprobs: null };
+    const t = { messages_and_choices: [{ role: 'user', content: 'q' }, bare], tools: [{ type: 'function', function: { name: 'f' } }] };
+    const data = await tokenizeTrajectoryGroups(group(t), richTokenizer(), { allowTrainingWithoutLogprobs: true });
+    const s0 = data.sequences.find((x) => x.trajectory === 0)!;
+    const prompt = [TOOLS, 11, ...chars('q'), END, 12];
+    expect(s0.ids).toEqual([...prompt, ...chars('4'), END]);
+    expect(s0.lossMask).toEqual([...prompt.map(() => 0), 1, 1]);
+    const shuffled: ChatTokenizer = { async encodeChat(_m, o) { return o.addGenerationPrompt ? [12, 1, 2] : [1, 2, 12, 9]; } };
+    await expect(tokenizeTrajectoryGroups(group({ messages_and_choices: [{ role: 'user', content: 'q' }, bare] }), shuffled, { allowTrainingWithoutLogprobs: true }))
+      .rejects.toThrow('cannot re-tokenize a choice without logprobs: the chat template does not render the assistant turn after its generation prompt');
+    const shorter: ChatTokenizer = { async encodeChat(_m, o) { return o.addGenerationPrompt ? [1, 2, 12] : [1, 2]; } };
+    await expect(tokenizeTrajectoryGroups(group({ messages_and_choices: [{ role: 'user', content: 'q' }, bare] }), shorter, { allowTrainingWithoutLogprobs: true }))
+      .rejects.toThrow(/cannot re-tokenize/);
+  });
+
+  it('a trajectory of additional histories only trains those', async () => {
+    const t = { additional_histories: [{ messages_and_choices: [{ role: 'user', content: 'h' }, choice('z')] }, { tools: null }] };
+    const data = await tokenizeTrajectoryGroups(group(t), toyTokenizer, opts);
+    expect(data.sequences.filter((x) => x.trajectory === 0).map((x) => x.ids)).toEqual([[11, ...chars('h'), END, 12, ...chars('z'), END]]);
+  });
+
+  it('tells choices from messages: message and finish_reason, and no role', () => {
+    expect(isChoice({ message: {}, finish_reason: 'stop' })).toBe(true);
+    expect(isChoice({ message: {}, finish_reason: 'stop', role: 'assistant' })).toBe(false);
+    expect(isChoice({ message: {} })).toBe(false);
+    expect(isChoice({ finish_reason: 'stop' })).toBe(false);
+    expect(isChoice({ content: 'x' })).toBe(false);
+  });
+
+  it('reads token ids written token_id:N exactly, else looks pieces up, else refuses naming the token', () => {
+    const entries = (...tokens: unknown[]) => ({ logprobs: { content: tokens.map((token) => ({ token, logprob: -1 })) } });
+    expect(choiceTokens(entries('token_id:7', 'token_id:0'))).toEqual({ ids: [7, 0], logprobs: [-1, -1] });
+    expect(choiceTokens(entries('hello'), (t) => (t === 'hello' ? 42 : null))).toEqual({ ids: [42], logprobs: [-1] });
+    const anyPiece = () => 99;
+    for (const token of ['xtoken_id:5', 'token_id:5x']) expect(() => choiceTokens(entries(token))).toThrow(`choice logprobs carry token ${JSON.stringify(token)}`);
+    expect(() => choiceTokens(entries(5), anyPiece)).toThrow('choice logprobs carry token 5, which is neither');
+    expect(choiceTokens({ logprobs: { content: [{ token: 'token_id:1' }] } })!.logprobs.every(Number.isNaN)).toBe(true);
+    expect(choiceTokens({ logprobs: null })).toBeNull();
   });
 });
 

@@ -178,7 +178,13 @@ export function policyLoss(newLogprobs: tf.Tensor1D, tokens: PolicyTokens, cfg: 
   const low = 1 - cfg.epsilon;
   const high = 1 + cfg.epsilonHigh;
   if (cfg.maskProbRatio) {
-    ratio = tf.where(tf.logicalAnd(tf.greater(ratio, low), tf.less(ratio, high)), ratio, tf.zerosLike(ratio));
+    // Which tokens are inside is a constant of the step, so the mask is built from the ratio's values off
+    // the gradient tape: tfjs has no gradient for LogicalAnd, and PPO's gradient flows through the ratio
+    // (comparisons recorded on the tape made every PPO step with mask_prob_ratio throw).
+    const values = ratio.dataSync();
+    const inside = new Uint8Array(n);
+    for (let i = 0; i < n; i++) inside[i] = values[i] > low && values[i] < high ? 1 : 0;
+    ratio = tf.where(tf.tensor1d(inside, 'bool'), ratio, tf.zerosLike(ratio));
   }
   if (cfg.kimiK2Tau !== null) advantages = tf.sub(advantages, tf.mul(cfg.kimiK2Tau, stopGradient(diff)));
 

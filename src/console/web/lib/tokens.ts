@@ -36,6 +36,19 @@ export function pieceOfChunk(chunk: any): Piece | null {
   };
 }
 
+/**
+ * The marker a piece shows when its text draws nothing: '∅' for no text (a special token, or a byte held
+ * until its character is complete), '↵' for bare line breaks, '·' for control or format characters only
+ * (a form feed, a zero-width joiner). Without it such a token has no box to hover and its logprob cannot
+ * be seen. Shown by CSS from an attribute, so it is not part of the copied text.
+ */
+export function blankMark(text: string): string | null {
+  if (text === '') return '∅';
+  if (/^[\r\n]+$/.test(text)) return '↵';
+  if (/^[\p{Cc}\p{Cf}]+$/u.test(text) && !text.includes('\t')) return '·';
+  return null;
+}
+
 /** Probability as a percentage string. */
 export function percent(logprob: number): string {
   const p = Math.exp(logprob) * 100;

@@ -2,7 +2,7 @@
 // hover, and an optional second model answering the same conversation side by side.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Api } from '../lib/api';
-import { percent, pieceOfChunk, type Piece } from '../lib/tokens';
+import { blankMark, percent, pieceOfChunk, type Piece } from '../lib/tokens';
 import { ErrorBox, PageHeader } from '../components/ui';
 
 interface Turn { user: string }
@@ -35,7 +35,7 @@ function TokenSpan({ piece, active }: { piece: Piece; active: boolean }) {
   const lp = piece.tokens.reduce((a, t) => a + t.logprob, 0);
   const shade = Math.min(1, Math.max(0, -lp / 6));
   return (
-    <span class={active ? 'tok active' : 'tok'} style={{ '--uncertainty': shade.toFixed(2) }} data-logprob={lp.toFixed(4)}>
+    <span class={active ? 'tok active' : 'tok'} style={{ '--uncertainty': shade.toFixed(2) }} data-logprob={lp.toFixed(4)} data-mark={blankMark(piece.text) ?? undefined}>
       {piece.text}
       <span class="tok-tip" role="tooltip">
         {piece.tokens.map((t, i) => (
