@@ -22,7 +22,7 @@ import { buildTrainingModel, runSft, type TrainingEvent } from '../../worker/tra
 import { weightedNll } from '../../worker/training/losses.js';
 import { setOnnxRuntimeCompute } from '../../worker/training/ort-kernels.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { randomIds, tinyConfig } from './training-helpers.js';
+import { randomIds, tinyConfig, relL2 } from './training-helpers.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-frozen-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -32,15 +32,6 @@ beforeAll(async () => {
 }, 180_000); // loading the wasm backend and ONNX Runtime can take a minute on a loaded machine
 afterEach(() => setOnnxRuntimeCompute(true));
 
-function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num += (a[i] - b[i]) ** 2;
-    den += b[i] ** 2;
-  }
-  return Math.sqrt(num / den);
-}
 
 // Qwen2-style (q/k/v bias, tied embeddings) with a vocabulary over two head chunks, GQA, 2 layers.
 const config = tinyConfig({ architecture: 'qwen2', attentionBias: true, vocabSize: HEAD_CHUNK_ROWS + 500, hiddenSize: 64, intermediateSize: 160, numLayers: 2, headDim: 16 });

@@ -19,7 +19,7 @@ import { buildTrainingModel, runSft, type TrainingEvent } from '../../worker/tra
 import { tokenLogprobs, weightedNll } from '../../worker/training/losses.js';
 import { onnxRuntimeCompute, setOnnxRuntimeCompute } from '../../worker/training/ort-kernels.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { randomIds, tinyConfig } from './training-helpers.js';
+import { randomIds, tinyConfig, relL2 } from './training-helpers.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-ort-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -29,16 +29,6 @@ beforeAll(async () => {
 });
 afterEach(() => setOnnxRuntimeCompute(true));
 
-/** ||a - b|| / ||b||. */
-function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num += (a[i] - b[i]) ** 2;
-    den += b[i] ** 2;
-  }
-  return Math.sqrt(num / den);
-}
 
 /** Values of `f()` on the ONNX Runtime path and on the reference path. */
 function bothPaths<T>(f: () => T): { ort: T; reference: T } {
