@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
-  CheckpointQuery, CreateSFTTrainingJob, CreateTrainingJob, DeleteCheckpointsRequest, ExperimentalTrainingConfig, JobIdParams,
+  CheckpointPage, CheckpointQuery, CreateSFTTrainingJob, EventPage, CreateTrainingJob, DeleteCheckpointsRequest, ExperimentalTrainingConfig, JobIdParams,
   LogRequest, ModelCreate, ModelIdParams, SFTTrainingConfig, Trajectory, TrajectoryGroup, TrainingJobEventType, TrainingJobStatus,
   DeleteModelResponse, ModelResponse, CheckpointResponse, TrainingJobDetail, TrainingJobResponse, DeleteCheckpointsResponse,
   TrainingJobEventResponse, HealthResponse, QueueCheck, SystemCheckResponse,
@@ -55,6 +55,7 @@ describe('ids, checkpoints and pages', () => {
   it('checkpoint listing orders ascending by default, asc or desc only', () => {
     expect(CheckpointQuery.parse({}).order).toBe('asc');
     expect(CheckpointQuery.parse({ order: 'desc' }).order).toBe('desc');
+    expect(CheckpointQuery.parse({ order: 'asc' }).order).toBe('asc');
     expect(ok(CheckpointQuery, { order: 'newest' })).toBe(false);
   });
 });
@@ -196,9 +197,10 @@ describe('responses and enums as the OpenAPI document names them', () => {
     const id = (s: z.ZodType) => (s.meta() as { id?: string } | undefined)?.id;
     expect([ModelCreate, ModelResponse, DeleteModelResponse, CheckpointResponse, DeleteCheckpointsRequest, DeleteCheckpointsResponse, Trajectory, TrajectoryGroup,
       LogRequest, ExperimentalTrainingConfig, CreateTrainingJob, SFTTrainingConfig, CreateSFTTrainingJob, TrainingJobResponse, TrainingJobDetail,
-      TrainingJobEventType, TrainingJobEventResponse].map(id)).toEqual(['ModelCreate', 'ModelResponse', 'DeleteModelResponse', 'CheckpointResponse',
+      TrainingJobEventType, TrainingJobEventResponse, CheckpointPage, EventPage].map(id)).toEqual(['ModelCreate', 'ModelResponse', 'DeleteModelResponse', 'CheckpointResponse',
       'DeleteCheckpointsRequest', 'DeleteCheckpointsResponse', 'Trajectory', 'TrajectoryGroup', 'LogRequest', 'ExperimentalTrainingConfig', 'CreateTrainingJob',
-      'SFTTrainingConfig', 'CreateSFTTrainingJob', 'TrainingJobResponse', 'TrainingJobDetail', 'TrainingJobEventType', 'TrainingJobEventResponse']);
+      'SFTTrainingConfig', 'CreateSFTTrainingJob', 'TrainingJobResponse', 'TrainingJobDetail', 'TrainingJobEventType', 'TrainingJobEventResponse',
+      'PaginatedResponse_CheckpointResponse_', 'PaginatedResponse_TrainingJobEventResponse_']);
   });
   it('response shapes hold what the service sends and refuse what it must not', () => {
     expect(ok(ModelResponse, { id: uuid, entity: 'e', project: 'p', name: 'n', base_model: 'b', run_id: null })).toBe(true);
@@ -213,11 +215,16 @@ describe('responses and enums as the OpenAPI document names them', () => {
     expect(ok(TrainingJobEventResponse, { id: uuid, type: 'step', data: {} })).toBe(false);
     const detail = { id: uuid, status: 'running', kind: 'rl', model_id: 'm', created_at: 't', started_at: null, finished_at: null, training_start: null, training_end: null, error_message: null };
     expect(ok(TrainingJobDetail, detail)).toBe(true);
+    expect(ok(TrainingJobDetail, { ...detail, kind: 'sft' })).toBe(true);
     expect(ok(TrainingJobDetail, { ...detail, kind: 'dpo' })).toBe(false);
+    expect(ok(TrainingJobResponse, { id: uuid })).toBe(true);
+    expect(ok(TrainingJobResponse, {})).toBe(false);
     expect(ok(HealthResponse, { status: 'ok' })).toBe(true);
     expect(ok(HealthResponse, { status: 'fine' })).toBe(false);
     const check = { success: true, duration: 0.1, error: null, workers: 1 };
     expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check, gpu_queue: check })).toBe(true);
     expect(ok(QueueCheck, { ...check, workers: 1.5 })).toBe(false);
+    expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check })).toBe(false);
+    expect(ok(SystemCheckResponse, {})).toBe(false);
   });
 });
