@@ -12,7 +12,7 @@
 // Q8_0; 8-bit/16 is Q6_K; 4-bit/128 is HEARTH_WEIGHTS=q4 (re-quantized, a second rounding).
 import * as ort from 'onnxruntime-node';
 import { DataType, GraphBuilder } from '../worker/runtime/onnx-proto.js';
-import { sampleToken } from '../worker/inference/sampler.js';
+import { logSumExp, sampleToken } from '../worker/inference/sampler.js';
 import { defaultSamplingParams, type SamplingParams } from '../worker/inference/sampling-params.js';
 import { createRng } from '../worker/inference/rng.js';
 import { machineLabel, speedProbe } from './machine.js';
@@ -82,11 +82,7 @@ function samplingMs(V: number, params: SamplingParams): number {
   for (let i = 0; i < 5; i++) logits[(i * 7919) % V] += 12 - i;
   const rng = createRng(1);
   // As in serving: the graph hands the sampler log Σ exp(logits) (its logits_lse output).
-  let max = -Infinity;
-  for (const v of logits) max = Math.max(max, v);
-  let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
-  const ctx = { promptIds: [1, 2, 3], outputIds: [4, 5], logSumExp: max + Math.log(sum) };
+  const ctx = { promptIds: [1, 2, 3], outputIds: [4, 5], logSumExp: logSumExp(logits) };
   const times: number[] = [];
   for (let i = 0; i < 33; i++) { const t = performance.now(); sampleToken(logits, params, ctx, rng); if (i >= 3) times.push(performance.now() - t); }
   times.sort((a, b) => a - b);
