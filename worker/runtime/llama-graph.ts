@@ -355,10 +355,7 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
       if (run.type !== null) return nbitsMatMul(g, input, run.tensors, K, blockSums, opts.nbitsAccuracy ?? 4);
       const n = run.tensors.reduce((a, t) => a + t.shape[0], 0);
       if (opts.half && run.tensors.every((t) => t.f16)) {
-        const wT = g.initializer(`f16.${run.tensors.map(tensorKey).join('+')}_t`, DataType.FLOAT16, [K, n], () => {
-          const t = transpose(concat(run.tensors.map((t) => t.f16!())), n, K);
-          return new Uint8Array(t.buffer, t.byteOffset, t.byteLength);
-        });
+        const wT = g.halves(`f16.${run.tensors.map(tensorKey).join('+')}_t`, [K, n], () => transpose(concat(run.tensors.map((t) => t.f16!())), n, K));
         return g.op('Cast', [g.op('MatMul', [g.op('Cast', [input], { to: DataType.FLOAT16 }), wT])], { to: DataType.FLOAT });
       }
       return g.op('MatMul', [input, g.floats(`f32.${run.tensors.map(tensorKey).join('+')}_t`, [K, n], () => transpose(concat(run.tensors.map((t) => t.f32())), n, K))]);
@@ -515,7 +512,7 @@ function tensorKey(t: SourceTensor): string {
 function embedding(g: GraphBuilder, embed: SourceTensor, inputIds: string, opts: GraphOptions): string | null {
   if ((opts.weightType ?? 'stored') !== 'stored') return null;
   if (opts.half && embed.f16) {
-    const table = g.initializer(`f16.${tensorKey(embed)}`, DataType.FLOAT16, embed.shape, () => { const h = embed.f16!(); return new Uint8Array(h.buffer, h.byteOffset, h.byteLength); });
+    const table = g.halves(`f16.${tensorKey(embed)}`, embed.shape, () => embed.f16!());
     return g.op('Cast', [g.op('Gather', [table, inputIds], { axis: 0 })], { to: DataType.FLOAT });
   }
   if (!embed.ggml) return null;

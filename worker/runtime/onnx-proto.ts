@@ -92,6 +92,8 @@ export class ExternalData {
   close(): void { closeSync(this.fd); }
 }
 
+const typedBytes = (d: Float32Array | Uint16Array) => new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+
 export class GraphBuilder {
   private nodes: Message[] = [];
   private initializers: Message[] = [];
@@ -183,8 +185,11 @@ export class GraphBuilder {
     return t.int(14, 1); // data_location = EXTERNAL
   }
   floats(name: string, dims: number[], data: Float32Array | (() => Float32Array)): string {
-    const bytes = (d: Float32Array) => new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
-    return this.initializer(name, DataType.FLOAT, dims, typeof data === 'function' ? () => bytes(data()) : bytes(data));
+    return this.initializer(name, DataType.FLOAT, dims, typeof data === 'function' ? () => typedBytes(data()) : typedBytes(data));
+  }
+  /** A float16 initializer from IEEE half bits. */
+  halves(name: string, dims: number[], data: () => Uint16Array): string {
+    return this.initializer(name, DataType.FLOAT16, dims, () => typedBytes(data()));
   }
   int64s(values: number[], dims: number[] = [values.length], name = this.fresh('const_i64')): string {
     const b = new BigInt64Array(values.map((v) => BigInt(v)));
