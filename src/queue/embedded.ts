@@ -10,6 +10,19 @@ import { WorkerMessage as WorkerMessageSchema } from './messages.js';
 
 const HEARTH_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/hearth.js');
 
+/**
+ * Node flags of a worker child. Inference workers default to `--single-threaded-gc`: ONNX Runtime keeps a
+ * thread per core busy during each step, and V8's concurrent marking threads preempt those threads, so every
+ * parallel section waits for the preempted one (measured on ~20M at 8 streams on 2 cores: ITL p99/p50 1.7–2.2
+ * against 2.3–2.9, a third of the full GCs; docs/benchmarks.md). HEARTH_INFERENCE_NODE_FLAGS replaces the
+ * default (empty: none). V8 cannot change this after start, hence a flag of the child, not code in it.
+ */
+export function workerNodeFlags(kind: WorkerKind, env: NodeJS.ProcessEnv = process.env): string[] {
+  if (kind !== 'inference') return [];
+  const given = env.HEARTH_INFERENCE_NODE_FLAGS;
+  return (given ?? '--single-threaded-gc').split(/\s+/).filter(Boolean);
+}
+
 interface Child {
   slot: number;
   kind: WorkerKind;
@@ -52,7 +65,7 @@ export class EmbeddedQueue implements QueueAdapter {
   }
 
   private spawnChild(slot: number, kind: WorkerKind, device: string): void {
-    const proc = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', kind, '--device', device, '--ipc'], {
+    const proc = spawn(process.execPath, [...workerNodeFlags(kind, { ...process.env, ...this.opts.env }), HEARTH_BIN, 'worker', '--kind', kind, '--device', device, '--ipc'], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, ...this.opts.env },
     });

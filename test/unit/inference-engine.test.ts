@@ -1,6 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Engine, type EngineEvent, type EngineOptions, type GenerateRequest } from '../../worker/inference/engine.js';
 import { defaultSamplingParams, type SamplingParams } from '../../worker/inference/sampling-params.js';
+import type { StepItem, StepOutput } from '../../worker/inference/model-port.js';
 import { ToyModel, ToyTokenizer, type ToyModelOptions } from './inference-toy-model.js';
 
 const tok = new ToyTokenizer();
@@ -153,6 +154,54 @@ describe('engine', () => {
     const rs = await Promise.all(['x', 'y', null].map((adapter) => run(engine, { promptIds: tok.encode('abc'), params: params(), adapter })));
     expect(rs).toHaveLength(3);
     expect(model.steps.every((s) => new Set(s.map((i) => i.adapter)).size === 1)).toBe(true);
+  });
+});
+
+/** A toy model whose steps take 2 ms plus 0.125 ms per prompt token on a fake clock (decode rows are the 2 ms). */
+class TimedToyModel extends ToyModel {
+  /** Per step: prompt tokens in it, whether it also decoded, and the engine's budget when it was scheduled. */
+  readonly log: { prompt: number; decodes: boolean; budget: number }[] = [];
+  budget: () => number = () => NaN;
+  override async step(batch: StepItem[]): Promise<StepOutput[]> {
+    const decodes = batch.filter((b) => b.tokens.length === 1 && b.pastLength > 0).length;
+    const prompt = batch.reduce((a, b) => a + b.tokens.length, 0) - decodes;
+    this.log.push({ prompt, decodes: decodes > 0, budget: this.budget() });
+    vi.advanceTimersByTime(2 + 0.125 * prompt);
+    return super.step(batch);
+  }
+}
+
+describe('mixed-step budget (prefillChunkTokens auto)', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('learns from its step times: mixed steps settle at (2.25 − 1) · 2 ms / 0.125 ms = 20 prompt tokens, and never exceed the budget', async () => {
+    vi.useFakeTimers({ toFake: ['performance'] });
+    const model = new TimedToyModel({ maxContext: 512 });
+    const engine = new Engine(model, tok, { maxNumSeqs: 8, maxBatchedTokens: 256, kvCacheTokens: 8192, blockSize: 4, prefixCaching: false });
+    expect(engine.options.prefillChunkTokens).toBe('auto');
+    model.budget = () => engine.chunkBudget!.tokens;
+    const long = (k: number) => Array.from({ length: 90 }, (_, i) => (i * 7 + k) % 20);
+    // A stream that decodes throughout, and prompts arriving one after another while it does.
+    const streaming = run(engine, { promptIds: long(0), params: params({ maxTokens: 200, ignoreEos: true }) });
+    for (let k = 1; k <= 6; k++) {
+      await run(engine, { promptIds: long(k), params: params({ maxTokens: 4, ignoreEos: true }) });
+    }
+    await streaming;
+    const mixed = model.log.filter((s) => s.decodes && s.prompt > 0);
+    expect(mixed.length).toBeGreaterThan(10);
+    for (const s of mixed) expect(s.prompt).toBeLessThanOrEqual(s.budget);
+    expect(engine.chunkBudget!.estimate.decodeMs).toBeCloseTo(2, 6);
+    expect(engine.chunkBudget!.estimate.tokenMs).toBeCloseTo(0.125, 6);
+    expect(engine.chunkBudget!.tokens).toBe(20);
+    expect(mixed.at(-1)!.budget).toBe(20); // the last prompts were cut at the learned budget, not the initial 32
+    expect(mixed.some((s) => s.prompt === 20)).toBe(true);
+    // A prompt alone (nobody decoding) still takes the whole step budget.
+    expect(model.log[0]).toEqual({ prompt: 90, decodes: false, budget: 32 });
+  });
+
+  it('a fixed number turns the measured budget off; anything else is refused', () => {
+    expect(engineWith({ prefillChunkTokens: 16 }).engine.chunkBudget).toBeNull();
+    for (const bad of [0, 2.5, -1, 'fast'] as never[]) expect(() => engineWith({ prefillChunkTokens: bad })).toThrow(/prefillChunkTokens/);
   });
 });
 

@@ -67,7 +67,7 @@ describe('engine on the ONNX runner', () => {
     const ids = await Promise.all(PROMPTS.map((p) => m.tokenizer.encode(p)));
     const sequential: number[][] = [];
     for (const p of ids) sequential.push(...(await generate(new Engine(servable.model, servable.tokenizer, { prefixCaching: false }), [p])));
-    for (const prefillChunkTokens of [3, 8]) {
+    for (const prefillChunkTokens of [3, 8, 'auto'] as const) {
       const engine = new Engine(servable.model, servable.tokenizer, { maxNumSeqs: 8, prefillChunkTokens, kvCacheTokens: 2048, prefixCaching: false });
       const packed = m.runner.timing.packedCalls;
       // Staggered arrivals: each prompt comes in while the earlier ones decode.

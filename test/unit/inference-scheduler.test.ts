@@ -78,6 +78,19 @@ describe('scheduler', () => {
     ]);
   });
 
+  it('mixed steps: a cap passed for one step (the engine\'s measured budget) replaces the configured one for that step only', () => {
+    const { s } = make({ maxBatchedTokens: 64, prefillChunkTokens: 5 });
+    const first = seq(4);
+    s.add(first);
+    complete(s, s.schedule());
+    const a = seq(30);
+    s.add(a);
+    expect(complete(s, s.schedule(12))).toEqual([[first.id, 1, true], [a.id, 12, false]]);
+    expect(complete(s, s.schedule())).toEqual([[first.id, 1, true], [a.id, 5, false]]);
+    expect(complete(s, s.schedule(64))).toEqual([[first.id, 1, true], [a.id, 13, true]]);
+    expect(() => s.schedule(0)).toThrow(/prefillChunkTokens/);
+  });
+
   it('preempts the newest sequence instead of running out of KV cache, then recomputes it', () => {
     // 4 blocks of 4 tokens = 16 tokens of cache.
     const { s, blocks } = make({}, new BlockManager(4, 4));

@@ -170,6 +170,30 @@ describe('decoder graph vs reference forward', () => {
     });
   }
 
+  it('a mixed step sizes the batch rows by what each row holds after it: a short new prompt does not resize long decoding rows', async () => {
+    const m = model('llama');
+    const r = await runner(m, 'gqa', 160);
+    const seqs = [0, 1].map((b) => Array.from({ length: 40 + b }, (_, i) => (i * 17 + b * 5 + 3) % 300));
+    const kvs = seqs.map(() => r.newSequence());
+    for (const [b, p] of seqs.entries()) await r.forward([{ tokens: p, kv: kvs[b] }]);
+    for (let step = 0; step < 12; step++) {
+      await r.forward(kvs.map((kv, b) => ({ tokens: [(step * 3 + b) % 300], kv })));
+      seqs.forEach((p, b) => p.push((step * 3 + b) % 300));
+    }
+    const batch = kvs[0].batch!, P = batch.P;
+    expect(P - kvs[1].length).toBeLessThan(PACK_MAX_CHUNK_TOKENS); // less room than a chunk: the old sizing resized here
+    const chunk = Array.from({ length: PACK_MAX_CHUNK_TOKENS - 2 }, (_, i) => (i * 29 + 1) % 300);
+    const kvNew = r.newSequence();
+    const packed = r.timing.packedCalls;
+    const out = await r.forward([...kvs.map((kv) => ({ tokens: [7], kv })), { tokens: chunk, kv: kvNew }]);
+    expect(r.timing.packedCalls - packed).toBe(1);
+    expect(kvNew.batch).toBe(batch);
+    expect(batch.P).toBe(P);
+    seqs.forEach((p) => p.push(7));
+    [...seqs, chunk].forEach((p, b) => expect(maxDiff(out[b], referenceLogits(m.config, m.weights, p).at(-1)!)).toBeLessThan(2e-3));
+    await r.release();
+  });
+
   it('gqa: caches grow past their initial capacity, alone and in a batch', async () => {
     const m = model('llama');
     const r = await runner(m, 'gqa', 100); // capacities round up past the rotary table: must still work

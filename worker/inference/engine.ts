@@ -3,6 +3,7 @@
 // step is the only await in the loop.
 
 import { BlockManager } from './block-manager.js';
+import { ChunkBudget } from './chunk-budget.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import type { ModelPort, StepItem, StepOutput, TokenizerPort } from './model-port.js';
 import { createRng, randomSeed } from './rng.js';
@@ -17,8 +18,11 @@ import type { TokenConstraint } from './token-constraint.js';
 export interface EngineOptions {
   maxNumSeqs: number;
   maxBatchedTokens: number;
-  /** Most prompt tokens in a step that also decodes (mixed steps; see the scheduler). */
-  prefillChunkTokens: number;
+  /**
+   * Most prompt tokens in a step that also decodes (mixed steps; see the scheduler): a number, or 'auto' to
+   * size it from measured step times so that a mixed step costs about two decode steps (chunk-budget.ts).
+   */
+  prefillChunkTokens: number | 'auto';
   /** KV budget in tokens over all sequences; must hold at least one full-length sequence. */
   kvCacheTokens: number;
   blockSize: number;
@@ -35,7 +39,7 @@ export interface EngineOptions {
 export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
   maxNumSeqs: 16,
   maxBatchedTokens: 512,
-  prefillChunkTokens: 32,
+  prefillChunkTokens: 'auto',
   kvCacheTokens: 16384,
   blockSize: 16,
   logprobsMode: 'processed',
@@ -96,6 +100,8 @@ export class Engine {
   private readonly scheduler: Scheduler;
   private readonly blocks: BlockManager;
   private readonly prefixCache: PrefixCache | null;
+  /** Sizes mixed steps from measured step times (prefillChunkTokens 'auto'); null when the cap is fixed. */
+  readonly chunkBudget: ChunkBudget | null;
   private readonly streams = new Map<number, Stream>();
   private nextSeqId = 1;
   private loop: Promise<void> | null = null;
@@ -113,6 +119,9 @@ export class Engine {
     const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
     this.options = { ...DEFAULT_ENGINE_OPTIONS, ...given };
     const o = this.options;
+    if (o.prefillChunkTokens !== 'auto' && !(Number.isInteger(o.prefillChunkTokens) && o.prefillChunkTokens >= 1))
+      throw new Error(`prefillChunkTokens must be a positive integer or 'auto', got ${String(o.prefillChunkTokens)}`);
+    this.chunkBudget = o.prefillChunkTokens === 'auto' ? new ChunkBudget({ max: o.maxBatchedTokens, initial: Math.min(32, o.maxBatchedTokens), min: Math.min(8, o.maxBatchedTokens) }) : null;
     if (o.kvCacheTokens < 2 * o.blockSize) throw new Error(`kvCacheTokens (${o.kvCacheTokens}) must hold at least two blocks of ${o.blockSize} tokens`);
     const blocks = (this.blocks = new BlockManager(Math.floor(o.kvCacheTokens / o.blockSize), o.blockSize));
     this.prefixCache = o.prefixCaching && model.copyPrefix ? new PrefixCache(o.blockSize, o.prefixCacheEntries) : null;
@@ -120,7 +129,7 @@ export class Engine {
       {
         maxNumSeqs: o.maxNumSeqs,
         maxBatchedTokens: o.maxBatchedTokens,
-        prefillChunkTokens: o.prefillChunkTokens,
+        prefillChunkTokens: o.prefillChunkTokens === 'auto' ? undefined : o.prefillChunkTokens,
         mixedAdapterBatches: model.mixedAdapterBatches,
         // Sequences of one group (same prompt) copy the prefill of the first instead of repeating it.
         groupPrefixMin: this.prefixCache ? o.blockSize : 0,
@@ -242,7 +251,7 @@ export class Engine {
 
   /** One engine iteration. Public for tests that drive the engine step by step. */
   async step(): Promise<void> {
-    const { items, preempted } = this.scheduler.schedule();
+    const { items, preempted } = this.scheduler.schedule(this.chunkBudget?.tokens);
     for (const seq of preempted) this.model.free(seq.id);
     this.counters.preemptions += preempted.length;
     if (items.length === 0) {
@@ -256,6 +265,7 @@ export class Engine {
       adapter: seq.adapter,
     }));
     this.stepping = true;
+    const started = performance.now();
     let outputs: StepOutput[];
     try {
       outputs = await this.model.step(batch);
@@ -263,6 +273,8 @@ export class Engine {
       this.stepping = false;
       for (const id of this.deferredFrees.splice(0)) this.model.free(id);
     }
+    const decodeRows = batch.filter((b) => b.tokens.length === 1 && b.pastLength > 0).length;
+    this.chunkBudget?.observe({ decodeRows, promptTokens: batch.reduce((a, b) => a + b.tokens.length, 0) - decodeRows, ms: performance.now() - started });
     this.counters.steps++;
     this.batchSizeCounts.set(items.length, (this.batchSizeCounts.get(items.length) ?? 0) + 1);
     for (const it of items) this.counters.tokensComputed += it.numTokens;

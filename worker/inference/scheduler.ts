@@ -6,9 +6,10 @@
 //   2. running sequences still prefilling get a chunk of what is left of the budget
 //      (chunked prefill: a long prompt is spread over several steps instead of stalling others);
 //   3. waiting sequences are admitted, oldest first, while `maxNumSeqs` and the KV budget allow.
-// In a step that decodes, prompt tokens (2 and 3) are capped at `prefillChunkTokens`: such a mixed step
-// costs the decoding streams about one decode step plus the chunk, never a whole prefill (vLLM's chunked
-// prefill; the runner runs the rows together, see ModelRunner.packsRows).
+// In a step that decodes, prompt tokens (2 and 3) are capped at `prefillChunkTokens` (or the cap the engine
+// passes for this step, see chunk-budget.ts): such a mixed step costs the decoding streams about one decode
+// step plus the chunk, never a whole prefill (vLLM's chunked prefill; the runner runs the rows together, see
+// ModelRunner.packsRows).
 // Groups (an RL rollout group: the same prompt n times, or n requests arriving together) prefill once:
 // a waiting sequence whose prompt a running sequence is still prefilling waits for it, then starts
 // from a copy of that sequence's cache (see livePrefix) and computes only what is left.
@@ -101,7 +102,9 @@ export class Scheduler {
     this.lastRun.delete(seq.id);
   }
 
-  schedule(): SchedulerOutput {
+  /** @param prefillChunkTokens this step's cap on prompt tokens if it decodes (default: the configured one). */
+  schedule(prefillChunkTokens = this.config.prefillChunkTokens): SchedulerOutput {
+    if (prefillChunkTokens !== undefined && !(prefillChunkTokens >= 1)) throw new Error(`prefillChunkTokens must be ≥ 1, got ${prefillChunkTokens}`);
     this.stepCount++;
     const items: ScheduledItem[] = [];
     const preempted: Sequence[] = [];
@@ -132,7 +135,7 @@ export class Scheduler {
 
     // 1. decodes, 2. unfinished prefills (both from `running`, oldest first).
     for (const decodingPass of [true, false]) {
-      if (!decodingPass && items.length > 0) budget = Math.min(budget, this.config.prefillChunkTokens ?? budget);
+      if (!decodingPass && items.length > 0) budget = Math.min(budget, prefillChunkTokens ?? budget);
       for (const seq of [...this.running]) {
         if (budget === 0) break;
         if (!this.running.includes(seq) || scheduled.has(seq) || !eligible(seq)) continue;

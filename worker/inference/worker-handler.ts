@@ -6,7 +6,7 @@
 // measures prefill/decode speed on this device for hardware pricing (see calibrate.ts).
 //
 // Tuning (environment): HEARTH_KV_CACHE_MB (default 1024), HEARTH_MAX_NUM_SEQS (16),
-// HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_PREFILL_CHUNK_TOKENS (32), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime),
+// HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_PREFILL_CHUNK_TOKENS (auto: sized from measured step times, or a number), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime),
 // HEARTH_INTRA_OP_THREADS (ONNX Runtime threads per model; default one per core), HEARTH_WEIGHTS
 // (f32, or q4: 4-bit projections quantized at load, 2-4× faster decode and 6× smaller, at some accuracy).
 
@@ -34,6 +34,12 @@ function envNumber(name: string): number | undefined {
   return n;
 }
 
+function envInteger(name: string): number | undefined {
+  const n = envNumber(name);
+  if (n !== undefined && !Number.isInteger(n)) throw new Error(`${name} must be a whole number${name === 'HEARTH_PREFILL_CHUNK_TOKENS' ? " or 'auto'" : ''}, got "${process.env[name]}"`);
+  return n;
+}
+
 /**
  * @param loads where model loads are announced: a load blocks this process's event loop (graph build, ORT session
  *   creation), so the API is told before it starts and waits HEARTH_LOAD_TIMEOUT instead of the heartbeat timeout.
@@ -55,12 +61,12 @@ export async function createHandlers(device: string, log: (m: string) => void, l
           kvCacheBytes: kvMb * 2 ** 20,
           maxNumSeqs: envNumber('HEARTH_MAX_NUM_SEQS'),
           maxBatchedTokens: envNumber('HEARTH_MAX_BATCHED_TOKENS'),
-          prefillChunkTokens: envNumber('HEARTH_PREFILL_CHUNK_TOKENS'),
+          prefillChunkTokens: process.env.HEARTH_PREFILL_CHUNK_TOKENS === 'auto' ? 'auto' : envInteger('HEARTH_PREFILL_CHUNK_TOKENS'),
         });
         const o = hearth.engine.options;
         log(
           `inference engine ready: ${model.baseModel} on ${loaded.runner.device} (${weightType} weights, ${loaded.runner.attention} attention, context ${loaded.runner.maxPositions}, ` +
-            `KV budget ${o.kvCacheTokens} tokens, max ${o.maxNumSeqs} sequences / ${o.maxBatchedTokens} tokens per step (${o.prefillChunkTokens} prompt tokens in steps that decode), loaded in ${Math.round(loaded.loadMs)} ms)`,
+            `KV budget ${o.kvCacheTokens} tokens, max ${o.maxNumSeqs} sequences / ${o.maxBatchedTokens} tokens per step (${o.prefillChunkTokens === 'auto' ? 'prompt tokens in steps that decode sized from step times' : `${o.prefillChunkTokens} prompt tokens in steps that decode`}), loaded in ${Math.round(loaded.loadMs)} ms)`,
         );
         const ready = { loaded, hearth };
         loadedEngines.add(ready);

@@ -199,7 +199,9 @@ export class ModelRunner {
 
   private async forwardBatch(items: ForwardItem[], opts: ForwardOptions, packed: boolean): Promise<ForwardRow[]> {
     const S = Math.max(...items.map((it) => it.tokens.length));
-    const batch = this.batchFor(items.map((it) => it.kv), S);
+    // Rows hold what each row will have after this run: a prompt chunk's row is short, so sizing every row
+    // by the longest cache plus the longest chunk resized the whole batch back and forth on mixed steps.
+    const batch = this.batchFor(items.map((it) => it.kv), Math.max(...items.map((it) => it.kv.length + it.tokens.length)));
     // The run takes rows in the batch's order; results go back in the caller's.
     const index = new Map(items.map((it, i) => [it.kv, i]));
     const order = batch.rows.map((s) => index.get(s)!);
@@ -216,13 +218,12 @@ export class ModelRunner {
   }
 
   /**
-   * A batch holding exactly `seqs`, with room for S more positions per row. Built on the batch that
+   * A batch holding exactly `seqs`, with rows of at least `need` positions. Built on the batch that
    * already holds most of them: only sequences joining or leaving are copied.
    */
-  private batchFor(seqs: SequenceKv[], S: number): BatchKv {
+  private batchFor(seqs: SequenceKv[], need: number): BatchKv {
     const members = new Map<BatchKv, number>();
     for (const s of seqs) if (s.batch) members.set(s.batch, (members.get(s.batch) ?? 0) + 1);
-    const need = Math.max(...seqs.map((s) => s.length)) + S;
     let batch: BatchKv | null = null;
     for (const [b, n] of members) if (!batch || n > members.get(batch)!) batch = b;
     if (!batch) return BatchKv.pack(seqs, need + KV_HEADROOM);
