@@ -271,11 +271,24 @@ async function groupVsUnrelated(url: URL, id: string, dir: string, rounds = 6) {
   return { group_of_8: summary(acc.group), unrelated_8: summary(acc.unrelated) };
 }
 
+/** The mixed-step budget the worker's engine uses for a model now (GET /metrics; heartbeats bring it within seconds). */
+async function servedChunkBudget(url: URL, id: string): Promise<number | null> {
+  await new Promise((r) => setTimeout(r, 2500)); // the next heartbeat after the rounds
+  const text = await (await fetch(new URL('/metrics', url))).text();
+  const line = text.split('\n').find((l) => l.startsWith('hearth_prefill_chunk_tokens{') && l.includes(`model="${id}"`));
+  return line ? Number(line.split(' ').at(-1)) : null;
+}
+
 /** Issue 21's bars, each against the bound this run measured. */
-function bars(r: { ratio: number; decodeBound: number; itl8: { p50: number; p99: number }; overhead: number; floor: number; ttftRatio: number; bare: number }) {
+function bars(r: { ratio: number; decodeBound: number; workloadBound: number; itl8: { p50: number; p99: number }; overhead: number; floor: number; ttftRatio: number; bare: number }) {
   const room = 0.2 * r.bare - r.floor; // what the TTFT bar leaves beyond the floor server's own overhead
+  const ratioBar = { bar: 'aggregate 8-vs-1 ≥ 0.85 × decode bound (8·t1/t8)', value: r2(r.ratio), limit: r2(0.85 * r.decodeBound), met: r.ratio >= 0.85 * r.decodeBound };
   return [
-    { bar: 'aggregate 8-vs-1 ≥ 0.85 × decode bound (8·t1/t8)', value: r2(r.ratio), limit: r2(0.85 * r.decodeBound), met: r.ratio >= 0.85 * r.decodeBound },
+    // With each request's prefill counted, eight clients cannot pass the workload bound; below 0.85 × the decode
+    // bound, that bar is out of reach for any server on this workload, and the ratio is judged against what is left.
+    r.workloadBound < 0.85 * r.decodeBound
+      ? { ...ratioBar, bound_limited: `prefill counted, no server passes ${r2(r.workloadBound)} here (< ${r2(0.85 * r.decodeBound)}); served ${r2(r.ratio / r.workloadBound)} × that bound` }
+      : ratioBar,
     { bar: 'ITL p99 ≤ 3 × ITL p50 at 8 concurrent', value: r2(r.itl8.p99), limit: r2(3 * r.itl8.p50), met: r.itl8.p99 <= 3 * r.itl8.p50 },
     { bar: 'API + queue overhead ≤ floor server + 0.5 ms', value: r2(r.overhead), limit: r2(r.floor + 0.5), met: r.overhead <= r.floor + 0.5 },
     room > 0
@@ -346,12 +359,18 @@ for (const { name, id, profile: p } of ids) {
     ratios.push(eight.rate / one.rate);
     itl8.push(...eight.itlSamples);
   }
+  const chunkTokens = await servedChunkBudget(url, id);
   progress(`${name}: floor server, decode bound, group against unrelated prompts`);
   const floor = await measureServeFloor(paired.bare, p.floorRequests);
   const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
   const steps = await decodeSteps(dir, promptTokens, p.tokens);
   const group = await groupVsUnrelated(url, id, dir, p.groupRounds);
   const decodeBound = (8 * steps.one) / steps.eight;
+  // The same with each request's prefill counted: a prompt's prefill runs at the GEMM's full rate alone,
+  // so eight prefills cost eight times one, and only the decode part can batch. P = bare-engine TTFT, n =
+  // output tokens: 8·(P + n·t1) / (8·P + n·t8). Where prefill dominates (a 1.1B model, 98-token prompts,
+  // 32 output tokens) this, not the decode bound, is what 8 clients can reach.
+  const workloadBound = (8 * (paired.bare + p.tokens * steps.one)) / (8 * paired.bare + p.tokens * steps.eight);
   const itl8ms = { p50: q(itl8, 0.5), p99: q(itl8, 0.99) };
   results[name] = {
     model: id, output_tokens: p.tokens, prompt_tokens: promptTokens,
@@ -359,7 +378,8 @@ for (const { name, id, profile: p } of ids) {
     first_request_s: r2(firstRequestS), section_s: Math.round((performance.now() - sectionStart) / 1000),
     levels: levels.map(({ itlSamples: _, rate: __, ...l }) => l),
     itl_c8_rounds_ms: { p50: r2(itl8ms.p50), p99: r2(itl8ms.p99) },
-    bars: bars({ ratio: q(ratios, 0.5), decodeBound, itl8: itl8ms, overhead: paired.diff, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
+    prefill_chunk_tokens_after_rounds: chunkTokens,
+    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, itl8: itl8ms, overhead: paired.diff, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
     group,
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
     api_queue_overhead_ms: r2(paired.diff),
@@ -368,12 +388,8 @@ for (const { name, id, profile: p } of ids) {
     throughput_c8_over_c1_rounds: ratios.map(r2),
     bounds: {
       decode_step_ms: { one_row: r2(steps.one), eight_rows: r2(steps.eight) },
-      decode_8_over_1: r2((8 * steps.one) / steps.eight),
-      // The same with each request's prefill counted: a prompt's prefill runs at the GEMM's full rate alone,
-      // so eight prefills cost eight times one, and only the decode part can batch. P = bare-engine TTFT, n =
-      // output tokens: 8·(P + n·t1) / (8·P + n·t8). Where prefill dominates (a 1.1B model, 98-token prompts,
-      // 32 output tokens) this, not the decode bound, is what 8 clients can reach.
-      workload_8_over_1: r2((8 * (paired.bare + p.tokens * steps.one)) / (8 * paired.bare + p.tokens * steps.eight)),
+      decode_8_over_1: r2(decodeBound),
+      workload_8_over_1: r2(workloadBound),
       serve_floor_overhead_ms: r2(floor),
       ttft_bar_budget_ms: r2(0.2 * paired.bare),
     },
@@ -382,6 +398,6 @@ for (const { name, id, profile: p } of ids) {
 await server.stop();
 fs.rmSync(home, { recursive: true, force: true }); // the 1.1B model's copy and graph cache are 1.3 GB
 process.stdout.write(
-  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), speed_probe_ms: { before: probeBefore, after: speedProbe() }, load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, prefill_chunk_tokens: process.env.HEARTH_PREFILL_CHUNK_TOKENS ?? 'default', results }, null, 2)}\n`,
+  `${JSON.stringify({ bench: 'serve', date: new Date().toISOString(), machine: machineLabel(), speed_probe_ms: { before: probeBefore, after: speedProbe() }, load_average: os.loadavg().map(r2), prompt_words: PROMPT_WORDS, output_tokens: TOKENS, prefill_chunk_tokens: process.env.HEARTH_PREFILL_CHUNK_TOKENS ?? 'auto (default)', results }, null, 2)}\n`,
 );
 process.exit(0);

@@ -30,6 +30,8 @@ export interface Handlers {
 export interface WorkerStats {
   /** Number of engine steps per batch size ("8" → 120 steps of 8 sequences), since the worker started. */
   batchSizeCounts?: Record<string, number>;
+  /** Prompt tokens each loaded model's engine gave its latest step with decoding rows (measured, or the fixed setting), by model. */
+  prefillChunkTokens?: Record<string, number>;
 }
 
 export class CancelledError extends Error {

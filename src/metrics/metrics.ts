@@ -17,6 +17,8 @@ export interface HearthMetrics {
   tokensGenerated: Counter<'model'>;
   /** hearth_batch_size: sequences per forward step of an inference worker. */
   batchSize: Histogram<string>;
+  /** hearth_prefill_chunk_tokens{worker, model}: prompt tokens the engine gave its latest step with decoding rows (HEARTH_PREFILL_CHUNK_TOKENS). */
+  prefillChunkTokens: Gauge<'worker' | 'model'>;
   /** hearth_training_steps_total{model}: optimizer steps finished. */
   trainingSteps: Counter<'model'>;
   /** hearth_worker_last_seen_timestamp_seconds{kind, device, host}: unix time of the last heartbeat. */
@@ -50,6 +52,10 @@ export function createMetrics(opts: CreateMetricsOptions = {}): HearthMetrics {
     batchSize: new Histogram({
       name: 'hearth_batch_size', help: 'Sequences per inference forward step', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers,
     }),
+    prefillChunkTokens: new Gauge({
+      name: 'hearth_prefill_chunk_tokens', help: 'Prompt tokens an inference engine gave its latest step that also decodes (measured when HEARTH_PREFILL_CHUNK_TOKENS=auto)',
+      labelNames: ['worker', 'model'], registers,
+    }),
     trainingSteps: new Counter({
       name: 'hearth_training_steps_total', help: 'Training optimizer steps finished', labelNames: ['model'], registers,
     }),
@@ -74,8 +80,14 @@ export function recordHeartbeat(
 
 const lastBatchCounts = new Map<string, Record<string, number>>();
 
-/** Call with each inference worker heartbeat: observes the engine steps run since its previous one. */
-export function recordEngineStats(metrics: HearthMetrics, workerId: string, batchSizeCounts: Record<string, number> | undefined): void {
+/** Call with each inference worker heartbeat: observes the engine steps run since its previous one, and each model's mixed-step budget. */
+export function recordEngineStats(
+  metrics: HearthMetrics,
+  workerId: string,
+  batchSizeCounts: Record<string, number> | undefined,
+  prefillChunkTokens: Record<string, number> = {},
+): void {
+  for (const [model, tokens] of Object.entries(prefillChunkTokens)) metrics.prefillChunkTokens.set({ worker: workerId, model }, tokens);
   if (!batchSizeCounts) return;
   const previous = lastBatchCounts.get(workerId) ?? {};
   for (const [size, total] of Object.entries(batchSizeCounts)) {

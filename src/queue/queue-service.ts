@@ -109,7 +109,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       case 'heartbeat':
         this.registry.update(msg.worker as WorkerInfo);
         recordHeartbeat(hearthMetrics, msg.worker);
-        recordEngineStats(hearthMetrics, msg.worker.id, msg.worker.stats?.batchSizeCounts);
+        recordEngineStats(hearthMetrics, msg.worker.id, msg.worker.stats?.batchSizeCounts, msg.worker.stats?.prefillChunkTokens);
         if (msg.worker.kind === 'training' && msg.worker.tasks.length === 0) void this.scheduler.pump();
         break;
       case 'training.started':

@@ -113,5 +113,9 @@ describe('Prometheus metrics over HTTP', () => {
     // Engine steps by batch size arrive with the worker's next heartbeats: at least one step per generated token.
     const stepsBefore = sample(before, 'hearth_batch_size_count');
     await waitFor(async () => sample(await metrics(), 'hearth_batch_size_count') - stepsBefore >= 7, 'the request\'s engine steps in /metrics');
+    // The loaded model's mixed-step budget (auto: the initial 32 until decode and mixed steps were measured, then 8–512).
+    const budget = (await metrics()).split('\n').find((l) => l.startsWith('hearth_prefill_chunk_tokens{') && l.includes(`model="${MODEL}"`));
+    expect(budget, 'hearth_prefill_chunk_tokens for the served model').toBeDefined();
+    expect(Number(budget!.split(' ').at(-1))).toBeGreaterThanOrEqual(8);
   });
 });

@@ -1,6 +1,6 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { createMetrics, recordHeartbeat } from '../../src/metrics/metrics.js';
+import { createMetrics, recordEngineStats, recordHeartbeat } from '../../src/metrics/metrics.js';
 import { metricsPlugin, registerMetrics } from '../../src/api/plugins/metrics.js';
 
 interface Sample {
@@ -110,6 +110,23 @@ describe('metrics plugin', () => {
     expect(value(samples, 'hearth_training_steps_total', { model: 'wandb/my-run' })).toBe(1);
     expect(value(samples, 'hearth_worker_last_seen_timestamp_seconds', { kind: 'inference', device: 'cuda:0', host: 'gpu-1' })).toBe(1_790_000_000.5);
     expect(types.get('hearth_worker_last_seen_timestamp_seconds')).toBe('gauge');
+    await app.close();
+  });
+
+  it('engine stats from heartbeats: steps since the previous heartbeat by batch size, and each model\'s mixed-step budget as it is now', async () => {
+    const metrics = createMetrics();
+    const app = Fastify();
+    registerMetrics(app, metrics);
+    recordEngineStats(metrics, 'w1', { '1': 3, '8': 10 }, { 'bench/s20': 32 });
+    recordEngineStats(metrics, 'w1', { '1': 3, '8': 12 }, { 'bench/s20': 27, 'karpathy/stories260K': 64 });
+    recordEngineStats(metrics, 'w2', undefined, { 'bench/s20': 19 });
+    const { types, samples } = await scrape(app);
+    expect(value(samples, 'hearth_batch_size_count', {})).toBe(15);
+    expect(value(samples, 'hearth_batch_size_bucket', { le: '4' })).toBe(3);
+    expect(types.get('hearth_prefill_chunk_tokens')).toBe('gauge');
+    expect(value(samples, 'hearth_prefill_chunk_tokens', { worker: 'w1', model: 'bench/s20' })).toBe(27);
+    expect(value(samples, 'hearth_prefill_chunk_tokens', { worker: 'w1', model: 'karpathy/stories260K' })).toBe(64);
+    expect(value(samples, 'hearth_prefill_chunk_tokens', { worker: 'w2', model: 'bench/s20' })).toBe(19);
     await app.close();
   });
 

@@ -1,68 +1,97 @@
 import { describe, expect, it } from 'vitest';
 import { ChunkBudget, DEFAULT_CHUNK_BUDGET } from '../../worker/inference/chunk-budget.js';
 
-/** Steps of a machine where a decode step costs `decodeMs` and each prompt token `tokenMs` more. */
-function feed(b: ChunkBudget, decodeMs: number, tokenMs: number, rounds: number, chunk = () => b.tokens) {
+/**
+ * Steps of a machine where a decode step of R rows costs decode(R), and a mixed step decode(R) + fixed +
+ * tokenMs per prompt token; mixed steps take the budget, or what `chunk` says.
+ */
+function feed(b: ChunkBudget, m: { decode: (rows: number) => number; fixed?: number; tokenMs: number }, rounds: number, chunk = (i: number) => b.tokensFor(8)) {
   for (let i = 0; i < rounds; i++) {
-    b.observe({ decodeRows: 8, promptTokens: 0, ms: decodeMs });
-    const c = chunk();
-    b.observe({ decodeRows: 7, promptTokens: c, ms: decodeMs + c * tokenMs });
+    b.observe({ decodeRows: 8, promptTokens: 0, ms: m.decode(8) });
+    const c = chunk(i);
+    b.observe({ decodeRows: 8, promptTokens: c, ms: m.decode(8) + (m.fixed ?? 0) + c * m.tokenMs });
   }
 }
+const flat = (ms: number) => () => ms;
 
 describe('mixed-step chunk budget', () => {
   it('starts at its initial budget and keeps it until both decode and mixed steps were measured', () => {
     const b = new ChunkBudget();
-    expect(b.tokens).toBe(DEFAULT_CHUNK_BUDGET.initial);
+    expect(b.tokensFor(8)).toBe(DEFAULT_CHUNK_BUDGET.initial);
     b.observe({ decodeRows: 0, promptTokens: 97, ms: 25 }); // a prompt alone says nothing about mixed steps
     b.observe({ decodeRows: 7, promptTokens: 32, ms: 14 }); // no decode step known yet: cannot attribute
-    expect(b.tokens).toBe(32);
+    expect(b.tokensFor(8)).toBe(32);
     b.observe({ decodeRows: 8, promptTokens: 0, ms: 6 });
-    expect(b.tokens).toBe(32);
-    expect(b.estimate.tokenMs).toBeNaN();
+    expect(b.tokensFor(8)).toBe(32);
+    expect(b.estimateFor(8).tokenMs).toBeNaN();
   });
 
   it('sizes a mixed step to cost targetRatio decode steps: (ratio − 1) · decode / per-token cost', () => {
     // ~20M on two cores: 6 ms decode steps, 0.25 ms per prompt token → (2 − 1) · 6 / 0.25 = 24 tokens.
     const b = new ChunkBudget({ targetRatio: 2 });
-    feed(b, 6, 0.25, 50);
-    expect(b.tokens).toBe(24);
-    expect(b.estimate.decodeMs).toBeCloseTo(6, 6);
-    expect(b.estimate.tokenMs).toBeCloseTo(0.25, 6);
-    // A 1.1B 4-bit model: 60 ms decode steps, 5 ms per prompt token → 12 tokens; ratio 3 → 24.
-    const big = new ChunkBudget({ targetRatio: 2 });
-    feed(big, 60, 5, 80);
-    expect(big.tokens).toBe(12);
-    const byDefault = new ChunkBudget(); // 2.25: (1.25 · 60) / 5 = 15
-    feed(byDefault, 60, 5, 80);
-    expect(byDefault.tokens).toBe(15);
-    const loose = new ChunkBudget({ targetRatio: 3 });
-    feed(loose, 60, 5, 80);
-    expect(loose.tokens).toBe(24);
+    feed(b, { decode: flat(6), tokenMs: 0.25 }, 50);
+    expect(b.tokensFor(8)).toBe(24);
+    expect(b.estimateFor(8)).toMatchObject({ fixedMs: 0 });
+    expect(b.estimateFor(8).decodeMs).toBeCloseTo(6, 6);
+    expect(b.estimateFor(8).tokenMs).toBeCloseTo(0.25, 6);
+    // A 1.1B 4-bit model: 60 ms decode steps, 5 ms per prompt token → 12 tokens; ratio 3 → 24; the default 2.25 → 15.
+    for (const [targetRatio, want] of [[2, 12], [3, 24], [undefined, 15]] as const) {
+      const big = new ChunkBudget(targetRatio ? { targetRatio } : {});
+      feed(big, { decode: flat(60), tokenMs: 5 }, 80);
+      expect(big.tokensFor(8)).toBe(want);
+    }
+  });
+
+  it('separates a mixed step\'s fixed cost from its per-token cost once chunk sizes vary, and sizes the chunk for what is left', () => {
+    // 6 ms decode steps; a mixed step costs 1.5 ms plus 0.2 ms a token. Through the origin a 20-token chunk would
+    // look like 0.275 ms a token; the line finds both: (1.25 · 6 − 1.5) / 0.2 = 30 tokens.
+    const b = new ChunkBudget();
+    feed(b, { decode: flat(6), fixed: 1.5, tokenMs: 0.2 }, 60, (i) => [8, 20, 32, 14][i % 4]);
+    const e = b.estimateFor(8);
+    expect(e.fixedMs).toBeCloseTo(1.5, 6);
+    expect(e.tokenMs).toBeCloseTo(0.2, 6);
+    expect(e.tokens).toBe(30);
+  });
+
+  it('measures decode steps per number of rows: few decoding rows leave less room for prompt tokens', () => {
+    // A 1.1B model: one row 30 ms, eight 90 ms; mixed steps seen at 8 rows, 5 ms a token.
+    const b = new ChunkBudget();
+    b.observe({ decodeRows: 1, promptTokens: 0, ms: 30 });
+    feed(b, { decode: (r) => 30 + (60 * (r - 1)) / 7, tokenMs: 5 }, 60);
+    expect(b.estimateFor(8).decodeMs).toBeCloseTo(90, 6);
+    expect(b.tokensFor(8)).toBe(22); // 1.25 · 90 / 5
+    expect(b.estimateFor(1).decodeMs).toBeCloseTo(30, 6);
+    expect(b.tokensFor(1)).toBe(8); // 1.25 · 30 / 5 = 7.5 → at least min
+    expect(b.estimateFor(3).decodeMs).toBeCloseTo(30, 6); // nearest row count measured
   });
 
   it('follows a change of speed (another model size, a busier machine) through its moving averages', () => {
     const b = new ChunkBudget({ targetRatio: 2 });
-    feed(b, 6, 0.25, 50);
-    expect(b.tokens).toBe(24);
-    feed(b, 6, 0.5, 100); // prompt tokens got twice as expensive
-    expect(b.tokens).toBe(12);
+    feed(b, { decode: flat(6), tokenMs: 0.25 }, 50);
+    expect(b.tokensFor(8)).toBe(24);
+    feed(b, { decode: flat(6), tokenMs: 0.5 }, 100); // prompt tokens got twice as expensive
+    expect(b.tokensFor(8)).toBe(12);
   });
 
-  it('clamps to [min, max], and a mixed step faster than the decode average counts as cheap, not free', () => {
+  it('clamps to [min, max]; a fixed cost beyond the target gives max (fewest slow steps); a mixed step faster than decode counts as cheap', () => {
     const slow = new ChunkBudget();
-    feed(slow, 10, 10, 50); // every prompt token costs a whole decode step
-    expect(slow.tokens).toBe(DEFAULT_CHUNK_BUDGET.min);
+    feed(slow, { decode: flat(10), tokenMs: 10 }, 50); // every prompt token costs a whole decode step
+    expect(slow.tokensFor(8)).toBe(DEFAULT_CHUNK_BUDGET.min);
     const fast = new ChunkBudget({ max: 100 });
-    feed(fast, 10, 0.001, 50);
-    expect(fast.tokens).toBe(100);
+    feed(fast, { decode: flat(10), tokenMs: 0.001 }, 50);
+    expect(fast.tokensFor(8)).toBe(100);
+    // stories260K-like: a 0.7 ms decode step, 1 ms of fixed cost per mixed step (> 1.25 · 0.7).
+    const tiny = new ChunkBudget({ max: 64 });
+    feed(tiny, { decode: flat(0.7), fixed: 1, tokenMs: 0.004 }, 60, (i) => [8, 16, 32, 24][i % 4]);
+    expect(tiny.estimateFor(8).fixedMs).toBeCloseTo(1, 6);
+    expect(tiny.tokensFor(8)).toBe(64);
     const noisy = new ChunkBudget({ max: 64 });
     for (let i = 0; i < 20; i++) {
       noisy.observe({ decodeRows: 8, promptTokens: 0, ms: 10 });
       noisy.observe({ decodeRows: 8, promptTokens: 16, ms: 8 });
     }
-    expect(noisy.estimate.tokenMs).toBeGreaterThan(0);
-    expect(noisy.tokens).toBe(64);
+    expect(noisy.estimateFor(8).tokenMs).toBeGreaterThan(0);
+    expect(noisy.tokensFor(8)).toBe(64);
   });
 
   it('refuses settings that cannot describe a budget', () => {

@@ -179,7 +179,7 @@ describe('mixed-step budget (prefillChunkTokens auto)', () => {
     const model = new TimedToyModel({ maxContext: 512 });
     const engine = new Engine(model, tok, { maxNumSeqs: 8, maxBatchedTokens: 256, kvCacheTokens: 8192, blockSize: 4, prefixCaching: false });
     expect(engine.options.prefillChunkTokens).toBe('auto');
-    model.budget = () => engine.chunkBudget!.tokens;
+    model.budget = () => engine.chunkBudget!.tokensFor(1);
     const long = (k: number) => Array.from({ length: 90 }, (_, i) => (i * 7 + k) % 20);
     // A stream that decodes throughout, and prompts arriving one after another while it does.
     const streaming = run(engine, { promptIds: long(0), params: params({ maxTokens: 200, ignoreEos: true }) });
@@ -190,17 +190,20 @@ describe('mixed-step budget (prefillChunkTokens auto)', () => {
     const mixed = model.log.filter((s) => s.decodes && s.prompt > 0);
     expect(mixed.length).toBeGreaterThan(10);
     for (const s of mixed) expect(s.prompt).toBeLessThanOrEqual(s.budget);
-    expect(engine.chunkBudget!.estimate.decodeMs).toBeCloseTo(2, 6);
-    expect(engine.chunkBudget!.estimate.tokenMs).toBeCloseTo(0.125, 6);
-    expect(engine.chunkBudget!.tokens).toBe(20);
+    expect(engine.chunkBudget!.estimateFor(1).decodeMs).toBeCloseTo(2, 6);
+    expect(engine.chunkBudget!.estimateFor(1).tokenMs).toBeCloseTo(0.125, 6);
+    expect(engine.chunkBudget!.tokensFor(1)).toBe(20);
     expect(mixed.at(-1)!.budget).toBe(20); // the last prompts were cut at the learned budget, not the initial 32
     expect(mixed.some((s) => s.prompt === 20)).toBe(true);
+    expect(engine.lastMixedStepBudget).toBe(20); // what the worker reports as hearth_prefill_chunk_tokens
     // A prompt alone (nobody decoding) still takes the whole step budget.
     expect(model.log[0]).toEqual({ prompt: 90, decodes: false, budget: 32 });
   });
 
   it('a fixed number turns the measured budget off; anything else is refused', () => {
-    expect(engineWith({ prefillChunkTokens: 16 }).engine.chunkBudget).toBeNull();
+    const fixed = engineWith({ prefillChunkTokens: 16 }).engine;
+    expect(fixed.chunkBudget).toBeNull();
+    expect(fixed.lastMixedStepBudget).toBe(16);
     for (const bad of [0, 2.5, -1, 'fast'] as never[]) expect(() => engineWith({ prefillChunkTokens: bad })).toThrow(/prefillChunkTokens/);
   });
 });

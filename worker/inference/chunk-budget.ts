@@ -8,9 +8,16 @@
 // maximum). Sarathi-Serve sizes its token budget from the inter-token latency target the same way, from an
 // offline profile; here it is measured online, from the steps the engine runs anyway.
 //
-// Model: a step costs decodeMs (a decode step of the current batch) + promptTokens · tokenMs. Both are
-// exponential moving averages: decodeMs over pure decode steps, tokenMs over mixed steps' excess. The
-// budget is (targetRatio − 1) · decodeMs / tokenMs, clamped to [min, max]; `initial` until both are known.
+// Model: a mixed step with R decoding rows and b prompt tokens costs decode(R) + fixed + b · perToken.
+// - decode(R): a moving average of pure decode steps, per number of rows (a 1-row step of a 1.1B model is a
+//   third of an 8-row one; one average over both made every mixed step look expensive).
+// - fixed, perToken: a least-squares line through the mixed steps' excess over decode(R), with exponential
+//   forgetting (fixed is what a mixed step costs beyond its tokens: the chunk's row joining the batch, a second
+//   attention pass; on tiny models it is most of it). While the chunks seen are all about the same size the
+//   line has no slope to find, and the excess is taken as per-token cost alone.
+// Budget: b = ((targetRatio − 1) · decode(R) − fixed) / perToken, within [min, max]. When the fixed part alone
+// misses the target (stories260K: a 0.7 ms decode step), no chunk size meets it and smaller chunks would only
+// make more slow steps: the budget is then `max`, so each prompt costs as few mixed steps as possible.
 
 export interface ChunkBudgetOptions {
   /**
@@ -41,9 +48,18 @@ export interface StepTiming {
   ms: number;
 }
 
+export interface ChunkEstimate {
+  decodeMs: number;
+  fixedMs: number;
+  tokenMs: number;
+  tokens: number;
+}
+
 export class ChunkBudget {
-  private decodeMs = NaN;
-  private tokenMs = NaN;
+  /** Moving average of a pure decode step's time, by number of rows. */
+  private readonly decodeMs = new Map<number, number>();
+  /** Exponentially weighted sums over mixed steps of b (prompt tokens) and e (excess ms): n, Σb, Σe, Σb², Σbe. */
+  private fit = { n: 0, b: 0, e: 0, bb: 0, be: 0 };
   readonly options: ChunkBudgetOptions;
 
   constructor(options: Partial<ChunkBudgetOptions> = {}) {
@@ -55,30 +71,60 @@ export class ChunkBudget {
 
   /** Learn from one model step. Steps without decoding rows (a prompt alone) say nothing about mixed steps. */
   observe(step: StepTiming): void {
-    if (step.decodeRows === 0 || !(step.ms >= 0)) return;
-    if (step.promptTokens === 0) {
-      this.decodeMs = ewma(this.decodeMs, step.ms, this.options.alpha);
-    } else if (Number.isFinite(this.decodeMs)) {
-      // A step faster than the decode average (noise) still says prompt tokens are cheap, not free.
-      const perToken = Math.max(step.ms - this.decodeMs, 0.01 * this.decodeMs) / step.promptTokens;
-      this.tokenMs = ewma(this.tokenMs, perToken, this.options.alpha);
+    const { decodeRows: rows, promptTokens: b, ms } = step;
+    if (rows === 0 || !(ms >= 0)) return;
+    const a = this.options.alpha;
+    if (b === 0) {
+      const prev = this.decodeMs.get(rows);
+      this.decodeMs.set(rows, prev === undefined ? ms : prev + a * (ms - prev));
+      return;
     }
+    const d = this.decodeFor(rows);
+    if (d === null) return; // nothing to measure the excess against yet
+    const e = ms - d;
+    const f = this.fit, keep = 1 - a;
+    this.fit = { n: f.n * keep + 1, b: f.b * keep + b, e: f.e * keep + e, bb: f.bb * keep + b * b, be: f.be * keep + b * e };
   }
 
-  /** Prompt tokens the next mixed step may take. */
-  get tokens(): number {
+  /** Prompt tokens the next mixed step may take, when `decodeRows` sequences decode in it. */
+  tokensFor(decodeRows: number): number {
+    return this.estimateFor(decodeRows).tokens;
+  }
+
+  /** The measured model at `decodeRows` rows (NaN where not measured yet), and the budget it gives. */
+  estimateFor(decodeRows: number): ChunkEstimate {
     const o = this.options;
-    if (!Number.isFinite(this.decodeMs) || !Number.isFinite(this.tokenMs)) return o.initial;
-    const fit = Math.floor(((o.targetRatio - 1) * this.decodeMs) / this.tokenMs);
-    return Math.min(o.max, Math.max(o.min, fit));
+    const d = this.decodeFor(Math.max(1, decodeRows));
+    const line = this.line();
+    if (d === null || line === null) return { decodeMs: d ?? NaN, fixedMs: line?.fixed ?? NaN, tokenMs: line?.perToken ?? NaN, tokens: o.initial };
+    const room = (o.targetRatio - 1) * d - line.fixed;
+    const fit = room / line.perToken;
+    const tokens = room <= 0 ? o.max : Math.min(o.max, Math.max(o.min, Math.floor(fit + 1e-6)));
+    return { decodeMs: d, fixedMs: line.fixed, tokenMs: line.perToken, tokens };
   }
 
-  /** The measured model, for logs and metrics. */
-  get estimate(): { decodeMs: number; tokenMs: number; tokens: number } {
-    return { decodeMs: this.decodeMs, tokenMs: this.tokenMs, tokens: this.tokens };
+  /** decode(R): the average for R rows, else for the nearest row count measured. */
+  private decodeFor(rows: number): number | null {
+    let best: number | null = null, bestGap = Infinity;
+    for (const [r, ms] of this.decodeMs) {
+      const gap = Math.abs(r - rows);
+      if (gap < bestGap) [best, bestGap] = [ms, gap];
+    }
+    return best;
   }
-}
 
-function ewma(prev: number, x: number, alpha: number): number {
-  return Number.isFinite(prev) ? prev + alpha * (x - prev) : x;
+  /** fixed + b · perToken through the mixed steps' excess; through the origin while b has hardly varied. */
+  private line(): { fixed: number; perToken: number } | null {
+    const { n, b, e, bb, be } = this.fit;
+    if (n < 1e-9) return null;
+    const meanB = b / n, meanE = e / n;
+    const varB = bb / n - meanB * meanB;
+    // A negative or tiny excess (noise) still says prompt tokens are cheap, not free.
+    const floor = 1e-6 + 0.001 * Math.abs(meanE);
+    const origin = { fixed: 0, perToken: Math.max(meanE / meanB, floor) };
+    if (varB < 1) return origin;
+    const perToken = (be / n - meanB * meanE) / varB;
+    const fixed = meanE - perToken * meanB;
+    return perToken > floor && fixed >= 0 ? { fixed, perToken } : origin;
+  }
 }

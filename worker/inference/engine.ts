@@ -102,6 +102,8 @@ export class Engine {
   private readonly prefixCache: PrefixCache | null;
   /** Sizes mixed steps from measured step times (prefillChunkTokens 'auto'); null when the cap is fixed. */
   readonly chunkBudget: ChunkBudget | null;
+  /** Prompt tokens the latest step with decoding rows could take (the fixed setting until one ran). */
+  lastMixedStepBudget: number;
   private readonly streams = new Map<number, Stream>();
   private nextSeqId = 1;
   private loop: Promise<void> | null = null;
@@ -121,6 +123,7 @@ export class Engine {
     const o = this.options;
     if (o.prefillChunkTokens !== 'auto' && !(Number.isInteger(o.prefillChunkTokens) && o.prefillChunkTokens >= 1))
       throw new Error(`prefillChunkTokens must be a positive integer or 'auto', got ${String(o.prefillChunkTokens)}`);
+    this.lastMixedStepBudget = o.prefillChunkTokens === 'auto' ? Math.min(32, o.maxBatchedTokens) : o.prefillChunkTokens;
     this.chunkBudget = o.prefillChunkTokens === 'auto' ? new ChunkBudget({ max: o.maxBatchedTokens, initial: Math.min(32, o.maxBatchedTokens), min: Math.min(8, o.maxBatchedTokens) }) : null;
     if (o.kvCacheTokens < 2 * o.blockSize) throw new Error(`kvCacheTokens (${o.kvCacheTokens}) must hold at least two blocks of ${o.blockSize} tokens`);
     const blocks = (this.blocks = new BlockManager(Math.floor(o.kvCacheTokens / o.blockSize), o.blockSize));
@@ -251,7 +254,10 @@ export class Engine {
 
   /** One engine iteration. Public for tests that drive the engine step by step. */
   async step(): Promise<void> {
-    const { items, preempted } = this.scheduler.schedule(this.chunkBudget?.tokens);
+    const decoding = this.scheduler.numDecoding;
+    const chunkCap = this.chunkBudget?.tokensFor(decoding);
+    if (chunkCap !== undefined && decoding > 0) this.lastMixedStepBudget = chunkCap;
+    const { items, preempted } = this.scheduler.schedule(chunkCap);
     for (const seq of preempted) this.model.free(seq.id);
     this.counters.preemptions += preempted.length;
     if (items.length === 0) {

@@ -87,6 +87,11 @@ export class Scheduler {
     return this.running.length;
   }
 
+  /** Running sequences past their prompt (one token a step). */
+  get numDecoding(): number {
+    return this.running.filter((s) => s.numUncomputed === 1).length;
+  }
+
   hasWork(): boolean {
     return this.waiting.length > 0 || this.running.length > 0;
   }

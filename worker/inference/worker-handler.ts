@@ -22,6 +22,8 @@ import { loadModel, type LoadedModel } from '../runtime/load-model.js';
 import { createEngineFromRuntime, type HearthEngine, type InferenceEvent, type InferenceHandle } from './serve-loop.js';
 
 interface ServedModel {
+  /** The base model's name, as requests give it. */
+  name: string;
   loaded: LoadedModel;
   hearth: HearthEngine;
 }
@@ -68,7 +70,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
           `inference engine ready: ${model.baseModel} on ${loaded.runner.device} (${weightType} weights, ${loaded.runner.attention} attention, context ${loaded.runner.maxPositions}, ` +
             `KV budget ${o.kvCacheTokens} tokens, max ${o.maxNumSeqs} sequences / ${o.maxBatchedTokens} tokens per step (${o.prefillChunkTokens === 'auto' ? 'prompt tokens in steps that decode sized from step times' : `${o.prefillChunkTokens} prompt tokens in steps that decode`}), loaded in ${Math.round(loaded.loadMs)} ms)`,
         );
-        const ready = { loaded, hearth };
+        const ready = { name: model.baseModel, loaded, hearth };
         loadedEngines.add(ready);
         return ready;
       });
@@ -118,7 +120,9 @@ export async function createHandlers(device: string, log: (m: string) => void, l
     stats() {
       const batchSizeCounts: Record<string, number> = {};
       for (const served of loadedEngines) for (const [size, n] of served.hearth.engine.batchSizeCounts) batchSizeCounts[size] = (batchSizeCounts[size] ?? 0) + n;
-      return { batchSizeCounts };
+      const prefillChunkTokens: Record<string, number> = {};
+      for (const served of loadedEngines) prefillChunkTokens[served.name] = served.hearth.engine.lastMixedStepBudget;
+      return { batchSizeCounts, prefillChunkTokens };
     },
 
     async close() {
