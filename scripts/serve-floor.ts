@@ -4,7 +4,14 @@
 // and client sleep as they would) and answers one SSE chunk, which the server forwards. No framework, no auth, no
 // validation, no JSON beyond one parse. bench:serve runs it next to `hearth serve` and reports its overhead (time
 // to first byte minus busy_ms) beside Hearth's, as the floor the API+queue overhead bar is measured against.
+// Streaming (--itl, measureServeFloorItl): the worker runs one step loop for all open streams, as an engine does:
+// it holds the CPU for `step_ms`, then sends one message naming the streams that got a token, and the server
+// writes each of them a chunk. Closed-loop clients measure the inter-token latency: what HTTP, IPC, the
+// processes sharing the cores and the operating system add to a steady step time, with no model, sampler or
+// garbage behind it. Its ITL p99 / p50 is the least any server with a worker process shows here at that step
+// time; bench:serve reports it beside the ITL bar.
 //   npx tsx scripts/serve-floor.ts --measure --busy-ms 2.7 [--thread]   prints {"worker", "busy_ms", "overhead_ms"}
+//   npx tsx scripts/serve-floor.ts --itl --step-ms 0.7 [--tokens 64] [--concurrency 8]   prints {"step_ms", "itl_ms": {p50, p99}}
 //   npx tsx scripts/serve-floor.ts --serve [--thread]                    prints the URL, serves until killed
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
@@ -14,7 +21,7 @@ import { Worker } from 'node:worker_threads';
 const SELF = fileURLToPath(import.meta.url);
 const CHUNK = 'data: {"choices":[{"index":0,"text":"x"}]}\n\n';
 
-type Job = { id: number; busyMs: number };
+type Job = { id: number; busyMs: number; stepMs?: number; tokens?: number };
 
 /** The worker's side: hold the CPU as a prefill would, then answer (the thread variant below does the same). */
 function work(job: Job, reply: (id: number) => void): void {
@@ -23,11 +30,43 @@ function work(job: Job, reply: (id: number) => void): void {
   reply(job.id);
 }
 
+/**
+ * The worker's streaming side: one loop over all open streams, each step holding the CPU for stepMs and then
+ * reporting [ids that got a token, ids that finished] in one message (the engine's one IPC write per step).
+ */
+function streamSteps(send: (msg: [number[], number[]]) => void): (job: Job) => void {
+  const open = new Map<number, number>();
+  let stepMs = 0, looping = false;
+  const loop = () => {
+    if (open.size === 0) return void (looping = false);
+    const until = performance.now() + stepMs;
+    while (performance.now() < until);
+    const ids = [...open.keys()], finished: number[] = [];
+    for (const id of ids) {
+      const left = open.get(id)! - 1;
+      if (left === 0) (open.delete(id), finished.push(id));
+      else open.set(id, left);
+    }
+    send([ids, finished]);
+    setImmediate(loop); // new streams join between steps
+  };
+  return (job) => {
+    stepMs = job.stepMs!;
+    open.set(job.id, job.tokens!);
+    if (!looping) (looping = true, setImmediate(loop));
+  };
+}
+
 function serve(thread: boolean): void {
   const waiting = new Map<number, http.ServerResponse>();
-  const done = (id: number) => {
-    const res = waiting.get(id)!;
-    waiting.delete(id);
+  const done = (msg: number | [number[], number[]]) => {
+    if (Array.isArray(msg)) {
+      for (const id of msg[0]) waiting.get(id)!.write(CHUNK);
+      for (const id of msg[1]) (waiting.get(id)!.end(), waiting.delete(id));
+      return;
+    }
+    const res = waiting.get(msg)!;
+    waiting.delete(msg);
     res.end(CHUNK);
   };
   let send: (job: Job) => void, stopWorker: () => void;
@@ -43,7 +82,7 @@ function serve(thread: boolean): void {
     stopWorker = () => void worker.terminate();
   } else {
     const child = fork(SELF, ['--child'], { execArgv: process.execArgv });
-    child.on('message', (id: number) => done(id));
+    child.on('message', (msg: number | [number[], number[]]) => done(msg));
     send = (job) => child.send(job);
     stopWorker = () => child.kill();
   }
@@ -52,11 +91,11 @@ function serve(thread: boolean): void {
     let body = '';
     req.on('data', (d) => (body += d));
     req.on('end', () => {
-      const { busy_ms: busyMs } = JSON.parse(body) as { busy_ms: number };
+      const { busy_ms: busyMs, step_ms: stepMs, tokens } = JSON.parse(body) as { busy_ms: number; step_ms?: number; tokens?: number };
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       const id = next++;
       waiting.set(id, res);
-      send({ id, busyMs });
+      send({ id, busyMs, stepMs, tokens });
     });
   });
   server.listen(0, '127.0.0.1', () => process.stdout.write(`listening on http://127.0.0.1:${(server.address() as { port: number }).port}\n`));
@@ -65,20 +104,68 @@ function serve(thread: boolean): void {
   process.on('disconnect', stop);
 }
 
+/** A floor server in its own process, and its URL. */
+async function startFloor(thread = false): Promise<{ proc: ChildProcess; url: URL }> {
+  const proc: ChildProcess = fork(SELF, ['--serve', ...(thread ? ['--thread'] : [])], { execArgv: process.execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const url = new URL(await new Promise<string>((resolve, reject) => {
+    let out = '';
+    proc.stdout!.on('data', (d) => {
+      out += d;
+      const m = /listening on (\S+)/.exec(out);
+      if (m) resolve(m[1]);
+    });
+    proc.once('exit', (code) => reject(new Error(`serve-floor exited with ${code}`)));
+  }));
+  return { proc, url };
+}
+
+/**
+ * Inter-token latency through the floor server (worker process) at a steady step time: `concurrency` closed-loop
+ * clients, `requests` streams of `tokens` tokens each; p50 and p99 of the gaps between chunks, in ms.
+ */
+export async function measureServeFloorItl(stepMs: number, opts: { tokens?: number; concurrency?: number; requests?: number } = {}): Promise<{ p50: number; p99: number }> {
+  const { tokens = 64, concurrency = 8, requests = 48 } = opts;
+  const { proc, url } = await startFloor();
+  try {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+    const body = JSON.stringify({ busy_ms: 0, step_ms: stepMs, tokens, prompt: Array.from({ length: 64 }, () => 'once').join(' ') });
+    const gaps: number[] = [];
+    const once = () =>
+      new Promise<void>((resolve, reject) => {
+        let last = 0, buffer = '';
+        const req = http.request({ host: url.hostname, port: url.port, path: '/', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+          res.setEncoding('utf8');
+          res.on('data', (part: string) => {
+            const now = performance.now();
+            buffer += part;
+            let i: number;
+            while ((i = buffer.indexOf('\n\n')) >= 0) {
+              JSON.parse(buffer.slice(6, i)); // the client's parse, as bench:serve's clients do
+              buffer = buffer.slice(i + 2);
+              if (last) gaps.push(now - last);
+              last = now;
+            }
+          });
+          res.on('end', () => resolve());
+          res.on('error', reject);
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    let started = 0;
+    await Promise.all(Array.from({ length: concurrency }, async () => { while (started++ < requests) await once(); }));
+    agent.destroy();
+    gaps.sort((a, b) => a - b);
+    return { p50: gaps[Math.floor(gaps.length / 2)], p99: gaps[Math.min(gaps.length - 1, Math.floor(0.99 * gaps.length))] };
+  } finally {
+    proc.kill();
+  }
+}
+
 /** Median over `n` requests of (time to first byte − busyMs), against a floor server in its own process. */
 export async function measureServeFloor(busyMs: number, n = 48, opts: { thread?: boolean } = {}): Promise<number> {
-  const args = ['--serve', ...(opts.thread ? ['--thread'] : [])];
-  const proc: ChildProcess = fork(SELF, args, { execArgv: process.execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const { proc, url } = await startFloor(opts.thread);
   try {
-    const url = new URL(await new Promise<string>((resolve, reject) => {
-      let out = '';
-      proc.stdout!.on('data', (d) => {
-        out += d;
-        const m = /listening on (\S+)/.exec(out);
-        if (m) resolve(m[1]);
-      });
-      proc.once('exit', (code) => reject(new Error(`serve-floor exited with ${code}`)));
-    }));
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     // A prompt-sized body, as a completion request would send.
     const body = JSON.stringify({ busy_ms: busyMs, prompt: Array.from({ length: 64 }, () => 'once').join(' ') });
@@ -104,7 +191,16 @@ export async function measureServeFloor(busyMs: number, n = 48, opts: { thread?:
   }
 }
 
-if (process.argv.includes('--child')) process.on('message', (job: Job) => work(job, (id) => process.send!(id)));
+if (process.argv.includes('--child')) {
+  const stream = streamSteps((msg) => process.send!(msg));
+  process.on('message', (job: Job) => (job.stepMs ? stream(job) : work(job, (id) => process.send!(id))));
+} else if (process.argv.includes('--itl')) {
+  const flag = (name: string, fallback: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : fallback);
+  const stepMs = flag('--step-ms', 1);
+  const itl = await measureServeFloorItl(stepMs, { tokens: flag('--tokens', 64), concurrency: flag('--concurrency', 8) });
+  const r = (x: number) => Math.round(x * 1000) / 1000;
+  process.stdout.write(`${JSON.stringify({ step_ms: stepMs, itl_ms: { p50: r(itl.p50), p99: r(itl.p99) }, p99_over_p50: r(itl.p99 / itl.p50) })}\n`);
+}
 else if (process.argv.includes('--serve')) serve(process.argv.includes('--thread'));
 else if (process.argv.includes('--measure')) {
   const i = process.argv.indexOf('--busy-ms');
