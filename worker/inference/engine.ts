@@ -20,7 +20,7 @@ export interface EngineOptions {
   maxBatchedTokens: number;
   /**
    * Most prompt tokens in a step that also decodes (mixed steps; see the scheduler): a number, or 'auto' to
-   * size it from measured step times so that a mixed step costs about two decode steps (chunk-budget.ts).
+   * size it from measured step times so that a mixed step costs about 2.25 decode steps (chunk-budget.ts).
    */
   prefillChunkTokens: number | 'auto';
   /** KV budget in tokens over all sequences; must hold at least one full-length sequence. */
