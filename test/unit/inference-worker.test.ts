@@ -74,6 +74,34 @@ describe('inference worker handler', () => {
     expect((c.result as { object: string }).object).toBe('text_completion');
   });
 
+  it('HEARTH_PREFILL_CHUNK_TOKENS: auto by default, a whole number fixes it (reported in the worker stats), anything else fails the load with its name', async () => {
+    const saved = process.env.HEARTH_PREFILL_CHUNK_TOKENS;
+    try {
+      for (const [value, budget, log] of [[undefined, 32, /sized from step times/], ['auto', 32, /sized from step times/], ['24', 24, /24 prompt tokens in steps that decode/]] as const) {
+        if (value === undefined) delete process.env.HEARTH_PREFILL_CHUNK_TOKENS;
+        else process.env.HEARTH_PREFILL_CHUNK_TOKENS = value;
+        const logs: string[] = [];
+        const h = await createHandlers('cpu', (m) => logs.push(m));
+        await h.inference!(task({ prompt: 'Once', max_tokens: 2, temperature: 0 }, null, 'completion'), { delta: () => {}, signal: new AbortController().signal });
+        expect(logs.join('\n')).toMatch(log);
+        expect(h.stats!().prefillChunkTokens).toEqual({ 'test/tiny': budget });
+        await h.close?.();
+      }
+      for (const bad of ['0', '2.5', 'fast']) {
+        process.env.HEARTH_PREFILL_CHUNK_TOKENS = bad;
+        const h = await createHandlers('cpu', () => {});
+        await expect(h.inference!(task({ prompt: 'Once', max_tokens: 2 }, null, 'completion'), { delta: () => {}, signal: new AbortController().signal })).rejects.toMatchObject({
+          status: 503,
+          message: expect.stringContaining(`HEARTH_PREFILL_CHUNK_TOKENS must be 'auto' or a whole number ≥ 1, got "${bad}"`),
+        });
+        await h.close?.();
+      }
+    } finally {
+      if (saved === undefined) delete process.env.HEARTH_PREFILL_CHUNK_TOKENS;
+      else process.env.HEARTH_PREFILL_CHUNK_TOKENS = saved;
+    }
+  });
+
   it('reports bad requests as 400 task errors', async () => {
     await expect(runTask(task({ messages, temperature: 5 }))).rejects.toMatchObject({ status: 400 });
   });

@@ -36,9 +36,12 @@ function envNumber(name: string): number | undefined {
   return n;
 }
 
-function envInteger(name: string): number | undefined {
-  const n = envNumber(name);
-  if (n !== undefined && !Number.isInteger(n)) throw new Error(`${name} must be a whole number${name === 'HEARTH_PREFILL_CHUNK_TOKENS' ? " or 'auto'" : ''}, got "${process.env[name]}"`);
+/** HEARTH_PREFILL_CHUNK_TOKENS: 'auto' (also when unset: the engine's default) or a whole number of tokens. */
+function prefillChunkSetting(): number | 'auto' | undefined {
+  const v = process.env.HEARTH_PREFILL_CHUNK_TOKENS;
+  if (v === undefined || v === '' || v === 'auto') return v === 'auto' ? 'auto' : undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`HEARTH_PREFILL_CHUNK_TOKENS must be 'auto' or a whole number ≥ 1, got "${v}"`);
   return n;
 }
 
@@ -63,7 +66,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
           kvCacheBytes: kvMb * 2 ** 20,
           maxNumSeqs: envNumber('HEARTH_MAX_NUM_SEQS'),
           maxBatchedTokens: envNumber('HEARTH_MAX_BATCHED_TOKENS'),
-          prefillChunkTokens: process.env.HEARTH_PREFILL_CHUNK_TOKENS === 'auto' ? 'auto' : envInteger('HEARTH_PREFILL_CHUNK_TOKENS'),
+          prefillChunkTokens: prefillChunkSetting(),
         });
         const o = hearth.engine.options;
         log(
