@@ -65,9 +65,10 @@ export class EmbeddedQueue implements QueueAdapter {
   }
 
   private spawnChild(slot: number, kind: WorkerKind, device: string): void {
-    const proc = spawn(process.execPath, [...workerNodeFlags(kind, { ...process.env, ...this.opts.env }), HEARTH_BIN, 'worker', '--kind', kind, '--device', device, '--ipc'], {
+    const env = { ...process.env, ...this.opts.env };
+    const proc = spawn(process.execPath, [...workerNodeFlags(kind, env), HEARTH_BIN, 'worker', '--kind', kind, '--device', device, '--ipc'], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, ...this.opts.env },
+      env,
     });
     const child: Child = { slot, kind, device, proc, workerId: null, tasks: new Set(), load: 0 };
     this.children.set(slot, child);

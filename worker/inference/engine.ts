@@ -123,8 +123,8 @@ export class Engine {
     const o = this.options;
     if (o.prefillChunkTokens !== 'auto' && !(Number.isInteger(o.prefillChunkTokens) && o.prefillChunkTokens >= 1))
       throw new Error(`prefillChunkTokens must be a positive integer or 'auto', got ${String(o.prefillChunkTokens)}`);
-    this.lastMixedStepBudget = o.prefillChunkTokens === 'auto' ? Math.min(32, o.maxBatchedTokens) : o.prefillChunkTokens;
     this.chunkBudget = o.prefillChunkTokens === 'auto' ? new ChunkBudget({ max: o.maxBatchedTokens, initial: Math.min(32, o.maxBatchedTokens), min: Math.min(8, o.maxBatchedTokens) }) : null;
+    this.lastMixedStepBudget = this.chunkBudget?.options.initial ?? (o.prefillChunkTokens as number);
     if (o.kvCacheTokens < 2 * o.blockSize) throw new Error(`kvCacheTokens (${o.kvCacheTokens}) must hold at least two blocks of ${o.blockSize} tokens`);
     const blocks = (this.blocks = new BlockManager(Math.floor(o.kvCacheTokens / o.blockSize), o.blockSize));
     this.prefixCache = o.prefixCaching && model.copyPrefix ? new PrefixCache(o.blockSize, o.prefixCacheEntries) : null;

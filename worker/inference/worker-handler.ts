@@ -39,7 +39,8 @@ function envNumber(name: string): number | undefined {
 /** HEARTH_PREFILL_CHUNK_TOKENS: 'auto' (also when unset: the engine's default) or a whole number of tokens. */
 function prefillChunkSetting(): number | 'auto' | undefined {
   const v = process.env.HEARTH_PREFILL_CHUNK_TOKENS;
-  if (v === undefined || v === '' || v === 'auto') return v === 'auto' ? 'auto' : undefined;
+  if (v === undefined || v === '') return undefined;
+  if (v === 'auto') return 'auto';
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new Error(`HEARTH_PREFILL_CHUNK_TOKENS must be 'auto' or a whole number ≥ 1, got "${v}"`);
   return n;
