@@ -200,6 +200,17 @@ export function completionLogprobs(
   topLogprobs: number,
   skipSpecialTokens = true,
 ): CompletionResponse['choices'][number]['logprobs'] {
+  return {
+    tokens: tokens.map((t) => tokenLabel(t.id)),
+    token_logprobs: tokens.map((t) => finiteLogprob(t.logprob)),
+    top_logprobs: topLogprobs > 0 ? tokens.map((t) => Object.fromEntries(t.topLogprobs.map((a) => [tokenLabel(a.id), finiteLogprob(a.logprob)]))) : null,
+    text_offset: textOffsets(tokenizer, tokens, promptIds, skipSpecialTokens),
+  };
+}
+
+/** Where each token's text starts, counted from the first token's (a streamed delta is usually one token: 0). */
+function textOffsets(tokenizer: TokenizerPort, tokens: GeneratedToken[], promptIds: number[], skipSpecialTokens: boolean): number[] {
+  if (tokens.length <= 1) return tokens.map(() => 0);
   const detok = new IncrementalDetokenizer(tokenizer, skipSpecialTokens, promptIds);
   const offsets: number[] = [];
   let at = 0;
@@ -207,12 +218,7 @@ export function completionLogprobs(
     offsets.push(at);
     at += detok.push(t.id).length;
   }
-  return {
-    tokens: tokens.map((t) => tokenLabel(t.id)),
-    token_logprobs: tokens.map((t) => finiteLogprob(t.logprob)),
-    top_logprobs: topLogprobs > 0 ? tokens.map((t) => Object.fromEntries(t.topLogprobs.map((a) => [tokenLabel(a.id), finiteLogprob(a.logprob)]))) : null,
-    text_offset: offsets,
-  };
+  return offsets;
 }
 
 export interface CompletionChoiceInput {
