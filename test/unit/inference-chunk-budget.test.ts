@@ -15,15 +15,31 @@ function feed(b: ChunkBudget, m: { decode: (rows: number) => number; fixed?: num
 const flat = (ms: number) => () => ms;
 
 describe('mixed-step chunk budget', () => {
-  it('starts at its initial budget and keeps it until both decode and mixed steps were measured', () => {
+  it('measures a decode step first (a budget of 0: the step only decodes), then starts at its initial budget until a mixed step was measured', () => {
     const b = new ChunkBudget();
-    expect(b.tokensFor(8)).toBe(DEFAULT_CHUNK_BUDGET.initial);
+    expect(b.tokensFor(8)).toBe(0); // decode(8) unknown: probe it
+    expect(b.estimateFor(8).tokens).toBe(DEFAULT_CHUNK_BUDGET.initial);
     b.observe({ decodeRows: 0, promptTokens: 97, ms: 25 }); // a prompt alone says nothing about mixed steps
-    b.observe({ decodeRows: 7, promptTokens: 32, ms: 14 }); // no decode step known yet: cannot attribute
-    expect(b.tokensFor(8)).toBe(32);
+    b.observe({ decodeRows: 7, promptTokens: 32, ms: 14 }); // no decode step at 7 rows known: cannot attribute
     b.observe({ decodeRows: 8, promptTokens: 0, ms: 6 });
     expect(b.tokensFor(8)).toBe(32);
     expect(b.estimateFor(8).tokenMs).toBeNaN();
+    expect(b.tokensFor(7)).toBe(0); // 6 ms at 8 rows is not a measurement at 7
+    b.observe({ decodeRows: 8, promptTokens: 32, ms: 14 });
+    expect(b.estimateFor(8).tokenMs).toBeCloseTo(0.25, 6);
+  });
+
+  it('measures decode(R) again every probeEvery steps, so mixed-step excess is taken against a current decode step', () => {
+    const b = new ChunkBudget({ probeEvery: 10 });
+    b.observe({ decodeRows: 3, promptTokens: 0, ms: 30 });
+    for (let i = 0; i < 9; i++) b.observe({ decodeRows: 3, promptTokens: 10, ms: 40 });
+    expect(b.tokensFor(3)).toBeGreaterThan(0);
+    b.observe({ decodeRows: 3, promptTokens: 10, ms: 40 }); // the 10th step since decode(3) was measured
+    expect(b.probeDue(3)).toBe(true);
+    expect(b.tokensFor(3)).toBe(0);
+    b.observe({ decodeRows: 3, promptTokens: 0, ms: 30 });
+    expect(b.tokensFor(3)).toBe(Math.floor((1.25 * 30) / 1)); // 10 ms for 10 tokens: 1 ms a token
+    expect(() => new ChunkBudget({ probeEvery: 0 })).toThrow(/probeEvery/);
   });
 
   it('sizes a mixed step to cost targetRatio decode steps: (ratio − 1) · decode / per-token cost', () => {
@@ -61,8 +77,10 @@ describe('mixed-step chunk budget', () => {
     expect(b.estimateFor(8).decodeMs).toBeCloseTo(90, 6);
     expect(b.tokensFor(8)).toBe(22); // 1.25 · 90 / 5
     expect(b.estimateFor(1).decodeMs).toBeCloseTo(30, 6);
-    expect(b.tokensFor(1)).toBe(8); // 1.25 · 30 / 5 = 7.5 → at least min
-    expect(b.estimateFor(3).decodeMs).toBeCloseTo(30, 6); // nearest row count measured
+    expect(b.estimateFor(1).tokens).toBe(8); // 1.25 · 30 / 5 = 7.5 → at least min
+    expect(b.tokensFor(1)).toBe(0); // …but decode(1) was measured 121 steps ago: the next such step measures it again
+    expect(b.estimateFor(3).decodeMs).toBeCloseTo(30, 6); // reported from the nearest row count measured
+    expect(b.tokensFor(3)).toBe(0); // and never used for a budget
   });
 
   it('follows a change of speed (another model size, a busier machine) through its moving averages', () => {

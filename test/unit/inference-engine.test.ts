@@ -196,8 +196,11 @@ describe('mixed-step budget (prefillChunkTokens auto)', () => {
     expect(mixed.at(-1)!.budget).toBe(20); // the last prompts were cut at the learned budget, not the initial 32
     expect(mixed.some((s) => s.prompt === 20)).toBe(true);
     expect(engine.lastMixedStepBudget).toBe(20); // what the worker reports as hearth_prefill_chunk_tokens
-    // A prompt alone (nobody decoding) still takes the whole step budget.
-    expect(model.log[0]).toEqual({ prompt: 90, decodes: false, budget: 32 });
+    // A prompt alone (nobody decoding) takes the whole step budget, whatever the mixed-step budget says (0 here:
+    // decode(1) was not measured yet, so the next step with a decoding row only decodes).
+    expect(model.log[0]).toEqual({ prompt: 90, decodes: false, budget: 0 });
+    expect(model.log[1]).toEqual({ prompt: 0, decodes: true, budget: 0 }); // the next prompt waits one step
+    expect(model.log[2]).toEqual({ prompt: 32, decodes: true, budget: 32 }); // then the initial budget, until a mixed step is measured
   });
 
   it('a fixed number turns the measured budget off; anything else is refused', () => {

@@ -88,7 +88,21 @@ describe('scheduler', () => {
     expect(complete(s, s.schedule(12))).toEqual([[first.id, 1, true], [a.id, 12, false]]);
     expect(complete(s, s.schedule())).toEqual([[first.id, 1, true], [a.id, 5, false]]);
     expect(complete(s, s.schedule(64))).toEqual([[first.id, 1, true], [a.id, 13, true]]);
-    expect(() => s.schedule(0)).toThrow(/prefillChunkTokens/);
+    for (const bad of [-1, 2.5]) expect(() => s.schedule(bad)).toThrow(/prefillChunkTokens/);
+  });
+
+  it('mixed steps: a cap of 0 makes a step that decodes decode only (nothing prefilled or admitted); with nobody decoding it does not apply', () => {
+    const { s } = make({ maxBatchedTokens: 64, prefillChunkTokens: 5 });
+    const first = seq(4);
+    s.add(first);
+    expect(complete(s, s.schedule(0))).toEqual([[first.id, 4, true]]); // nobody decodes yet: the prompt runs
+    const a = seq(30), b = seq(3);
+    s.add(a);
+    s.add(b);
+    expect(complete(s, s.schedule(0))).toEqual([[first.id, 1, true]]);
+    expect(s.numWaiting).toBe(2);
+    expect(complete(s, s.schedule())).toEqual([[first.id, 1, true], [a.id, 5, false]]);
+    expect(complete(s, s.schedule(0))).toEqual([[first.id, 1, true]]); // a, running but mid-prompt, waits too
   });
 
   it('preempts the newest sequence instead of running out of KV cache, then recomputes it', () => {

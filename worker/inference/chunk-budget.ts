@@ -10,7 +10,12 @@
 //
 // Model: a mixed step with R decoding rows and b prompt tokens costs decode(R) + fixed + b · perToken.
 // - decode(R): a moving average of pure decode steps, per number of rows (a 1-row step of a 1.1B model is a
-//   third of an 8-row one; one average over both made every mixed step look expensive).
+//   third of an 8-row one; one average over both made every mixed step look expensive). It is measured, not
+//   guessed from other row counts: when decode(R) is unknown or `probeEvery` steps old, the budget is 0 and the
+//   step only decodes (a probe). Without probes a prompt-heavy load never ran a pure decode step at its row
+//   count (a prompt is always being chunked in): the 1.1B's mixed steps at 2–3 rows were measured against its
+//   1-row decode step (19 ms, against 27–30 ms at 2–3 rows), and a burst of prompts at few rows after a stretch
+//   at many would be sized against decode(many), overshooting the target by as much as the two differ.
 // - fixed, perToken: a least-squares line through the mixed steps' excess over decode(R), with exponential
 //   forgetting (fixed is what a mixed step costs beyond its tokens: the chunk's row joining the batch, a second
 //   attention pass; on tiny models it is most of it). While the chunks seen are all about the same size the
@@ -35,9 +40,11 @@ export interface ChunkBudgetOptions {
   initial: number;
   /** Weight of the newest sample in the moving averages. */
   alpha: number;
+  /** Steps after which decode(R) is measured again by a decode-only step (when prompts wait, each probe delays them by one step). */
+  probeEvery: number;
 }
 
-export const DEFAULT_CHUNK_BUDGET: ChunkBudgetOptions = { targetRatio: 2.25, min: 8, max: 256, initial: 32, alpha: 0.1 };
+export const DEFAULT_CHUNK_BUDGET: ChunkBudgetOptions = { targetRatio: 2.25, min: 8, max: 256, initial: 32, alpha: 0.1, probeEvery: 100 };
 
 export interface StepTiming {
   /** Rows that decode (one new token each). */
@@ -56,8 +63,10 @@ export interface ChunkEstimate {
 }
 
 export class ChunkBudget {
-  /** Moving average of a pure decode step's time, by number of rows. */
-  private readonly decodeMs = new Map<number, number>();
+  /** Moving average of a pure decode step's time by number of rows, and the step it was last measured at. */
+  private readonly decodeMs = new Map<number, { ms: number; at: number }>();
+  /** Steps observed. */
+  private steps = 0;
   /** Exponentially weighted sums over mixed steps of b (prompt tokens) and e (excess ms): n, Σb, Σe, Σb², Σbe. */
   private fit = { n: 0, b: 0, e: 0, bb: 0, be: 0 };
   readonly options: ChunkBudgetOptions;
@@ -65,33 +74,44 @@ export class ChunkBudget {
   constructor(options: Partial<ChunkBudgetOptions> = {}) {
     this.options = { ...DEFAULT_CHUNK_BUDGET, ...options };
     const o = this.options;
-    if (!(o.targetRatio > 1) || !(o.min >= 1) || !(o.max >= o.min) || !(o.alpha > 0 && o.alpha <= 1))
-      throw new Error('chunk budget: targetRatio must be > 1, 1 ≤ min ≤ max, 0 < alpha ≤ 1');
+    if (!(o.targetRatio > 1) || !(o.min >= 1) || !(o.max >= o.min) || !(o.alpha > 0 && o.alpha <= 1) || !(o.probeEvery >= 1))
+      throw new Error('chunk budget: targetRatio must be > 1, 1 ≤ min ≤ max, 0 < alpha ≤ 1, probeEvery ≥ 1');
   }
 
   /** Learn from one model step. Steps without decoding rows (a prompt alone) say nothing about mixed steps. */
   observe(step: StepTiming): void {
     const { decodeRows: rows, promptTokens: b, ms } = step;
+    this.steps++;
     if (rows === 0 || !(ms >= 0)) return;
     const a = this.options.alpha;
     if (b === 0) {
       const prev = this.decodeMs.get(rows);
-      this.decodeMs.set(rows, prev === undefined ? ms : prev + a * (ms - prev));
+      this.decodeMs.set(rows, { ms: prev === undefined ? ms : prev.ms + a * (ms - prev.ms), at: this.steps });
       return;
     }
-    const d = this.decodeFor(rows);
-    if (d === null) return; // nothing to measure the excess against yet
+    const d = this.decodeMs.get(rows)?.ms;
+    if (d === undefined) return; // nothing to measure the excess against at this row count
     const e = ms - d;
     const f = this.fit, keep = 1 - a;
     this.fit = { n: f.n * keep + 1, b: f.b * keep + b, e: f.e * keep + e, bb: f.bb * keep + b * b, be: f.be * keep + b * e };
   }
 
-  /** Prompt tokens the next mixed step may take, when `decodeRows` sequences decode in it. */
+  /**
+   * Prompt tokens the next step may take when `decodeRows` sequences decode in it; 0 when that step should
+   * only decode, to measure decode(decodeRows) (never measured, or `probeEvery` steps ago).
+   */
   tokensFor(decodeRows: number): number {
+    if (decodeRows >= 1 && this.probeDue(decodeRows)) return 0;
     return this.estimateFor(decodeRows).tokens;
   }
 
-  /** The measured model at `decodeRows` rows (NaN where not measured yet), and the budget it gives. */
+  /** decode(rows) is unknown or stale. */
+  probeDue(rows: number): boolean {
+    const d = this.decodeMs.get(rows);
+    return d === undefined || this.steps - d.at >= this.options.probeEvery;
+  }
+
+  /** The measured model at `decodeRows` rows (NaN where not measured yet; decode(R) from the nearest row count measured), and the budget it gives. */
   estimateFor(decodeRows: number): ChunkEstimate {
     const o = this.options;
     const d = this.decodeFor(Math.max(1, decodeRows));
@@ -106,7 +126,7 @@ export class ChunkBudget {
   /** decode(R): the average for R rows, else for the nearest row count measured. */
   private decodeFor(rows: number): number | null {
     let best: number | null = null, bestGap = Infinity;
-    for (const [r, ms] of this.decodeMs) {
+    for (const [r, { ms }] of this.decodeMs) {
       const gap = Math.abs(r - rows);
       if (gap < bestGap) [best, bestGap] = [ms, gap];
     }

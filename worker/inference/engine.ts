@@ -255,8 +255,8 @@ export class Engine {
   /** One engine iteration. Public for tests that drive the engine step by step. */
   async step(): Promise<void> {
     const decoding = this.scheduler.numDecoding;
-    const chunkCap = this.chunkBudget?.tokensFor(decoding);
-    if (chunkCap !== undefined && decoding > 0) this.lastMixedStepBudget = chunkCap;
+    const chunkCap = this.chunkBudget?.tokensFor(decoding); // 0: this step only decodes (the budget measures a decode step)
+    if (chunkCap && decoding > 0) this.lastMixedStepBudget = chunkCap;
     const { items, preempted } = this.scheduler.schedule(chunkCap);
     for (const seq of preempted) this.model.free(seq.id);
     this.counters.preemptions += preempted.length;

@@ -107,9 +107,13 @@ export class Scheduler {
     this.lastRun.delete(seq.id);
   }
 
-  /** @param prefillChunkTokens this step's cap on prompt tokens if it decodes (default: the configured one). */
+  /**
+   * @param prefillChunkTokens this step's cap on prompt tokens if it decodes (default: the configured one); 0 makes
+   *   a step with decoding rows decode only.
+   */
   schedule(prefillChunkTokens = this.config.prefillChunkTokens): SchedulerOutput {
-    if (prefillChunkTokens !== undefined && !(prefillChunkTokens >= 1)) throw new Error(`prefillChunkTokens must be ≥ 1, got ${prefillChunkTokens}`);
+    if (prefillChunkTokens !== undefined && !(Number.isInteger(prefillChunkTokens) && prefillChunkTokens >= 0))
+      throw new Error(`prefillChunkTokens must be a whole number ≥ 0, got ${prefillChunkTokens}`);
     this.stepCount++;
     const items: ScheduledItem[] = [];
     const preempted: Sequence[] = [];
