@@ -50,9 +50,10 @@ describe('mixed-step chunk budget', () => {
     expect(b.estimateFor(8)).toMatchObject({ fixedMs: 0 });
     expect(b.estimateFor(8).decodeMs).toBeCloseTo(6, 6);
     expect(b.estimateFor(8).tokenMs).toBeCloseTo(0.25, 6);
-    // A 1.1B 4-bit model: 60 ms decode steps, 5 ms per prompt token → 12 tokens; ratio 3 → 24; the default 2.25 → 15.
-    for (const [targetRatio, want] of [[2, 12], [3, 24], [undefined, 15]] as const) {
-      const big = new ChunkBudget(targetRatio ? { targetRatio } : {});
+    // A 1.1B 4-bit model: 60 ms decode steps, 5 ms per prompt token → 12 tokens; ratio 3 → 24 (with room for the
+    // tail: tailRatio 4); the default 2.25 → 15, and 3 under the default tailRatio 2.7 is held to 2.7 → 20.
+    for (const [opts, want] of [[{ targetRatio: 2 }, 12], [{ targetRatio: 3, tailRatio: 4 }, 24], [{}, 15], [{ targetRatio: 3 }, 20]] as const) {
+      const big = new ChunkBudget(opts);
       feed(big, { decode: flat(60), tokenMs: 5 }, 80);
       expect(big.tokensFor(8)).toBe(want);
     }
@@ -81,6 +82,35 @@ describe('mixed-step chunk budget', () => {
     expect(b.tokensFor(1)).toBe(0); // …but decode(1) was measured 121 steps ago: the next such step measures it again
     expect(b.estimateFor(3).decodeMs).toBeCloseTo(30, 6); // reported from the nearest row count measured
     expect(b.tokensFor(3)).toBe(0); // and never used for a budget
+  });
+
+  it('measures how far mixed steps run over the line (the 98th percentile of actual / predicted) and sizes the slow ones to tailRatio', () => {
+    // 6 ms decode steps, 0.2 ms a prompt token; one mixed step in ten takes 1.5 × its prediction (a collection, a
+    // neighbour on the core). Sized for the average, the slow ones would cost 1.5 · 2.25 = 3.4 decode steps.
+    expect(DEFAULT_CHUNK_BUDGET.tailRatio).toBeLessThan(3);
+    const b = new ChunkBudget();
+    const slow = (i: number) => i % 10 === 9;
+    for (let i = 0; i < 600; i++) {
+      b.observe({ decodeRows: 8, promptTokens: 0, ms: 6 });
+      const c = b.tokensFor(8);
+      b.observe({ decodeRows: 8, promptTokens: c, ms: (6 + 0.2 * c) * (slow(i) ? 1.5 : 1) });
+    }
+    const e = b.estimateFor(8);
+    expect(e.spread).toBeGreaterThan(1.35);
+    expect(e.spread).toBeLessThan(1.6);
+    expect(e.ratio).toBeCloseTo(DEFAULT_CHUNK_BUDGET.tailRatio / e.spread, 9);
+    expect(e.tokens).toBe(Math.floor(((e.ratio - 1) * e.decodeMs - e.fixedMs) / e.tokenMs + 1e-6));
+    expect(e.tokens).toBeLessThan(30); // what 2.25 gives without the slow steps: 1.25 · 6 / 0.2 = 37, or 30 counting them in the line
+    // The slow steps at this budget: at most tailRatio decode steps (the line's own estimate of a step, × 1.5).
+    expect(((6 + e.fixedMs + e.tokens * e.tokenMs) * 1.5) / 6).toBeLessThanOrEqual(DEFAULT_CHUNK_BUDGET.tailRatio + 0.15);
+    // Steady steps bring it back down: the spread never stays above what is measured.
+    for (let i = 0; i < 600; i++) {
+      b.observe({ decodeRows: 8, promptTokens: 0, ms: 6 });
+      const c = b.tokensFor(8);
+      b.observe({ decodeRows: 8, promptTokens: c, ms: 6 + 0.2 * c });
+    }
+    expect(b.estimateFor(8).spread).toBeLessThan(1.1);
+    expect(() => new ChunkBudget({ tailQuantile: 1 })).toThrow(/tailQuantile/);
   });
 
   it('follows a change of speed (another model size, a busier machine) through its moving averages', () => {
