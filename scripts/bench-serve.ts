@@ -94,6 +94,8 @@ const REAL_SIZE: Profile = {
   pairs: 8, ratioRounds: 3, oneRequests: 4, eightRequests: 16, floorRequests: 12, groupRounds: 2, overheadPromptWords: 4, overheadPairs: 24,
 };
 const KEY = 'hearth_bench_serve_key_0123456789';
+/** Least seconds of each level in a 1-vs-8 round (more requests for fast models; see the rounds below). */
+const ROUND_S = 3;
 
 const q = (xs: number[], p: number) => {
   if (!xs.length) return NaN;
@@ -224,19 +226,23 @@ async function decodeSteps(dir: string, promptTokens: number, tokens: number): P
   };
   const batches = { one: await rows(1), eight: await rows(8) };
   const times = { one: [] as number[], eight: [] as number[] };
-  for (let round = 0; round < 12; round++) {
-    for (const key of ['one', 'eight'] as const) {
-      const seqs = batches[key];
-      await runner.forward(seqs.map((s) => ({ tokens: [s.last], kv: s.kv }))); // (re)packs the batch
-      const t0 = performance.now();
-      for (let i = 0; i < 8; i++) {
-        const logits = await runner.forward(seqs.map((s) => ({ tokens: [s.last], kv: s.kv })));
-        seqs.forEach((s, j) => (s.last = argmax(logits[j])));
-      }
-      times[key].push((performance.now() - t0) / 8);
-      seqs.forEach((s, b) => s.kv.truncate(ctx - b));
+  const round = async (key: 'one' | 'eight', steps: number) => {
+    const seqs = batches[key];
+    // The steps run over contexts centred on ctx: from ctx − steps/2 to ctx + steps/2.
+    seqs.forEach((s, b) => s.kv.truncate(ctx - b - Math.floor(steps / 2)));
+    await runner.forward(seqs.map((s) => ({ tokens: [s.last], kv: s.kv }))); // (re)packs the batch
+    const t0 = performance.now();
+    for (let i = 0; i < steps; i++) {
+      const logits = await runner.forward(seqs.map((s) => ({ tokens: [s.last], kv: s.kv })));
+      seqs.forEach((s, j) => (s.last = argmax(logits[j])));
     }
-  }
+    seqs.forEach((s, b) => s.kv.truncate(ctx - b));
+    return (performance.now() - t0) / steps;
+  };
+  // Rounds of at least ~40 ms (stories260K's steps take 0.2–0.5 ms: 8 of them were a few ms, and t1 came out
+  // anywhere from 0.18 to 0.27 between runs), within the requests' own range of contexts.
+  const steps = Math.min(Math.max(8, Math.ceil(40 / (await round('one', 8)))), tokens, 2 * (ctx - 8), 256);
+  for (let r = 0; r < 12; r++) for (const key of ['one', 'eight'] as const) times[key].push(await round(key, steps));
   await runner.release();
   return { one: q(times.one, 0.5), eight: q(times.eight, 0.5) };
 }
@@ -371,7 +377,7 @@ for (const { name, id, profile: p } of ids) {
   const firstRequestS = (performance.now() - loadStart) / 1000;
   if (p.warmupRequests > 1) await closedLoop(url, id, p.tokens, 1, p.warmupRequests - 1);
   progress(`${name}: concurrency ${p.concurrency.join(', ')}`);
-  const levels = [];
+  const levels: Awaited<ReturnType<typeof closedLoop>>[] = [];
   for (const c of p.concurrency) levels.push(await closedLoop(url, id, p.tokens, c, p.requests(c)));
   const dir = path.join(modelsRoot(home), ...id.split('/'));
   progress(`${name}: TTFT pairs, HTTP against the bare engine`);
@@ -379,11 +385,18 @@ for (const { name, id, profile: p } of ids) {
   progress(`${name}: 1-vs-8 rounds`);
   // 8 concurrent over single-stream, from rounds that alternate the two (the machine's speed drifts by up to
   // 2× within the hour, which would otherwise land on one level and not the other).
+  // Each level runs at least ROUND_S seconds a round: stories260K's 24 requests took 0.4 s, and rounds that short
+  // scattered from 1.7 to 2.7 in one run (a collection or a neighbour's burst is a large part of them).
+  const requestsFor = (c: number, least: number) => {
+    const level = levels.find((l) => l.concurrency === c);
+    return level ? Math.max(least, Math.ceil((ROUND_S * level.rate) / p.tokens)) : least;
+  };
+  const oneRequests = requestsFor(1, p.oneRequests), eightRequests = requestsFor(8, p.eightRequests);
   const ratios: number[] = [];
   const itl8: number[] = [];
   for (let round = 0; round < p.ratioRounds; round++) {
-    const one = await closedLoop(url, id, p.tokens, 1, p.oneRequests);
-    const eight = await closedLoop(url, id, p.tokens, 8, p.eightRequests);
+    const one = await closedLoop(url, id, p.tokens, 1, oneRequests);
+    const eight = await closedLoop(url, id, p.tokens, 8, eightRequests);
     ratios.push(eight.rate / one.rate);
     itl8.push(...eight.itlSamples);
   }
@@ -422,6 +435,7 @@ for (const { name, id, profile: p } of ids) {
     ttft_http_over_bare: r2(paired.http / paired.bare),
     throughput_c8_over_c1: r2(q(ratios, 0.5)),
     throughput_c8_over_c1_rounds: ratios.map(r2),
+    ratio_round_requests: { one: oneRequests, eight: eightRequests },
     bounds: {
       decode_step_ms: { one_row: r2(steps.one), eight_rows: r2(steps.eight) },
       decode_8_over_1: r2(decodeBound),
