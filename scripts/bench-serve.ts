@@ -301,8 +301,8 @@ async function servedChunkBudget(url: URL, id: string): Promise<number | null> {
 /** Issue 21's bars, each against the bound this run measured. */
 function bars(r: {
   ratio: number; decodeBound: number; workloadBound: number; itl8: { p50: number; p99: number }; floorItl: { p50: number; p99: number };
-  /** HTTP-minus-bare TTFT pairs (median, and its median absolute deviation), the floor server's overhead and the bare TTFT at their prompt. */
-  overhead: { diff: number; spread: number; floor: number; bare: number };
+  /** HTTP-minus-bare TTFT pairs (median, its median absolute deviation, count), the floor server's overhead and the bare TTFT at their prompt. */
+  overhead: { diff: number; spread: number; pairs: number; floor: number; bare: number };
   floor: number; ttftRatio: number; bare: number;
 }) {
   const room = 0.2 * r.bare - r.floor; // what the TTFT bar leaves beyond the floor server's own overhead
@@ -320,9 +320,10 @@ function bars(r: {
     },
     {
       bar: 'API + queue overhead ≤ floor server + 0.5 ms', value: r2(r.overhead.diff), limit: r2(r.overhead.floor + 0.5), met: r.overhead.diff <= r.overhead.floor + 0.5,
-      // Where the pairs scatter by more than the bar's whole allowance, this run cannot tell either way.
-      ...(r.overhead.diff > r.overhead.floor + 0.5 && r.overhead.spread > r.overhead.floor + 0.5
-        ? { noise_limited: `the HTTP-minus-bare pairs scatter by ${r2(r.overhead.spread)} ms (median absolute deviation) at a ${r2(r.overhead.bare)} ms TTFT` }
+      // A miss within two standard errors of the median (≈ 1.25 · MAD / √pairs) cannot be told from the drift of
+      // the pairs; a larger one is a miss, however wide the pairs scatter.
+      ...(r.overhead.diff > r.overhead.floor + 0.5 && r.overhead.diff - (r.overhead.floor + 0.5) < (2 * 1.25 * r.overhead.spread) / Math.sqrt(r.overhead.pairs)
+        ? { noise_limited: `the miss is within two standard errors of the median (${r2((1.25 * r.overhead.spread) / Math.sqrt(r.overhead.pairs))} ms: the pairs scatter by ${r2(r.overhead.spread)} ms at a ${r2(r.overhead.bare)} ms TTFT)` }
         : {}),
     },
     room > 0 || r.ttftRatio <= 1.2
@@ -425,7 +426,7 @@ for (const { name, id, profile: p } of ids) {
     levels: levels.map(({ itlSamples: _, rate: __, ...l }) => l),
     itl_c8_rounds_ms: { p50: r2(itl8ms.p50), p99: r2(itl8ms.p99) },
     prefill_chunk_tokens_after_rounds: chunkTokens,
-    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, floorItl, itl8: itl8ms, overhead: { diff: overheadPaired.diff, spread: overheadPaired.spread, floor: overheadFloor, bare: overheadPaired.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
+    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, floorItl, itl8: itl8ms, overhead: { diff: overheadPaired.diff, spread: overheadPaired.spread, pairs: p.overheadPromptWords ? (p.overheadPairs ?? p.pairs) : p.pairs, floor: overheadFloor, bare: overheadPaired.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
     group,
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
     api_queue_overhead_ms: r2(overheadPaired.diff),
