@@ -15,6 +15,9 @@
 //   the GEMMs at full rate), 8·(P + n·t1) / (8·P + n·t8); for prefill-heavy work it is the lower, real bound.
 // - serve_floor_overhead_ms: what a bare node:http server handing each request to a worker process over IPC
 //   costs on top of the same prefill time (scripts/serve-floor.ts): the least any such server pays here.
+// - serve_floor_engine_overhead_ms: the same bare server with the model's engine in its worker, timed in the same
+//   pairs against the bare engine as Hearth's overhead, so what a model in a worker process costs by itself is in
+//   it: the floor of the overhead bar.
 // - serve_floor_itl_c8_ms: the same floor server streaming to 8 clients while its worker steps every t8 (the model's
 //   8-row decode step): the ITL tail that HTTP, IPC and the OS alone give at that step time. Where its p99 already
 //   exceeds 3 × its p50, no server meets the ITL bar here, and the bar is marked bound-limited.
@@ -43,7 +46,7 @@ import { startServe } from '../test/helpers/process.js';
 import { loadModel, loadTokenizer } from '../worker/runtime/load-model.js';
 import { createEngineFromRuntime } from '../worker/inference/serve-loop.js';
 import { machineLabel, speedProbe } from './machine.js';
-import { measureServeFloor, measureServeFloorItl } from './serve-floor.js';
+import { measureServeFloor, measureServeFloorItl, startFloor } from './serve-floor.js';
 import { argmax } from '../worker/runtime/generate.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -182,6 +185,46 @@ async function closedLoop(url: URL, model: string, tokens: number, concurrency: 
  * queue, no IPC), one request of each in turn so that drifts in machine speed hit both alike.
  */
 async function pairedTtft(url: URL, id: string, dir: string, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    return await pairedAgainstBare(async (prompt) => (await streamOnce(url, agent, id, 1, prompt)).ttftMs, dir, pairs, words);
+  } finally {
+    agent.destroy();
+  }
+}
+
+/**
+ * The floor the overhead bar is held to: the same pairs against a bare node:http server whose worker process runs
+ * the model's engine (scripts/serve-floor.ts --model). A busy loop in the floor's worker left out what a model in a
+ * worker process costs by itself (the 1.1B: IPC 0.7 ms, and its engine up to 1.7 ms slower than in this process).
+ */
+async function pairedEngineFloor(dir: string, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
+  const { proc, url } = await startFloor(false, dir);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const once = (prompt: string) =>
+    new Promise<number>((resolve, reject) => {
+      const body = JSON.stringify({ busy_ms: 0, prompt });
+      const t0 = performance.now();
+      let first = 0;
+      const req = http.request({ host: url.hostname, port: url.port, path: '/', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.on('data', () => (first ||= performance.now() - t0));
+        res.on('end', () => resolve(first));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  try {
+    await once(freshPrompt(words)); // waits for the worker to load the model
+    return await pairedAgainstBare(once, dir, pairs, words);
+  } finally {
+    agent.destroy();
+    proc.kill();
+  }
+}
+
+/** TTFT of `remote` against the bare engine in this process, one request of each in turn (see pairedTtft). */
+async function pairedAgainstBare(remote: (prompt: string) => Promise<number>, dir: string, pairs: number, words: number): Promise<{ http: number; bare: number; diff: number; spread: number }> {
   const loaded = await loadModel(dir, { lora: true }); // as the worker loads it
   const hearth = createEngineFromRuntime(loaded, { kvCacheBytes: 2 ** 28 });
   const bareOnce = () =>
@@ -194,14 +237,12 @@ async function pairedTtft(url: URL, id: string, dir: string, pairs: number, word
         else if (e.type === 'error') reject(new Error(e.message));
       });
     });
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const http1: number[] = [], bare: number[] = [];
-  for (let i = 0; i < 3; i++) await bareOnce();
+  for (let i = 0; i < 3; i++) (await bareOnce(), await remote(freshPrompt(words)));
   for (let i = 0; i < pairs; i++) {
     bare.push(await bareOnce());
-    http1.push((await streamOnce(url, agent, id, 1, freshPrompt(words))).ttftMs);
+    http1.push(await remote(freshPrompt(words)));
   }
-  agent.destroy();
   await loaded.runner.release();
   // The median of the per-pair differences: a drift in machine speed moves both members of a pair.
   const diffs = http1.map((h, i) => h - bare[i]);
@@ -407,6 +448,7 @@ for (const { name, id, profile: p } of ids) {
   // The overhead on its own short prompt where the workload's prefill is too long to resolve it (see Profile).
   const overheadPaired = p.overheadPromptWords ? await pairedTtft(url, id, dir, p.overheadPairs ?? p.pairs, p.overheadPromptWords) : paired;
   const overheadFloor = p.overheadPromptWords ? await measureServeFloor(overheadPaired.bare, p.floorRequests) : floor;
+  const engineFloor = await pairedEngineFloor(dir, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS);
   const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
   const steps = await decodeSteps(dir, promptTokens, p.tokens);
   const group = await groupVsUnrelated(url, id, dir, p.groupRounds);
@@ -426,7 +468,7 @@ for (const { name, id, profile: p } of ids) {
     levels: levels.map(({ itlSamples: _, rate: __, ...l }) => l),
     itl_c8_rounds_ms: { p50: r2(itl8ms.p50), p99: r2(itl8ms.p99) },
     prefill_chunk_tokens_after_rounds: chunkTokens,
-    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, floorItl, itl8: itl8ms, overhead: { diff: overheadPaired.diff, spread: overheadPaired.spread, pairs: p.overheadPromptWords ? (p.overheadPairs ?? p.pairs) : p.pairs, floor: overheadFloor, bare: overheadPaired.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
+    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, floorItl, itl8: itl8ms, overhead: { diff: overheadPaired.diff, spread: overheadPaired.spread, pairs: p.overheadPromptWords ? (p.overheadPairs ?? p.pairs) : p.pairs, floor: engineFloor.diff, bare: overheadPaired.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
     group,
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
     api_queue_overhead_ms: r2(overheadPaired.diff),
@@ -442,6 +484,9 @@ for (const { name, id, profile: p } of ids) {
       decode_8_over_1: r2(decodeBound),
       workload_8_over_1: r2(workloadBound),
       serve_floor_overhead_ms: r2(floor),
+      // The overhead bar's floor: the same pairs against a bare server whose worker runs the model (see pairedEngineFloor).
+      serve_floor_engine_overhead_ms: r2(engineFloor.diff),
+      serve_floor_engine_mad_ms: r2(engineFloor.spread),
       serve_floor_itl_c8_ms: { p50: r2(floorItl.p50), p99: r2(floorItl.p99) },
       ttft_bar_budget_ms: r2(0.2 * paired.bare),
     },
