@@ -51,6 +51,9 @@ describe('token pieces', () => {
     expect(blankMark('\r\n\n')).toBe('↵');
     expect(blankMark('\f')).toBe('·');
     expect(blankMark('\u0003\u200d')).toBe('·');
+    expect(blankMark('\u0301')).toBe('◌'); // a combining accent alone
+    expect(blankMark('\ufe0f\u0308')).toBe('◌'); // a variation selector and a diaeresis
+    expect(blankMark('e\u0301')).toBeNull();
     expect(blankMark('\t')).toBeNull();
     expect(blankMark(' ')).toBeNull();
     expect(blankMark('a\n')).toBeNull();

@@ -39,13 +39,16 @@ export function pieceOfChunk(chunk: any): Piece | null {
 /**
  * The marker a piece shows when its text draws nothing: '∅' for no text (a special token, or a byte held
  * until its character is complete), '↵' for bare line breaks, '·' for control or format characters only
- * (a form feed, a zero-width joiner). Without it such a token has no box to hover and its logprob cannot
- * be seen. Shown by CSS from an attribute, so it is not part of the copied text.
+ * (a form feed, a zero-width joiner), '◌' for combining marks only (an accent or a variation selector on its
+ * own: it draws on the character before, and its box measured 0 px wide in Chromium; on the dotted circle it
+ * shows). Without it such a token has no box to hover and its logprob cannot be seen. Shown by CSS from an
+ * attribute, so it is not part of the copied text.
  */
 export function blankMark(text: string): string | null {
   if (text === '') return '∅';
   if (/^[\r\n]+$/.test(text)) return '↵';
   if (/^[\p{Cc}\p{Cf}]+$/u.test(text) && !text.includes('\t')) return '·';
+  if (/^\p{M}+$/u.test(text)) return '◌';
   return null;
 }
 
