@@ -46,7 +46,7 @@ import { startServe } from '../test/helpers/process.js';
 import { loadModel, loadTokenizer } from '../worker/runtime/load-model.js';
 import { createEngineFromRuntime } from '../worker/inference/serve-loop.js';
 import { machineLabel, speedProbe } from './machine.js';
-import { measureServeFloor, measureServeFloorItl, startFloor } from './serve-floor.js';
+import { firstByteMs, measureServeFloor, measureServeFloorItl, startFloor } from './serve-floor.js';
 import { argmax } from '../worker/runtime/generate.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -180,14 +180,33 @@ async function closedLoop(url: URL, model: string, tokens: number, concurrency: 
   };
 }
 
+/** The bare engine in this process (no HTTP, queue or IPC), as the worker loads the model: TTFT of a one-token streamed request. */
+async function bareEngine(dir: string): Promise<{ ttft: (prompt: string) => Promise<number>; release: () => Promise<void> }> {
+  const loaded = await loadModel(dir, { lora: true }); // as the worker loads it
+  const hearth = createEngineFromRuntime(loaded, { kvCacheBytes: 2 ** 28 });
+  const ttft = (prompt: string) =>
+    new Promise<number>((resolve, reject) => {
+      const t0 = performance.now();
+      let first: number | null = null;
+      void hearth.submit({ kind: 'completion', body: { model: 'm', prompt, max_tokens: 1, temperature: 0, ignore_eos: true, stream: true }, model: 'm', adapter: null }, (e) => {
+        if (e.type === 'chunk') first ??= performance.now() - t0;
+        else if (e.type === 'end') resolve(first ?? performance.now() - t0);
+        else if (e.type === 'error') reject(new Error(e.message));
+      });
+    });
+  return { ttft, release: () => loaded.runner.release() };
+}
+
+type Bare = Awaited<ReturnType<typeof bareEngine>>;
+
 /**
  * API+queue overhead: TTFT over HTTP (concurrency 1) against the bare engine in this process (no HTTP, no
  * queue, no IPC), one request of each in turn so that drifts in machine speed hit both alike.
  */
-async function pairedTtft(url: URL, id: string, dir: string, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
+async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   try {
-    return await pairedAgainstBare(async (prompt) => (await streamOnce(url, agent, id, 1, prompt)).ttftMs, dir, pairs, words);
+    return await pairedAgainstBare(async (prompt) => (await streamOnce(url, agent, id, 1, prompt)).ttftMs, bare, pairs, words);
   } finally {
     agent.destroy();
   }
@@ -198,25 +217,13 @@ async function pairedTtft(url: URL, id: string, dir: string, pairs: number, word
  * the model's engine (scripts/serve-floor.ts --model). A busy loop in the floor's worker left out what a model in a
  * worker process costs by itself (the 1.1B: IPC 0.7 ms, and its engine up to 1.7 ms slower than in this process).
  */
-async function pairedEngineFloor(dir: string, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
+async function pairedEngineFloor(dir: string, bare: Bare, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
   const { proc, url } = await startFloor(false, dir);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const once = (prompt: string) =>
-    new Promise<number>((resolve, reject) => {
-      const body = JSON.stringify({ busy_ms: 0, prompt });
-      const t0 = performance.now();
-      let first = 0;
-      const req = http.request({ host: url.hostname, port: url.port, path: '/', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        res.on('data', () => (first ||= performance.now() - t0));
-        res.on('end', () => resolve(first));
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+  const once = (prompt: string) => firstByteMs(url, agent, JSON.stringify({ busy_ms: 0, prompt }));
   try {
     await once(freshPrompt(words)); // waits for the worker to load the model
-    return await pairedAgainstBare(once, dir, pairs, words);
+    return await pairedAgainstBare(once, bare, pairs, words);
   } finally {
     agent.destroy();
     proc.kill();
@@ -224,31 +231,18 @@ async function pairedEngineFloor(dir: string, pairs: number, words = PROMPT_WORD
 }
 
 /** TTFT of `remote` against the bare engine in this process, one request of each in turn (see pairedTtft). */
-async function pairedAgainstBare(remote: (prompt: string) => Promise<number>, dir: string, pairs: number, words: number): Promise<{ http: number; bare: number; diff: number; spread: number }> {
-  const loaded = await loadModel(dir, { lora: true }); // as the worker loads it
-  const hearth = createEngineFromRuntime(loaded, { kvCacheBytes: 2 ** 28 });
-  const bareOnce = () =>
-    new Promise<number>((resolve, reject) => {
-      const t0 = performance.now();
-      let first: number | null = null;
-      void hearth.submit({ kind: 'completion', body: { model: 'm', prompt: freshPrompt(words), max_tokens: 1, temperature: 0, ignore_eos: true, stream: true }, model: 'm', adapter: null }, (e) => {
-        if (e.type === 'chunk') first ??= performance.now() - t0;
-        else if (e.type === 'end') resolve(first ?? performance.now() - t0);
-        else if (e.type === 'error') reject(new Error(e.message));
-      });
-    });
-  const http1: number[] = [], bare: number[] = [];
-  for (let i = 0; i < 3; i++) (await bareOnce(), await remote(freshPrompt(words)));
+async function pairedAgainstBare(remote: (prompt: string) => Promise<number>, bare: Bare, pairs: number, words: number): Promise<{ http: number; bare: number; diff: number; spread: number }> {
+  const http1: number[] = [], bareMs: number[] = [];
+  for (let i = 0; i < 3; i++) (await bare.ttft(freshPrompt(words)), await remote(freshPrompt(words)));
   for (let i = 0; i < pairs; i++) {
-    bare.push(await bareOnce());
+    bareMs.push(await bare.ttft(freshPrompt(words)));
     http1.push(await remote(freshPrompt(words)));
   }
-  await loaded.runner.release();
   // The median of the per-pair differences: a drift in machine speed moves both members of a pair.
-  const diffs = http1.map((h, i) => h - bare[i]);
+  const diffs = http1.map((h, i) => h - bareMs[i]);
   const diff = q(diffs, 0.5);
   // Median absolute deviation of the pair differences: at a 1 s prefill the minute's drift moves each pair by tens of ms.
-  return { http: q(http1, 0.5), bare: q(bare, 0.5), diff, spread: q(diffs.map((d) => Math.abs(d - diff)), 0.5) };
+  return { http: q(http1, 0.5), bare: q(bareMs, 0.5), diff, spread: q(diffs.map((d) => Math.abs(d - diff)), 0.5) };
 }
 
 /**
@@ -423,7 +417,9 @@ for (const { name, id, profile: p } of ids) {
   for (const c of p.concurrency) levels.push(await closedLoop(url, id, p.tokens, c, p.requests(c)));
   const dir = path.join(modelsRoot(home), ...id.split('/'));
   progress(`${name}: TTFT pairs, HTTP against the bare engine`);
-  const paired = await pairedTtft(url, id, dir, p.pairs);
+  // One bare engine in this process for the section's TTFT pairs (loading a 1.1B model takes seconds).
+  const bare = await bareEngine(dir);
+  const paired = await pairedTtft(url, id, bare, p.pairs);
   progress(`${name}: 1-vs-8 rounds`);
   // 8 concurrent over single-stream, from rounds that alternate the two (the machine's speed drifts by up to
   // 2× within the hour, which would otherwise land on one level and not the other).
@@ -446,9 +442,10 @@ for (const { name, id, profile: p } of ids) {
   progress(`${name}: floor server, decode bound, group against unrelated prompts`);
   const floor = await measureServeFloor(paired.bare, p.floorRequests);
   // The overhead on its own short prompt where the workload's prefill is too long to resolve it (see Profile).
-  const overheadPaired = p.overheadPromptWords ? await pairedTtft(url, id, dir, p.overheadPairs ?? p.pairs, p.overheadPromptWords) : paired;
+  const overheadPaired = p.overheadPromptWords ? await pairedTtft(url, id, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords) : paired;
   const overheadFloor = p.overheadPromptWords ? await measureServeFloor(overheadPaired.bare, p.floorRequests) : floor;
-  const engineFloor = await pairedEngineFloor(dir, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS);
+  const engineFloor = await pairedEngineFloor(dir, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS);
+  await bare.release();
   const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
   const steps = await decodeSteps(dir, promptTokens, p.tokens);
   const group = await groupVsUnrelated(url, id, dir, p.groupRounds);

@@ -12,7 +12,8 @@
 // time; bench:serve reports it beside the ITL bar.
 //   npx tsx scripts/serve-floor.ts --measure --busy-ms 2.7 [--thread]   prints {"worker", "busy_ms", "overhead_ms"}
 //   npx tsx scripts/serve-floor.ts --itl --step-ms 0.7 [--tokens 64] [--concurrency 8]   prints {"step_ms", "itl_ms": {p50, p99}}
-//   npx tsx scripts/serve-floor.ts --serve [--thread]                    prints the URL, serves until killed
+//   npx tsx scripts/serve-floor.ts --serve [--thread | --model <dir>]     prints the URL, serves until killed
+//     (--model: the worker answers each request with a one-token completion of its `prompt` on that model)
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -77,6 +78,7 @@ async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: numb
 }
 
 function serve(thread: boolean, modelDir: string | null): void {
+  if (thread && modelDir) throw new Error('serve-floor: --model runs the engine in a worker process; it does not go with --thread');
   const waiting = new Map<number, http.ServerResponse>();
   const done = (msg: number | [number[], number[]]) => {
     if (Array.isArray(msg)) {
@@ -181,6 +183,21 @@ export async function measureServeFloorItl(stepMs: number, opts: { tokens?: numb
   }
 }
 
+/** One request to a floor server: ms from sending `body` to the response's first byte (the response is read to its end). */
+export function firstByteMs(url: URL, agent: http.Agent, body: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const t0 = performance.now();
+    let first = 0;
+    const req = http.request({ host: url.hostname, port: url.port, path: '/', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      res.on('data', () => (first ||= performance.now() - t0));
+      res.on('end', () => resolve(first));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 /** Median over `n` requests of (time to first byte − busyMs), against a floor server in its own process. */
 export async function measureServeFloor(busyMs: number, n = 48, opts: { thread?: boolean } = {}): Promise<number> {
   const { proc, url } = await startFloor(opts.thread);
@@ -188,18 +205,7 @@ export async function measureServeFloor(busyMs: number, n = 48, opts: { thread?:
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     // A prompt-sized body, as a completion request would send.
     const body = JSON.stringify({ busy_ms: busyMs, prompt: Array.from({ length: 64 }, () => 'once').join(' ') });
-    const once = () =>
-      new Promise<number>((resolve, reject) => {
-        const t0 = performance.now();
-        let first = 0;
-        const req = http.request({ host: url.hostname, port: url.port, path: '/', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-          res.on('data', () => (first ||= performance.now() - t0));
-          res.on('end', () => resolve(first - busyMs));
-          res.on('error', reject);
-        });
-        req.on('error', reject);
-        req.end(body);
-      });
+    const once = async () => (await firstByteMs(url, agent, body)) - busyMs;
     for (let i = 0; i < 8; i++) await once();
     const overheads: number[] = [];
     for (let i = 0; i < n; i++) overheads.push(await once());

@@ -20,8 +20,8 @@
 //   forgetting (fixed is what a mixed step costs beyond its tokens: the chunk's row joining the batch, a second
 //   attention pass; on tiny models it is most of it). While the chunks seen are all about the same size the
 //   line has no slope to find, and the excess is taken as per-token cost alone.
-// - spread: how far a mixed step's time runs above the line's prediction, as a tracked 95th percentile of
-//   actual / predicted. What breaks the ITL bar is the slow mixed steps, not the average one: on ~20M with two
+// - spread: how far a mixed step's time runs above the line's prediction, as a tracked percentile
+//   (tailQuantile, the 98th) of actual / predicted. What breaks the ITL bar is the slow mixed steps, not the average one: on ~20M with two
 //   busy cores mixed steps cost p50 9.6 / p99 15 ms for the same prediction (the packing limit at 32 tokens,
 //   garbage collection, the API and clients on the same cores), so a budget sized for the mean put ITL p99 at
 //   3.35 × p50.
@@ -126,7 +126,8 @@ export class ChunkBudget {
     if (d === undefined) return; // nothing to measure the excess against at this row count
     const line = this.line();
     if (line) {
-      // Quantile tracking: up by (1 − q)·step when a step runs over the percentile, down by q·step otherwise.
+      // Quantile tracking: up by q·step when a step runs over the percentile, down by (1 − q)·step otherwise, so it
+      // settles where a fraction 1 − q of the steps run over it.
       const over = ms > (d + line.fixed + b * line.perToken) * this.spread;
       this.spread = Math.max(1, this.spread + SPREAD_STEP * (over ? this.options.tailQuantile : this.options.tailQuantile - 1));
     }

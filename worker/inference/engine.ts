@@ -3,7 +3,7 @@
 // step is the only await in the loop.
 
 import { BlockManager } from './block-manager.js';
-import { ChunkBudget } from './chunk-budget.js';
+import { ChunkBudget, DEFAULT_CHUNK_BUDGET } from './chunk-budget.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import type { ModelPort, StepItem, StepOutput, TokenizerPort } from './model-port.js';
 import { createRng, randomSeed } from './rng.js';
@@ -123,7 +123,8 @@ export class Engine {
     const o = this.options;
     if (o.prefillChunkTokens !== 'auto' && !(Number.isInteger(o.prefillChunkTokens) && o.prefillChunkTokens >= 1))
       throw new Error(`prefillChunkTokens must be a positive integer or 'auto', got ${String(o.prefillChunkTokens)}`);
-    this.chunkBudget = o.prefillChunkTokens === 'auto' ? new ChunkBudget({ max: o.maxBatchedTokens, initial: Math.min(32, o.maxBatchedTokens), min: Math.min(8, o.maxBatchedTokens) }) : null;
+    const d = DEFAULT_CHUNK_BUDGET;
+    this.chunkBudget = o.prefillChunkTokens === 'auto' ? new ChunkBudget({ max: o.maxBatchedTokens, initial: Math.min(d.initial, o.maxBatchedTokens), min: Math.min(d.min, o.maxBatchedTokens) }) : null;
     this.lastMixedStepBudget = this.chunkBudget?.options.initial ?? (o.prefillChunkTokens as number);
     if (o.kvCacheTokens < 2 * o.blockSize) throw new Error(`kvCacheTokens (${o.kvCacheTokens}) must hold at least two blocks of ${o.blockSize} tokens`);
     const blocks = (this.blocks = new BlockManager(Math.floor(o.kvCacheTokens / o.blockSize), o.blockSize));
