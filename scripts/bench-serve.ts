@@ -32,7 +32,7 @@
 // ~30–60 tok/s here, so its section measures less: 32 output tokens, concurrency 1 and 8, fewer requests and
 // rounds (REAL_SIZE below); about 4–5 minutes on a quiet 2-core machine after the file exists.
 //   npx tsx scripts/bench-serve.ts [--models s20,stories,1b-q4] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
-//                                  [--tokens-1b 32] [--gguf-dir /tmp/hearth-peer]
+//                                  [--tokens-1b 32] [--overhead-pairs-1b 200] [--gguf-dir /tmp/hearth-peer]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
 import http from 'node:http';
@@ -91,10 +91,12 @@ const SMALL: Profile = {
 };
 // 1.1B Q4_0 at ~40 tok/s (1 stream) / ~120 (8 streams) and ~130 tok/s prefill (bench:peer, quiet machine): each
 // request's ~100-token prompt costs ~0.8 s. No level of 32 (it would take minutes alone); 3 rounds of 4 + 16 requests
-// give the 8-vs-1 ratio and ~1,500 ITL samples at 8 concurrent.
+// give the 8-vs-1 ratio and ~1,500 ITL samples at 8 concurrent. The overhead's pairs are cheap (a 4-word prompt:
+// 50–100 ms) but scatter by 2–7 ms (MAD) against a 0.5 ms bar: 24 pairs left a standard error of 0.4–0.6 ms, and
+// two runs could not tell Hearth from its floor; 200 (~40 s with the floor's) bring it to 0.15–0.3 ms.
 const REAL_SIZE: Profile = {
   tokens: Number(arg('tokens-1b', '32')), concurrency: CONCURRENCY.filter((c) => c <= 8), requests: (c) => Math.max(4, c * 2), warmupRequests: 1,
-  pairs: 8, ratioRounds: 3, oneRequests: 4, eightRequests: 16, floorRequests: 12, groupRounds: 2, overheadPromptWords: 4, overheadPairs: 24,
+  pairs: 8, ratioRounds: 3, oneRequests: 4, eightRequests: 16, floorRequests: 12, groupRounds: 2, overheadPromptWords: 4, overheadPairs: Number(arg('overhead-pairs-1b', '200')),
 };
 const KEY = 'hearth_bench_serve_key_0123456789';
 /** Least seconds of each level in a 1-vs-8 round (more requests for fast models; see the rounds below). */
