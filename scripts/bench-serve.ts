@@ -4,9 +4,10 @@
 // first), so no request rides on another's cached prefix: TTFT includes a real prefill. Per model and concurrency:
 // aggregate output tokens/s, time to first token p50/p99, inter-token latency p50/p99. The API+queue overhead
 // per request is TTFT at concurrency 1 over HTTP minus TTFT on the bare engine in this process (tokenize +
-// prefill + first token + formatting; no HTTP, queue or IPC), measured in alternation (see pairedTtft; the
-// real-size model measures it on 4-word prompts, where a sub-millisecond difference is not lost in a 1 s
-// prefill's drift); the 8-vs-1 throughput ratio is the median of five rounds that alternate the two levels.
+// prefill + first token + formatting; no HTTP, queue or IPC), measured in alternation with the overhead bar's
+// floor server (see overheadAgainstFloor; the real-size model measures it on 4-word prompts, where a
+// sub-millisecond difference is not lost in a 1 s prefill's drift); the 8-vs-1 throughput ratio is the median of
+// five rounds that alternate the two levels.
 // Two bounds are measured beside them, so a run shows how far each bar is reachable at all on this machine:
 // - decode_8_over_1: the model's own decode step, 8 rows against 1 (8·t1 / t8, the served graph in this
 //   process at the requests' mid-length context). No server can beat it: prefills and overheads only lower
@@ -16,8 +17,8 @@
 // - serve_floor_overhead_ms: what a bare node:http server handing each request to a worker process over IPC
 //   costs on top of the same prefill time (scripts/serve-floor.ts): the least any such server pays here.
 // - serve_floor_engine_overhead_ms: the same bare server with the model's engine in its worker, timed in the same
-//   pairs against the bare engine as Hearth's overhead, so what a model in a worker process costs by itself is in
-//   it: the floor of the overhead bar.
+//   triplets as Hearth's overhead (bare engine, Hearth, floor), so what a model in a worker process costs by itself
+//   is in it: the floor of the overhead bar, which holds Hearth − floor, triplet by triplet, to 0.5 ms.
 // - serve_floor_itl_c8_ms: the same floor server streaming to 8 clients while its worker steps every t8 (the model's
 //   8-row decode step): the ITL tail that HTTP, IPC and the OS alone give at that step time. Where its p99 already
 //   exceeds 3 × its p50, no server meets the ITL bar here, and the bar is marked bound-limited.
@@ -91,9 +92,9 @@ const SMALL: Profile = {
 };
 // 1.1B Q4_0 at ~40 tok/s (1 stream) / ~120 (8 streams) and ~130 tok/s prefill (bench:peer, quiet machine): each
 // request's ~100-token prompt costs ~0.8 s. No level of 32 (it would take minutes alone); 3 rounds of 4 + 16 requests
-// give the 8-vs-1 ratio and ~1,500 ITL samples at 8 concurrent. The overhead's pairs are cheap (a 4-word prompt:
-// 50–100 ms) but scatter by 2–7 ms (MAD) against a 0.5 ms bar: 24 pairs left a standard error of 0.4–0.6 ms, and
-// two runs could not tell Hearth from its floor; 200 (~40 s with the floor's) bring it to 0.15–0.3 ms.
+// give the 8-vs-1 ratio and ~1,500 ITL samples at 8 concurrent. The overhead's triplets are cheap (a 4-word prompt:
+// 50–120 ms a request) but scatter by 2–9 ms (MAD) against a 0.5 ms bar: 24 pairs left a standard error of 0.4–0.6
+// ms, and two runs could not tell Hearth from its floor; 200 triplets take 30–70 s.
 const REAL_SIZE: Profile = {
   tokens: Number(arg('tokens-1b', '32')), concurrency: CONCURRENCY.filter((c) => c <= 8), requests: (c) => Math.max(4, c * 2), warmupRequests: 1,
   pairs: 8, ratioRounds: 3, oneRequests: 4, eightRequests: 16, floorRequests: 12, groupRounds: 2, overheadPromptWords: 4, overheadPairs: Number(arg('overhead-pairs-1b', '200')),
@@ -202,49 +203,61 @@ async function bareEngine(dir: string): Promise<{ ttft: (prompt: string) => Prom
 type Bare = Awaited<ReturnType<typeof bareEngine>>;
 
 /**
- * API+queue overhead: TTFT over HTTP (concurrency 1) against the bare engine in this process (no HTTP, no
- * queue, no IPC), one request of each in turn so that drifts in machine speed hit both alike.
+ * The TTFT bar: TTFT over HTTP (concurrency 1) against the bare engine in this process (no HTTP, no queue, no
+ * IPC), one request of each in turn so that drifts in machine speed hit both alike; medians of each.
  */
-async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
+async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number }> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const hearth = async (prompt: string) => (await streamOnce(url, agent, id, 1, prompt)).ttftMs;
   try {
-    return await pairedAgainstBare(async (prompt) => (await streamOnce(url, agent, id, 1, prompt)).ttftMs, bare, pairs, words);
+    for (let i = 0; i < 3; i++) (await bare.ttft(freshPrompt(words)), await hearth(freshPrompt(words)));
+    const httpMs: number[] = [], bareMs: number[] = [];
+    for (let i = 0; i < pairs; i++) (bareMs.push(await bare.ttft(freshPrompt(words))), httpMs.push(await hearth(freshPrompt(words))));
+    return { http: q(httpMs, 0.5), bare: q(bareMs, 0.5) };
   } finally {
     agent.destroy();
   }
 }
 
 /**
- * The floor the overhead bar is held to: the same pairs against a bare node:http server whose worker process runs
- * the model's engine (scripts/serve-floor.ts --model). A busy loop in the floor's worker left out what a model in a
- * worker process costs by itself (the 1.1B: IPC 0.7 ms, and its engine up to 1.7 ms slower than in this process).
+ * The overhead bar: Hearth's TTFT over HTTP against its floor, a bare node:http server whose worker process runs the
+ * model's engine (scripts/serve-floor.ts --model), and both against the bare engine in this process, one request of
+ * each in turn (the order of the two servers swaps every triplet). The bar is on Hearth − floor, taken triplet by
+ * triplet: measured in separate blocks of pairs a minute apart, the two overheads drifted apart by more than the
+ * 0.5 ms the bar allows (the 1.1B's floor came out at −1.3 ms in one run). A busy loop in the floor's worker left out
+ * what a model in a worker process costs by itself (the 1.1B: IPC 0.7 ms, and its engine up to 1.7 ms slower than
+ * in this process), hence the real engine.
  */
-async function pairedEngineFloor(dir: string, bare: Bare, pairs: number, words = PROMPT_WORDS): Promise<{ http: number; bare: number; diff: number; spread: number }> {
-  const { proc, url } = await startFloor(false, dir);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const once = (prompt: string) => firstByteMs(url, agent, JSON.stringify({ busy_ms: 0, prompt }));
+async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bare, triplets: number, words: number) {
+  const { proc, url: floorUrl } = await startFloor(false, dir);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 }), floorAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const hearth = async (prompt: string) => (await streamOnce(url, agent, id, 1, prompt)).ttftMs;
+  const floor = (prompt: string) => firstByteMs(floorUrl, floorAgent, JSON.stringify({ busy_ms: 0, prompt }));
   try {
-    await once(freshPrompt(words)); // waits for the worker to load the model
-    return await pairedAgainstBare(once, bare, pairs, words);
+    await floor(freshPrompt(words)); // waits for the floor's worker to load the model
+    for (let i = 0; i < 3; i++) (await bare.ttft(freshPrompt(words)), await hearth(freshPrompt(words)), await floor(freshPrompt(words)));
+    const ms = { bare: [] as number[], hearth: [] as number[], floor: [] as number[] };
+    for (let i = 0; i < triplets; i++) {
+      ms.bare.push(await bare.ttft(freshPrompt(words)));
+      if (i % 2 === 0) (ms.hearth.push(await hearth(freshPrompt(words))), ms.floor.push(await floor(freshPrompt(words))));
+      else (ms.floor.push(await floor(freshPrompt(words))), ms.hearth.push(await hearth(freshPrompt(words))));
+    }
+    const medianDiff = (a: number[], b: number[]) => q(a.map((x, i) => x - b[i]), 0.5);
+    const overFloor = ms.hearth.map((h, i) => h - ms.floor[i]);
+    const over = q(overFloor, 0.5);
+    return {
+      /** Hearth − bare engine, the floor − bare engine, and Hearth − the floor (medians of per-triplet differences). */
+      hearth: medianDiff(ms.hearth, ms.bare), floor: medianDiff(ms.floor, ms.bare), overFloor: over,
+      /** Median absolute deviation of Hearth − floor. */
+      spread: q(overFloor.map((d) => Math.abs(d - over)), 0.5),
+      triplets,
+      ttft: { hearth: q(ms.hearth, 0.5), floor: q(ms.floor, 0.5), bare: q(ms.bare, 0.5) },
+    };
   } finally {
     agent.destroy();
+    floorAgent.destroy();
     proc.kill();
   }
-}
-
-/** TTFT of `remote` against the bare engine in this process, one request of each in turn (see pairedTtft). */
-async function pairedAgainstBare(remote: (prompt: string) => Promise<number>, bare: Bare, pairs: number, words: number): Promise<{ http: number; bare: number; diff: number; spread: number }> {
-  const http1: number[] = [], bareMs: number[] = [];
-  for (let i = 0; i < 3; i++) (await bare.ttft(freshPrompt(words)), await remote(freshPrompt(words)));
-  for (let i = 0; i < pairs; i++) {
-    bareMs.push(await bare.ttft(freshPrompt(words)));
-    http1.push(await remote(freshPrompt(words)));
-  }
-  // The median of the per-pair differences: a drift in machine speed moves both members of a pair.
-  const diffs = http1.map((h, i) => h - bareMs[i]);
-  const diff = q(diffs, 0.5);
-  // Median absolute deviation of the pair differences: at a 1 s prefill the minute's drift moves each pair by tens of ms.
-  return { http: q(http1, 0.5), bare: q(bareMs, 0.5), diff, spread: q(diffs.map((d) => Math.abs(d - diff)), 0.5) };
 }
 
 /**
@@ -338,8 +351,8 @@ async function servedChunkBudget(url: URL, id: string): Promise<number | null> {
 /** Issue 21's bars, each against the bound this run measured. */
 function bars(r: {
   ratio: number; decodeBound: number; workloadBound: number; itl8: { p50: number; p99: number }; floorItl: { p50: number; p99: number };
-  /** HTTP-minus-bare TTFT pairs (median, its median absolute deviation, count), the floor server's overhead and the bare TTFT at their prompt. */
-  overhead: { diff: number; spread: number; pairs: number; floor: number; bare: number };
+  /** Hearth's and the floor's TTFT over the bare engine's, Hearth's over the floor's (median, MAD, count), the bare TTFT at their prompt. */
+  overhead: { hearth: number; floor: number; overFloor: number; spread: number; triplets: number; bare: number };
   floor: number; ttftRatio: number; bare: number;
 }) {
   const room = 0.2 * r.bare - r.floor; // what the TTFT bar leaves beyond the floor server's own overhead
@@ -356,11 +369,13 @@ function bars(r: {
       ...(r.itl8.p99 > 3 * r.itl8.p50 && r.floorItl.p99 > 3 * r.floorItl.p50 ? { bound_limited: `the floor server stepping every decode step shows p99 ${r2(r.floorItl.p99)} ms over p50 ${r2(r.floorItl.p50)} (${r2(r.floorItl.p99 / r.floorItl.p50)}×)` } : {}),
     },
     {
-      bar: 'API + queue overhead ≤ floor server + 0.5 ms', value: r2(r.overhead.diff), limit: r2(r.overhead.floor + 0.5), met: r.overhead.diff <= r.overhead.floor + 0.5,
-      // A miss within two standard errors of the median (≈ 1.25 · MAD / √pairs) cannot be told from the drift of
-      // the pairs; a larger one is a miss, however wide the pairs scatter.
-      ...(r.overhead.diff > r.overhead.floor + 0.5 && r.overhead.diff - (r.overhead.floor + 0.5) < (2 * 1.25 * r.overhead.spread) / Math.sqrt(r.overhead.pairs)
-        ? { noise_limited: `the miss is within two standard errors of the median (${r2((1.25 * r.overhead.spread) / Math.sqrt(r.overhead.pairs))} ms: the pairs scatter by ${r2(r.overhead.spread)} ms at a ${r2(r.overhead.bare)} ms TTFT)` }
+      // Hearth − floor, triplet by triplet (overheadAgainstFloor); the two overheads over the bare engine beside it.
+      bar: 'API + queue overhead ≤ floor server + 0.5 ms', value: r2(r.overhead.overFloor), limit: 0.5, met: r.overhead.overFloor <= 0.5,
+      overhead_ms: r2(r.overhead.hearth), floor_ms: r2(r.overhead.floor),
+      // A miss within two standard errors of the median (≈ 1.25 · MAD / √n) cannot be told from the scatter of the
+      // triplets; a larger one is a miss, however wide they scatter.
+      ...(r.overhead.overFloor > 0.5 && r.overhead.overFloor - 0.5 < (2 * 1.25 * r.overhead.spread) / Math.sqrt(r.overhead.triplets)
+        ? { noise_limited: `the miss is within two standard errors of the median (${r2((1.25 * r.overhead.spread) / Math.sqrt(r.overhead.triplets))} ms: Hearth − floor scatters by ${r2(r.overhead.spread)} ms at a ${r2(r.overhead.bare)} ms TTFT)` }
         : {}),
     },
     room > 0 || r.ttftRatio <= 1.2
@@ -444,9 +459,7 @@ for (const { name, id, profile: p } of ids) {
   progress(`${name}: floor server, decode bound, group against unrelated prompts`);
   const floor = await measureServeFloor(paired.bare, p.floorRequests);
   // The overhead on its own short prompt where the workload's prefill is too long to resolve it (see Profile).
-  const overheadPaired = p.overheadPromptWords ? await pairedTtft(url, id, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords) : paired;
-  const overheadFloor = p.overheadPromptWords ? await measureServeFloor(overheadPaired.bare, p.floorRequests) : floor;
-  const engineFloor = await pairedEngineFloor(dir, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS);
+  const overhead = await overheadAgainstFloor(url, id, dir, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS);
   await bare.release();
   const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
   const steps = await decodeSteps(dir, promptTokens, p.tokens);
@@ -467,13 +480,15 @@ for (const { name, id, profile: p } of ids) {
     levels: levels.map(({ itlSamples: _, rate: __, ...l }) => l),
     itl_c8_rounds_ms: { p50: r2(itl8ms.p50), p99: r2(itl8ms.p99) },
     prefill_chunk_tokens_after_rounds: chunkTokens,
-    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, floorItl, itl8: itl8ms, overhead: { diff: overheadPaired.diff, spread: overheadPaired.spread, pairs: p.overheadPromptWords ? (p.overheadPairs ?? p.pairs) : p.pairs, floor: engineFloor.diff, bare: overheadPaired.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
+    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, floorItl, itl8: itl8ms, overhead: { ...overhead, bare: overhead.ttft.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
     group,
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
-    api_queue_overhead_ms: r2(overheadPaired.diff),
-    ...(p.overheadPromptWords
-      ? { overhead_pairs: { prompt_words: p.overheadPromptWords, pairs: p.overheadPairs, http_c1_p50_ms: r2(overheadPaired.http), bare_engine_p50_ms: r2(overheadPaired.bare), mad_ms: r2(overheadPaired.spread), serve_floor_overhead_ms: r2(overheadFloor) } }
-      : {}),
+    api_queue_overhead_ms: r2(overhead.hearth),
+    overhead_triplets: {
+      prompt_words: p.overheadPromptWords ?? PROMPT_WORDS, triplets: overhead.triplets,
+      ttft_p50_ms: { hearth: r2(overhead.ttft.hearth), floor: r2(overhead.ttft.floor), bare_engine: r2(overhead.ttft.bare) },
+      over_floor_ms: r2(overhead.overFloor), over_floor_mad_ms: r2(overhead.spread),
+    },
     ttft_http_over_bare: r2(paired.http / paired.bare),
     throughput_c8_over_c1: r2(q(ratios, 0.5)),
     throughput_c8_over_c1_rounds: ratios.map(r2),
@@ -484,8 +499,7 @@ for (const { name, id, profile: p } of ids) {
       workload_8_over_1: r2(workloadBound),
       serve_floor_overhead_ms: r2(floor),
       // The overhead bar's floor: the same pairs against a bare server whose worker runs the model (see pairedEngineFloor).
-      serve_floor_engine_overhead_ms: r2(engineFloor.diff),
-      serve_floor_engine_mad_ms: r2(engineFloor.spread),
+      serve_floor_engine_overhead_ms: r2(overhead.floor),
       serve_floor_itl_c8_ms: { p50: r2(floorItl.p50), p99: r2(floorItl.p99) },
       ttft_bar_budget_ms: r2(0.2 * paired.bare),
     },
