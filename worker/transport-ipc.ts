@@ -7,28 +7,51 @@ import type { WorkerHost } from './host.js';
  * Messages made in the same tick leave as one IPC message (an array, in order). The engine emits a delta
  * for every running stream after each model step; one channel write per step instead of one per stream
  * is what keeps the pipe's cost flat as the batch grows (each write is a syscall and a wake-up of the API).
+ * A request's first delta leaves at once, with whatever is queued before it: its first token is what the
+ * client is waiting on, and the rest of the step (the other rows' tokens, a finished request's last chunks)
+ * would hold it back (measured on ~20M, 4-word prompts: 0.1–0.13 ms of its time to first token).
  */
-let outbox: { msgs: WorkerMessage[]; done: (() => void)[] } | null = null;
+export class Outbox {
+  private box: { msgs: WorkerMessage[]; done: (() => void)[] } | null = null;
+  /** Requests that have sent a delta (their later deltas ride with the step's batch). */
+  private readonly streaming = new Set<string>();
 
-function flush(): void {
-  const box = outbox!;
-  outbox = null;
-  if (!process.send || !process.connected) return box.done.forEach((d) => d());
-  process.send(box.msgs.length === 1 ? box.msgs[0] : box.msgs, undefined, undefined, () => box.done.forEach((d) => d()));
+  constructor(private readonly write: (msg: WorkerMessage | WorkerMessage[], done: () => void) => void) {}
+
+  send(msg: WorkerMessage): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (!this.box) {
+        this.box = { msgs: [], done: [] };
+        queueMicrotask(() => this.flush());
+      }
+      this.box.msgs.push(msg);
+      this.box.done.push(resolve);
+      if (msg.type === 'inference.done' || msg.type === 'inference.error') this.streaming.delete(msg.requestId);
+      if (msg.type === 'inference.delta' && !this.streaming.has(msg.requestId)) {
+        this.streaming.add(msg.requestId);
+        this.flush();
+      }
+    });
+  }
+
+  private flush(): void {
+    const box = this.box;
+    if (!box) return; // already sent (a first delta flushed it)
+    this.box = null;
+    this.write(box.msgs.length === 1 ? box.msgs[0] : box.msgs, () => box.done.forEach((d) => d()));
+  }
 }
+
+const outbox = new Outbox((msg, done) => {
+  if (!process.send || !process.connected) return done();
+  process.send(msg, undefined, undefined, done);
+});
 
 /** Send one message to the parent; resolves once handed to the channel (or at once when it is gone). */
 export function ipcSend(msg: WorkerMessage): Promise<void> {
   // The parent marked the request started when it handed it over (src/queue/embedded.ts).
   if (msg.type === 'inference.started') return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    if (!outbox) {
-      outbox = { msgs: [], done: [] };
-      queueMicrotask(flush);
-    }
-    outbox.msgs.push(msg);
-    outbox.done.push(resolve);
-  });
+  return outbox.send(msg);
 }
 
 export function serveOverIpc(host: WorkerHost, heartbeatMs: number, onShutdown: () => Promise<void>): void {
