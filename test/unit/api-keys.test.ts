@@ -63,6 +63,18 @@ describe('ApiKeys', () => {
     expect(keys.revoke(prefix)).toBe(0); // already revoked
   });
 
+  it('remembers the digests of keys it has seen, and still refuses a key revoked since (by another process too)', () => {
+    const keys = new ApiKeys(store);
+    const { key, prefix } = keys.create('dave');
+    expect(keys.hashOf(key)).toBe(hashKey(key));
+    expect(keys.authenticate(key)).toBe('dave');
+    expect(keys.authenticate(key)).toBe('dave'); // from the remembered digest
+    expect(new ApiKeys(store).revoke(prefix)).toBe(1); // `hearth keys revoke` runs in its own process
+    expect(keys.authenticate(key)).toBeNull();
+    for (let i = 0; i < 100; i++) expect(keys.hashOf(`other-${i}`)).toBe(hashKey(`other-${i}`)); // more keys than it keeps
+    expect(keys.hashOf(key)).toBe(hashKey(key));
+  });
+
   it('accepts the configured key (HEARTH_API_KEY) for its entity, whatever its form, and only it', () => {
     const keys = new ApiKeys(store, { key: 'plain-secret', entity: 'ops' });
     expect(keys.authenticate('plain-secret')).toBe('ops');

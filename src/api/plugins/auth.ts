@@ -4,7 +4,6 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { HttpError } from '../errors.js';
 import type { ApiKeys } from '../../services/api-keys.js';
 import { RateLimiter } from '../rate-limit.js';
-import { hashKey } from '../../services/api-keys.js';
 
 function presentedKey(request: FastifyRequest, allowBasic: boolean): string | null {
   const header = request.headers.authorization;
@@ -32,7 +31,7 @@ export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: num
     const challenge = allowBasic ? 'Basic realm="hearth", Bearer' : 'Bearer';
     const key = presentedKey(request, allowBasic);
     if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
-    const hash = hashKey(key);
+    const hash = keys.hashOf(key);
     const entity = keys.authenticate(key, hash);
     if (!entity) throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge }, 'invalid_api_key');
     const keyId = hash.slice(0, 12);
