@@ -219,3 +219,19 @@ describe('request schema', () => {
     expect(unsupportedParams(img)).toEqual(['messages[0].content[0].type=image_url']);
   });
 });
+
+describe('validated bodies', () => {
+  const run = (req: InferenceRequest) =>
+    new Promise<InferenceEvent>((resolve) => {
+      const hearth = createEngine(servable(), { kvCacheTokens: 4096 });
+      void hearth.submit(req, (e) => (e.type === 'error' || e.type === 'response' ? resolve(e) : undefined));
+    });
+
+  it('parses a body once: not again when the API already did (validated), while the checks beyond the schema still run', async () => {
+    // temperature 3 is outside the schema's range: the engine's own parse refuses it, a validated body is taken as given.
+    const body = { model: 'toy', prompt: 'hello', max_tokens: 2, temperature: 3, seed: 1 };
+    expect(await run({ kind: 'completion', body, model: 'toy' })).toMatchObject({ type: 'error', status: 400, message: expect.stringContaining('temperature') });
+    expect(await run({ kind: 'completion', body, model: 'toy', validated: true })).toMatchObject({ type: 'response' });
+    expect(await run({ kind: 'completion', body: { ...body, temperature: 0, suffix: 'x' }, model: 'toy', validated: true })).toMatchObject({ type: 'error', status: 400, message: expect.stringContaining('unsupported parameters: suffix') });
+  });
+});

@@ -102,8 +102,10 @@ describe('inference worker handler', () => {
     }
   });
 
-  it('reports bad requests as 400 task errors', async () => {
-    await expect(runTask(task({ messages, temperature: 5 }))).rejects.toMatchObject({ status: 400 });
+  it("reports bad requests as 400 task errors (the body is the API's parsed one: what its schema cannot tell)", async () => {
+    await expect(runTask(task({ messages, top_logprobs: 2 }))).rejects.toMatchObject({ status: 400, message: 'top_logprobs is only allowed when logprobs is true' });
+    await expect(runTask(task({ messages, suffix: 'x' }))).rejects.toMatchObject({ status: 400, message: expect.stringContaining('unsupported parameters: suffix') });
+    await expect(runTask(task({ prompt: [[1, 2, 1_000_000]] }, null, 'completion'))).rejects.toMatchObject({ status: 400, message: expect.stringContaining('outside the vocabulary') });
   });
 
   it('cancellation rejects at once and frees the engine', async () => {

@@ -40,8 +40,12 @@ import type { SamplingParams } from './sampling-params.js';
 import { forcedToolCallConstraint } from './tool-calls.js';
 
 export type InferenceRequest =
-  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null }
-  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null };
+  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null; validated?: boolean }
+  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null; validated?: boolean };
+// validated: the body was already parsed with the request schema of its kind (the API's inference routes do so
+// before they enqueue), so it is not parsed again; the checks beyond the schema still run. A body is validated
+// once, at the edge: a second parse of a completion body, its code cold between model steps, cost ~0.35 ms of
+// the time to first token on a 2-core machine (measured against the same server parsing once).
 
 export type InferenceEvent =
   | { type: 'chunk'; data: ChatCompletionChunk | CompletionResponse }
@@ -108,8 +112,8 @@ interface Ctx {
   samplingDefaults?: Partial<SamplingParams>;
 }
 
-function parse<T>(schema: { safeParse(x: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }, body: unknown): T {
-  const r = schema.safeParse(body);
+function parse<T>(schema: { safeParse(x: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }, body: unknown, validated = false): T {
+  const r = validated ? { success: true as const, data: body as T } : schema.safeParse(body);
   if (!r.success) throw new BadRequestError(r.error.issues.map((i) => `${i.path.map(String).join('.') || 'body'}: ${i.message}`).join('; '));
   const unsupported = unsupportedParams(r.data as ChatCompletionRequest);
   if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`, unsupported[0], 'unsupported_parameter');
@@ -132,7 +136,7 @@ function contentText(content: unknown): string | null {
 }
 
 async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
-  const body = parse(ChatCompletionRequest, req.body);
+  const body = parse(ChatCompletionRequest, req.body, req.validated);
   // OpenAI answers 400 here too; logprobs are returned either way, top ones only when asked properly.
   if (body.top_logprobs != null && body.logprobs !== true) {
     throw new BadRequestError("top_logprobs is only allowed when logprobs is true", 'top_logprobs');
@@ -190,7 +194,7 @@ function tokenIdsAsAsked(returnTokenIds: boolean | null | undefined): <T>(respon
 }
 
 async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
-  const body = parse(CompletionRequest, req.body);
+  const body = parse(CompletionRequest, req.body, req.validated);
   const { tokenizer } = ctx.servable;
   // prompt: text, list of texts, token ids, or list of token-id lists.
   const p = body.prompt;

@@ -113,7 +113,8 @@ export async function createHandlers(device: string, log: (m: string) => void, l
           else (settle(), reject(new TaskError(e.status, e.message, { param: e.param, code: e.code })));
         };
         void served.hearth
-          .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: task.model!.name, adapter: task.model!.adapterDir }, onEvent)
+          // The API's route parsed the body with the same schema before it enqueued the task (InferenceTask.body).
+          .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: task.model!.name, adapter: task.model!.adapterDir, validated: true }, onEvent)
           .then((h) => {
             handle = h;
             if (ctx.signal.aborted) h.cancel();
