@@ -45,7 +45,7 @@ import { writeGgufModel } from '../src/models/tiny-gguf.js';
 import { adoptGeneratedFolder, importModel, modelsRoot } from '../src/models/model-store.js';
 import { startServe } from '../test/helpers/process.js';
 import { loadModel, loadTokenizer } from '../worker/runtime/load-model.js';
-import { createEngineFromRuntime } from '../worker/inference/serve-loop.js';
+import { createEngineFromRuntime, type HearthEngine } from '../worker/inference/serve-loop.js';
 import { machineLabel, speedProbe } from './machine.js';
 import { firstByteMs, measureServeFloor, measureServeFloorItl, startFloor } from './serve-floor.js';
 import { argmax } from '../worker/runtime/generate.js';
@@ -183,8 +183,11 @@ async function closedLoop(url: URL, model: string, tokens: number, concurrency: 
   };
 }
 
-/** The bare engine in this process (no HTTP, queue or IPC), as the worker loads the model: TTFT of a one-token streamed request. */
-async function bareEngine(dir: string): Promise<{ ttft: (prompt: string) => Promise<number>; release: () => Promise<void> }> {
+/**
+ * The bare engine in this process (no HTTP, queue or IPC), as the worker loads the model: TTFT of a one-token
+ * streamed request, and the engine itself (its counters).
+ */
+async function bareEngine(dir: string): Promise<{ ttft: (prompt: string) => Promise<number>; engine: HearthEngine['engine']; release: () => Promise<void> }> {
   const loaded = await loadModel(dir, { lora: true }); // as the worker loads it
   const hearth = createEngineFromRuntime(loaded, { kvCacheBytes: 2 ** 28 });
   const ttft = (prompt: string) =>
@@ -197,7 +200,7 @@ async function bareEngine(dir: string): Promise<{ ttft: (prompt: string) => Prom
         else if (e.type === 'error') reject(new Error(e.message));
       });
     });
-  return { ttft, release: () => loaded.runner.release() };
+  return { ttft, engine: hearth.engine, release: () => loaded.runner.release() };
 }
 
 type Bare = Awaited<ReturnType<typeof bareEngine>>;
@@ -306,35 +309,24 @@ async function decodeSteps(dir: string, promptTokens: number, tokens: number): P
  * bare engine in this process: the same, plus the prompt tokens the engine computed (its counter).
  */
 async function groupVsUnrelated(url: URL, id: string, dir: string, rounds = 6) {
-  const loaded = await loadModel(dir, { lora: true });
-  const hearth = createEngineFromRuntime(loaded, { kvCacheBytes: 2 ** 28 });
-  const bareOne = (prompt: string) =>
-    new Promise<number>((resolve, reject) => {
-      const t0 = performance.now();
-      let first: number | null = null;
-      void hearth.submit({ kind: 'completion', body: { model: 'm', prompt, max_tokens: 1, temperature: 0, ignore_eos: true, stream: true }, model: 'm', adapter: null }, (e) => {
-        if (e.type === 'chunk') first ??= performance.now() - t0;
-        else if (e.type === 'end') resolve(first ?? performance.now() - t0);
-        else if (e.type === 'error') reject(new Error(e.message));
-      });
-    });
+  const bare = await bareEngine(dir); // a fresh one: no cached prefixes from the section's requests
   const prompts = (group: boolean) => {
     const shared = freshPrompt();
     return Array.from({ length: 8 }, () => (group ? shared : freshPrompt()));
   };
   const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
   const acc = { group: { http: [] as number[], bare: [] as number[], computed: [] as number[] }, unrelated: { http: [] as number[], bare: [] as number[], computed: [] as number[] } };
-  await Promise.all(prompts(false).map(bareOne)); // warm-up
+  await Promise.all(prompts(false).map(bare.ttft)); // warm-up
   for (let r = 0; r < rounds; r++) {
     for (const kind of ['group', 'unrelated'] as const) {
-      const before = hearth.engine.counters.tokensComputed;
-      acc[kind].bare.push(...(await Promise.all(prompts(kind === 'group').map(bareOne))));
-      acc[kind].computed.push(hearth.engine.counters.tokensComputed - before);
+      const before = bare.engine.counters.tokensComputed;
+      acc[kind].bare.push(...(await Promise.all(prompts(kind === 'group').map(bare.ttft))));
+      acc[kind].computed.push(bare.engine.counters.tokensComputed - before);
       acc[kind].http.push(...(await Promise.all(prompts(kind === 'group').map((p) => streamOnce(url, agent, id, 1, p)))).map((x) => x.ttftMs));
     }
   }
   agent.destroy();
-  await loaded.runner.release();
+  await bare.release();
   const summary = (a: { http: number[]; bare: number[]; computed: number[] }) => ({
     http_ttft_ms: { p50: r2(q(a.http, 0.5)), max: r2(Math.max(...a.http)) },
     bare_ttft_ms: { p50: r2(q(a.bare, 0.5)), max: r2(Math.max(...a.bare)) },
