@@ -23,6 +23,13 @@ export function workerNodeFlags(kind: WorkerKind, env: NodeJS.ProcessEnv = proce
   return (given ?? '--single-threaded-gc').split(/\s+/).filter(Boolean);
 }
 
+/** An `inference.delta` message as WorkerMessage's schema has it: a request id and any data. */
+export function isDelta(raw: unknown): raw is Extract<WorkerMessage, { type: 'inference.delta' }> {
+  if (typeof raw !== 'object' || raw === null) return false;
+  const m = raw as { type?: unknown; requestId?: unknown };
+  return m.type === 'inference.delta' && typeof m.requestId === 'string' && 'data' in m;
+}
+
 interface Child {
   slot: number;
   kind: WorkerKind;
@@ -75,6 +82,10 @@ export class EmbeddedQueue implements QueueAdapter {
     // A worker sends the messages it made in one tick as one array (worker/transport-ipc.ts).
     proc.on('message', (raw) => (Array.isArray(raw) ? raw.forEach(receive) : receive(raw)));
     const receive = (raw: unknown) => {
+      // A delta (one per stream and model step, the most frequent message) only travels on to its request,
+      // its data as the worker made it: its shape is checked here, without the schema (a cold parse cost
+      // ~0.05 ms of a 1.1B request's time to first token).
+      if (isDelta(raw)) return this.sink(raw);
       const parsed = WorkerMessageSchema.safeParse(raw);
       if (!parsed.success) return this.log(`embedded queue: ignoring a malformed message from worker ${slot}`);
       const msg = parsed.data;

@@ -3,6 +3,7 @@
 // inference worker through the queue; streamed chunks come back as they are made and go out as SSE.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { defineRoute, type RouteDef } from '../route.js';
+import { sendEvent } from '../sse.js';
 import type { AppContext } from '../context.js';
 import { errorBody, wireErrorOf } from '../errors.js';
 import { unavailable } from '../../errors/domain-errors.js';
@@ -78,7 +79,7 @@ async function runInference(
           delete chunk.usage;
         }
         start();
-        reply.raw.write(`data: ${JSON.stringify(chunk)}\n\n`);
+        sendEvent(reply.raw, `data: ${JSON.stringify(chunk)}\n\n`);
       },
     })) as UsageLike | null;
     if (result?.usage) usage = result.usage;
