@@ -92,6 +92,7 @@ export class WorkerHost {
   /** Run one inference request; deltas stream as they come, then one done or error message. */
   async runInference(task: InferenceTask): Promise<void> {
     const ctrl = new AbortController();
+    const t0 = performance.now();
     this.inflight.set(task.requestId, ctrl);
     if (this.cancelled.has(task.requestId)) ctrl.abort();
     // Not awaited: the request starts at once (a transport keeps its messages in order, so `started`
@@ -101,10 +102,18 @@ export class WorkerHost {
     );
     try {
       let result: unknown;
+      // A stream's first delta, or else the result, says how long the worker took to it (tokenizing, waiting in
+      // the engine, prefill, sampling): the API passes it on as the response's Server-Timing.
+      let streamed = false;
+      const delta = (data: unknown) => {
+        const timing = streamed ? {} : { workerMs: performance.now() - t0 };
+        streamed = true;
+        void this.report({ type: 'inference.delta', requestId: task.requestId, data, ...timing });
+      };
       if (task.op === 'ping') result = { pong: true, worker: this.identity.id };
       else if (!this.handlers.inference) throw new TaskError(501, 'this worker has no inference engine');
-      else result = await this.handlers.inference(task, { delta: (data) => void this.report({ type: 'inference.delta', requestId: task.requestId, data }), signal: ctrl.signal });
-      await this.report({ type: 'inference.done', requestId: task.requestId, result });
+      else result = await this.handlers.inference(task, { delta, signal: ctrl.signal });
+      await this.report({ type: 'inference.done', requestId: task.requestId, result, ...(streamed ? {} : { workerMs: performance.now() - t0 }) });
     } catch (err) {
       const status = err instanceof TaskError ? err.status : ctrl.signal.aborted ? 499 : 500;
       const message = err instanceof TaskError || ctrl.signal.aborted ? (err as Error).message : 'inference failed in the worker';

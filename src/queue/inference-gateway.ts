@@ -13,6 +13,8 @@ export interface InferenceCall {
   /** Back-pressure bucket, usually the model name. */
   queueKey: string;
   onDelta?: (data: unknown) => void;
+  /** The worker's time to the first delta (streams) or to the result, in ms, just before either is passed on. */
+  onWorkerTime?: (ms: number) => void;
   signal?: AbortSignal;
 }
 
@@ -60,11 +62,14 @@ export class InferenceGateway {
     if (p) p.workerId = workerId;
   }
 
-  delta(requestId: string, data: unknown): void {
-    this.pending.get(requestId)?.call.onDelta?.(data);
+  delta(requestId: string, data: unknown, workerMs?: number): void {
+    const call = this.pending.get(requestId)?.call;
+    if (workerMs !== undefined) call?.onWorkerTime?.(workerMs);
+    call?.onDelta?.(data);
   }
 
-  done(requestId: string, result: unknown): void {
+  done(requestId: string, result: unknown, workerMs?: number): void {
+    if (workerMs !== undefined) this.pending.get(requestId)?.call.onWorkerTime?.(workerMs);
     this.settle(requestId, null, result);
   }
 

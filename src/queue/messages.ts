@@ -69,8 +69,10 @@ export const WorkerMessage = z.discriminatedUnion('type', [
   z.object({ type: z.literal('training.event'), jobId: z.string(), event: TrainingEventMsg }),
   z.object({ type: z.literal('training.checkpoint'), jobId: z.string(), step: z.number().int(), path: z.string() }),
   z.object({ type: z.literal('inference.started'), requestId: z.string(), workerId: z.string() }),
-  z.object({ type: z.literal('inference.delta'), requestId: z.string(), data: z.unknown() }),
-  z.object({ type: z.literal('inference.done'), requestId: z.string(), result: z.unknown() }),
+  // workerMs: ms from the worker taking the request to this message, on a stream's first delta and on a
+  // non-streamed result (the API passes it on as the response's Server-Timing header).
+  z.object({ type: z.literal('inference.delta'), requestId: z.string(), data: z.unknown(), workerMs: z.number().optional() }),
+  z.object({ type: z.literal('inference.done'), requestId: z.string(), result: z.unknown(), workerMs: z.number().optional() }),
   z.object({
     type: z.literal('inference.error'), requestId: z.string(), status: z.number().int(), message: z.string(),
     param: z.string().optional(), code: z.string().optional(),

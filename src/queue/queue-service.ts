@@ -126,10 +126,10 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         this.gateway.started(msg.requestId, msg.workerId);
         break;
       case 'inference.delta':
-        this.gateway.delta(msg.requestId, msg.data);
+        this.gateway.delta(msg.requestId, msg.data, msg.workerMs);
         break;
       case 'inference.done':
-        this.gateway.done(msg.requestId, msg.result);
+        this.gateway.done(msg.requestId, msg.result, msg.workerMs);
         break;
       case 'inference.error':
         this.gateway.error(msg.requestId, msg.status, msg.message, { param: msg.param, code: msg.code });

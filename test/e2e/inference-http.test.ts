@@ -58,6 +58,25 @@ describe('/v1/completions over HTTP', () => {
     expect(chunks.at(-1)!.usage).toEqual(whole.usage);
   });
 
+  it('says in Server-Timing how long the worker took to the first token (streams) or the answer, and the server in all', async () => {
+    const timing = (res: Response) => {
+      const header = res.headers.get('server-timing') ?? '';
+      const dur = (name: string) => Number(new RegExp(`(?:^|,\\s*)${name};dur=([\\d.]+)`).exec(header)?.[1]);
+      return { worker: dur('worker'), total: dur('total') };
+    };
+    const post = (body: object) => fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { authorization: `Bearer ${s.key('alice')}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const whole = await post({ model: MODEL, prompt: 'Once upon a time', max_tokens: 4 });
+    expect(whole.status).toBe(200);
+    const streamed = await post({ model: MODEL, prompt: 'Once upon a time', max_tokens: 4, stream: true });
+    expect(streamed.status).toBe(200);
+    await streamed.text();
+    await whole.json();
+    for (const t of [timing(whole), timing(streamed)]) {
+      expect(t.worker).toBeGreaterThan(0);
+      expect(t.total).toBeGreaterThan(t.worker); // the worker's time is part of the server's
+    }
+  });
+
   it('answers several prompts with one choice each, in order', async () => {
     const prompts = ['Once', 'The dog', 'A'];
     const r = await client.completions.create({ model: MODEL, prompt: prompts, max_tokens: 4, temperature: 0, ignore_eos: true } as never);

@@ -164,12 +164,22 @@ describe.each(['embedded', 'bullmq'] as Mode[])('queue contract (%s)', (mode) =>
 
   it('streams inference deltas in order and answers pings', async () => {
     const queue = c.server.ctx.queue!;
-    const pong = (await queue.infer({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping' })) as { pong: boolean };
+    const pingTimes: number[] = [];
+    const pong = (await queue.infer({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping', onWorkerTime: (ms) => pingTimes.push(ms) })) as { pong: boolean };
     expect(pong.pong).toBe(true);
+    expect(pingTimes).toHaveLength(1); // a result says how long the worker took to it
     const seen: unknown[] = [];
     const tokens = Array.from({ length: 50 }, (_, i) => `t${i}`);
-    const result = await queue.infer({ op: 'chat', body: { tokens }, model: null, stream: true, queueKey: 'm', onDelta: (d) => seen.push(d) });
+    const streamTimes: { ms: number; before: number }[] = [];
+    const result = await queue.infer({
+      op: 'chat', body: { tokens }, model: null, stream: true, queueKey: 'm', onDelta: (d) => seen.push(d),
+      onWorkerTime: (ms) => streamTimes.push({ ms, before: seen.length }),
+    });
     expect(seen).toEqual(tokens);
+    // A stream's time comes once, with its first delta, before that delta is passed on.
+    expect(streamTimes).toHaveLength(1);
+    expect(streamTimes[0].before).toBe(0);
+    expect(streamTimes[0].ms).toBeGreaterThanOrEqual(0);
     expect(result).toMatchObject({ n: 50 });
   });
 

@@ -24,6 +24,11 @@ function usageProject(request: FastifyRequest): string {
   return project.slice(0, 128) || DEFAULT_USAGE_PROJECT;
 }
 
+/** `worker;dur=…, total;dur=…` (ms, two decimals). */
+export function serverTimingHeader(workerMs: number, totalMs: number): string {
+  return `worker;dur=${workerMs.toFixed(2)}, total;dur=${totalMs.toFixed(2)}`;
+}
+
 interface UsageLike {
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
 }
@@ -51,8 +56,14 @@ async function runInference(
     if (!reply.raw.writableFinished) abort.abort();
   });
 
+  // Server-Timing (W3C): the worker's time to the first token (streams) or to the whole response, and this
+  // server's from the request's arrival to the same point; the difference is what HTTP, the API and the queue add.
+  let serverTiming: string | null = null;
+  const onWorkerTime = (workerMs: number) => (serverTiming = serverTimingHeader(workerMs, reply.elapsedTime));
+
   if (!body.stream) {
-    const result = (await ctx.queue.infer({ op, body, model, stream: false, queueKey: model.baseModel, signal: abort.signal })) as UsageLike;
+    const result = (await ctx.queue.infer({ op, body, model, stream: false, queueKey: model.baseModel, signal: abort.signal, onWorkerTime })) as UsageLike;
+    if (serverTiming) reply.header('server-timing', serverTiming);
     usage = result?.usage ?? null;
     book();
     return result;
@@ -66,11 +77,14 @@ async function runInference(
     if (started) return;
     started = true;
     reply.hijack();
-    reply.raw.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': request.id });
+    reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': request.id,
+      ...(serverTiming ? { 'server-timing': serverTiming } : {}),
+    });
   };
   try {
     const result = (await ctx.queue.infer({
-      op, body: workerBody, model, stream: true, queueKey: model.baseModel, signal: abort.signal,
+      op, body: workerBody, model, stream: true, queueKey: model.baseModel, signal: abort.signal, onWorkerTime,
       onDelta: (data) => {
         const chunk = data as UsageLike & { choices?: unknown[] };
         if (chunk.usage) usage = chunk.usage;
