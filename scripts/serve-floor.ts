@@ -24,6 +24,8 @@ const SELF = fileURLToPath(import.meta.url);
 const CHUNK = 'data: {"choices":[{"index":0,"text":"x"}]}\n\n';
 
 type Job = { id: number; busyMs: number; stepMs?: number; tokens?: number; prompt?: string };
+/** The engine worker's answer: the job, and its time from taking the job to the first token (as Hearth's Server-Timing `worker`). */
+type EngineReply = { id: number; workerMs: number };
 
 /** The worker's side: hold the CPU as a prefill would, then answer (the thread variant below does the same). */
 function work(job: Job, reply: (id: number) => void): void {
@@ -65,15 +67,16 @@ function streamSteps(send: (msg: [number[], number[]]) => void): (job: Job) => v
  * model's request there, over IPC, took 0.7 ms more than in process and its engine ran up to 1.7 ms slower
  * (a busy loop that touches nothing, or reads through 0.6 GB, shows neither).
  */
-async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: number) => void) => void> {
+async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: number | EngineReply) => void) => void> {
   const { loadModel } = await import('../worker/runtime/load-model.js');
   const { createEngineFromRuntime } = await import('../worker/inference/serve-loop.js');
   const hearth = createEngineFromRuntime(await loadModel(modelDir, { lora: true }), { kvCacheBytes: 2 ** 28 });
   return (job, reply) => {
+    const t0 = performance.now();
     let answered = false;
     const body = { model: 'm', prompt: job.prompt ?? 'once', max_tokens: 1, temperature: 0, ignore_eos: true, stream: true };
     void hearth.submit({ kind: 'completion', body, model: 'm', adapter: null }, (e) => {
-      if ((e.type === 'chunk' || e.type === 'end' || e.type === 'error') && !answered) (answered = true), reply(job.id);
+      if ((e.type === 'chunk' || e.type === 'end' || e.type === 'error') && !answered) (answered = true), reply({ id: job.id, workerMs: performance.now() - t0 });
     });
   };
 }
@@ -81,14 +84,18 @@ async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: numb
 function serve(thread: boolean, modelDir: string | null): void {
   if (thread && modelDir) throw new Error('serve-floor: --model runs the engine in a worker process; it does not go with --thread');
   const waiting = new Map<number, http.ServerResponse>();
-  const done = (msg: number | [number[], number[]]) => {
+  const done = (msg: number | EngineReply | [number[], number[]]) => {
     if (Array.isArray(msg)) {
       for (const id of msg[0]) waiting.get(id)!.write(CHUNK);
       for (const id of msg[1]) (waiting.get(id)!.end(), waiting.delete(id));
       return;
     }
-    const res = waiting.get(msg)!;
-    waiting.delete(msg);
+    const id = typeof msg === 'number' ? msg : msg.id;
+    const res = waiting.get(id)!;
+    waiting.delete(id);
+    // The engine worker's time goes out as Hearth's does (Server-Timing), so bench:serve can set both servers'
+    // time outside their engines side by side.
+    if (typeof msg !== 'number') res.setHeader('server-timing', `worker;dur=${msg.workerMs.toFixed(2)}`);
     res.end(CHUNK);
   };
   let send: (job: Job) => void, stopWorker: () => void;
@@ -106,7 +113,7 @@ function serve(thread: boolean, modelDir: string | null): void {
     // The worker runs with the Node flags of Hearth's inference workers (--single-threaded-gc by default): without
     // them the floor's engine ran 1.5 ms slower than Hearth's on ~20M's 64-word prompts, and Hearth "beat" its floor.
     const child = fork(SELF, ['--child', ...(modelDir ? ['--model', modelDir] : [])], { execArgv: [...process.execArgv, ...workerNodeFlags('inference')] });
-    child.on('message', (msg: number | [number[], number[]]) => done(msg));
+    child.on('message', (msg: number | EngineReply | [number[], number[]]) => done(msg));
     send = (job) => child.send(job);
     stopWorker = () => child.kill();
   }
@@ -116,7 +123,7 @@ function serve(thread: boolean, modelDir: string | null): void {
     req.on('data', (d) => (body += d));
     req.on('end', () => {
       const { busy_ms: busyMs, step_ms: stepMs, tokens, prompt } = JSON.parse(body) as { busy_ms: number; step_ms?: number; tokens?: number; prompt?: string };
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.setHeader('content-type', 'text/event-stream'); // sent with the answer
       const id = next++;
       waiting.set(id, res);
       send({ id, busyMs, stepMs, tokens, prompt });
@@ -187,18 +194,30 @@ export async function measureServeFloorItl(stepMs: number, opts: { tokens?: numb
 }
 
 /** One request to a floor server: ms from sending `body` to the response's first byte (the response is read to its end). */
-export function firstByteMs(url: URL, agent: http.Agent, body: string): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
+export async function firstByteMs(url: URL, agent: http.Agent, body: string): Promise<number> {
+  return (await firstByte(url, agent, body)).ms;
+}
+
+/** firstByteMs, and the engine worker's own time (its Server-Timing `worker`; NaN from a busy-loop worker). */
+export function firstByte(url: URL, agent: http.Agent, body: string): Promise<{ ms: number; workerMs: number }> {
+  return new Promise((resolve, reject) => {
     const t0 = performance.now();
     let first = 0;
     const req = http.request({ host: url.hostname, port: url.port, path: '/', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
       res.on('data', () => (first ||= performance.now() - t0));
-      res.on('end', () => resolve(first));
+      res.on('end', () => resolve({ ms: first, workerMs: serverTimingDur(res.headers['server-timing'], 'worker') }));
       res.on('error', reject);
     });
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/** A metric's `dur` in a Server-Timing header (NaN when absent). */
+export function serverTimingDur(header: string | string[] | undefined, name: string): number {
+  const text = Array.isArray(header) ? header.join(', ') : (header ?? '');
+  const m = new RegExp(`(?:^|,)\\s*${name};(?:[^,]*;)?dur=([\\d.]+)`).exec(text);
+  return m ? Number(m[1]) : NaN;
 }
 
 /** Median over `n` requests of (time to first byte − busyMs), against a floor server in its own process. */
@@ -224,7 +243,7 @@ if (process.argv.includes('--child')) {
   const stream = streamSteps((msg) => process.send!(msg));
   // With a model, jobs queue until it is loaded (the server starts at once; the bench warms it up).
   const run = modelArg ? engineWork(modelArg) : Promise.resolve(work);
-  process.on('message', (job: Job) => (job.stepMs ? stream(job) : void run.then((w) => w(job, (id) => process.send!(id)))));
+  process.on('message', (job: Job) => (job.stepMs ? stream(job) : void run.then((w) => w(job, (reply) => process.send!(reply)))));
 } else if (process.argv.includes('--itl')) {
   const flag = (name: string, fallback: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : fallback);
   const stepMs = flag('--step-ms', 1);
