@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3';
 import type { Db } from './database.js';
 import type { ApiKeyRecord } from '../records.js';
 
@@ -6,7 +7,12 @@ interface Row { id: string; prefix: string; hash: string; entity: string; create
 const toRecord = (r: Row): ApiKeyRecord => ({ id: r.id, prefix: r.prefix, entity: r.entity, createdAt: r.created_at, revokedAt: r.revoked_at });
 
 export class KeysRepo {
-  constructor(private readonly db: Db) {}
+  /** Compiled once: every request presenting a stored key looks its prefix up. */
+  private readonly byPrefix: Statement<[string]>;
+
+  constructor(private readonly db: Db) {
+    this.byPrefix = db.prepare('SELECT * FROM api_keys WHERE prefix = ?');
+  }
 
   insert(k: { id: string; prefix: string; hash: string; entity: string; createdAt: string }): void {
     this.db.prepare('INSERT INTO api_keys (id, prefix, hash, entity, created_at) VALUES (?, ?, ?, ?, ?)').run(k.id, k.prefix, k.hash, k.entity, k.createdAt);
@@ -14,7 +20,7 @@ export class KeysRepo {
 
   /** The stored hash for a key prefix, with its record; null when unknown. */
   findByPrefix(prefix: string): { record: ApiKeyRecord; hash: string } | null {
-    const r = this.db.prepare('SELECT * FROM api_keys WHERE prefix = ?').get(prefix) as Row | undefined;
+    const r = this.byPrefix.get(prefix) as Row | undefined;
     return r ? { record: toRecord(r), hash: r.hash } : null;
   }
 
