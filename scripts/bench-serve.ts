@@ -20,6 +20,9 @@
 //   triplets as Hearth's overhead (bare engine, Hearth, floor), so what a model in a worker process costs by itself
 //   is in it: the floor of the overhead bar, which holds Hearth − floor, triplet by triplet, to 0.5 ms, each server
 //   counted outside its own worker (TTFT minus the worker's time to the first token, from Server-Timing).
+// - stack_floor_ms (in the overhead bar): the same worker and IPC behind Fastify, a bearer-key hook and the completion
+//   body's zod schema (serve-floor.ts --fastify), timed in the same rounds: what the stack Hearth's API is built on
+//   costs by itself over the bare floor, and over_stack_floor_ms what Hearth adds to it.
 // - serve_floor_itl_c8_ms: the same floor server streaming to 8 clients while its worker steps every t8 (the model's
 //   8-row decode step): the ITL tail that HTTP, IPC and the OS alone give at that step time. Where its p99 already
 //   exceeds 3 × its p50, no server meets the ITL bar here, and the bar is marked bound-limited.
@@ -237,29 +240,39 @@ async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words
  * the two workers' difference are reported beside it, so an engine slowed by Hearth's worker would still show.
  */
 async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bare, triplets: number, words: number) {
-  const { proc, url: floorUrl } = await startFloor(false, dir);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 }), floorAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const hearth = async (prompt: string) => {
-    const x = await streamOnce(url, agent, id, 1, prompt);
+  const floorServer = await startFloor(false, dir), stackServer = await startFloor(false, dir, true);
+  const agents = [0, 1, 2].map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
+  const viaCompletions = (to: URL, agent: http.Agent) => async (prompt: string) => {
+    const x = await streamOnce(to, agent, id, 1, prompt);
     return { ms: x.ttftMs, workerMs: x.workerMs };
   };
-  const floor = (prompt: string) => firstByte(floorUrl, floorAgent, JSON.stringify({ busy_ms: 0, prompt }));
+  // Hearth; the bare floor; the stack floor (the same worker and IPC behind Fastify, a bearer-key hook and the
+  // completion body's zod schema: what the stack Hearth's API is built on costs by itself, with no Hearth code).
+  const servers = {
+    hearth: viaCompletions(url, agents[0]),
+    floor: (prompt: string) => firstByte(floorServer.url, agents[1], JSON.stringify({ busy_ms: 0, prompt })),
+    stack: viaCompletions(stackServer.url, agents[2]),
+  };
+  const names = ['hearth', 'floor', 'stack'] as const;
   try {
-    await floor(freshPrompt(words)); // waits for the floor's worker to load the model
-    // Hearth's worker has served the whole section by now; a floor fresh from its load ran its engine slower than
-    // Hearth's (Hearth − floor came out at −0.7 and −1.1 ms on the small models' 64-word prompts).
-    for (let i = 0; i < 24; i++) await floor(freshPrompt(words));
-    for (let i = 0; i < 3; i++) (await bare.ttft(freshPrompt(words)), await hearth(freshPrompt(words)), await floor(freshPrompt(words)));
-    const ms = { bare: [] as number[], hearth: [] as { ms: number; workerMs: number }[], floor: [] as { ms: number; workerMs: number }[] };
+    // The floors' workers load the model on their first request. Hearth's worker has served the whole section by
+    // now; a floor fresh from its load ran its engine slower than Hearth's (Hearth − floor came out at −0.7 and −1.1
+    // ms on the small models' 64-word prompts), hence 24 more each.
+    for (let i = 0; i < 25; i++) (await servers.floor(freshPrompt(words)), await servers.stack(freshPrompt(words)));
+    for (let i = 0; i < 3; i++) for (const k of names) await servers[k](freshPrompt(words));
+    const ms = { bare: [] as number[], hearth: [] as { ms: number; workerMs: number }[], floor: [] as { ms: number; workerMs: number }[], stack: [] as { ms: number; workerMs: number }[] };
     for (let i = 0; i < triplets; i++) {
       ms.bare.push(await bare.ttft(freshPrompt(words)));
-      if (i % 2 === 0) (ms.hearth.push(await hearth(freshPrompt(words))), ms.floor.push(await floor(freshPrompt(words))));
-      else (ms.floor.push(await floor(freshPrompt(words))), ms.hearth.push(await hearth(freshPrompt(words))));
+      for (let j = 0; j < 3; j++) {
+        const k = names[(i + j) % 3]; // each server goes first, second and third in turn
+        ms[k].push(await servers[k](freshPrompt(words)));
+      }
     }
-    if (ms.hearth.some((x) => Number.isNaN(x.workerMs)) || ms.floor.some((x) => Number.isNaN(x.workerMs))) throw new Error('a response had no Server-Timing worker time');
+    if (names.some((k) => ms[k].some((x) => Number.isNaN(x.workerMs)))) throw new Error('a response had no Server-Timing worker time');
     const median = (xs: number[]) => q(xs, 0.5);
     const outside = (x: { ms: number; workerMs: number }) => x.ms - x.workerMs;
-    const overFloor = ms.hearth.map((h, i) => outside(h) - outside(ms.floor[i]));
+    const diff = (a: (typeof ms)['hearth'], b: (typeof ms)['hearth']) => a.map((x, i) => outside(x) - outside(b[i]));
+    const overFloor = diff(ms.hearth, ms.floor);
     const over = median(overFloor);
     return {
       /** Hearth's and the floor's time outside their workers (medians), and Hearth's − the floor's (median of per-triplet differences). */
@@ -267,6 +280,8 @@ async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bar
       /** Median absolute deviation of Hearth − floor. */
       spread: median(overFloor.map((d) => Math.abs(d - over))),
       triplets,
+      /** The stack floor outside its worker, over the bare floor and under Hearth (medians of per-round differences). */
+      stack: { outside: median(ms.stack.map(outside)), overFloor: median(diff(ms.stack, ms.floor)), hearthOver: median(diff(ms.hearth, ms.stack)) },
       /** TTFT − bare engine in this process, and TTFT and worker time differences, Hearth − floor (medians of per-triplet differences). */
       overBare: { hearth: median(ms.hearth.map((h, i) => h.ms - ms.bare[i])), floor: median(ms.floor.map((f, i) => f.ms - ms.bare[i])) },
       ttftOverFloor: median(ms.hearth.map((h, i) => h.ms - ms.floor[i].ms)),
@@ -274,9 +289,9 @@ async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bar
       ttft: { hearth: median(ms.hearth.map((x) => x.ms)), floor: median(ms.floor.map((x) => x.ms)), bare: median(ms.bare) },
     };
   } finally {
-    agent.destroy();
-    floorAgent.destroy();
-    proc.kill();
+    agents.forEach((a) => a.destroy());
+    floorServer.proc.kill();
+    stackServer.proc.kill();
   }
 }
 
@@ -361,7 +376,10 @@ async function servedChunkBudget(url: URL, id: string): Promise<number | null> {
 function bars(r: {
   ratio: number; decodeBound: number; workloadBound: number; itl8: { p50: number; p99: number }; floorItl: { p50: number; p99: number };
   /** Hearth's and the floor's time outside their workers, Hearth's over the floor's (median, MAD, count), the bare TTFT at their prompt. */
-  overhead: { hearth: number; floor: number; overFloor: number; spread: number; triplets: number; bare: number; ttftOverFloor: number; workerOverFloor: number };
+  overhead: {
+    hearth: number; floor: number; overFloor: number; spread: number; triplets: number; bare: number; ttftOverFloor: number; workerOverFloor: number;
+    stack: { outside: number; overFloor: number; hearthOver: number };
+  };
   floor: number; ttftRatio: number; bare: number;
 }) {
   const room = 0.2 * r.bare - r.floor; // what the TTFT bar leaves beyond the floor server's own overhead
@@ -383,6 +401,12 @@ function bars(r: {
       bar: 'API + queue overhead ≤ floor server + 0.5 ms', value: r2(r.overhead.overFloor), limit: 0.5, met: r.overhead.overFloor <= 0.5,
       overhead_ms: r2(r.overhead.hearth), floor_ms: r2(r.overhead.floor),
       ttft_difference_ms: r2(r.overhead.ttftOverFloor), worker_difference_ms: r2(r.overhead.workerOverFloor),
+      // What the stack costs by itself (Fastify, a key hook, zod; no Hearth code), and Hearth beyond it. Where the stack
+      // alone exceeds the bar, no server on it meets it here.
+      stack_floor_ms: r2(r.overhead.stack.overFloor), over_stack_floor_ms: r2(r.overhead.stack.hearthOver),
+      ...(r.overhead.overFloor > 0.5 && r.overhead.stack.overFloor > 0.5
+        ? { bound_limited: `the stack alone (Fastify, a key hook, the body's zod schema, the same worker) costs ${r2(r.overhead.stack.overFloor)} ms over the bare floor; Hearth adds ${r2(r.overhead.stack.hearthOver)} ms to it` }
+        : {}),
       // A miss within two standard errors of the median (≈ 1.25 · MAD / √n) cannot be told from the scatter of the
       // triplets; a larger one is a miss, however wide they scatter.
       ...(r.overhead.overFloor > 0.5 && r.overhead.overFloor - 0.5 < (2 * 1.25 * r.overhead.spread) / Math.sqrt(r.overhead.triplets)
@@ -498,7 +522,7 @@ for (const { name, id, profile: p } of ids) {
     overhead_triplets: {
       prompt_words: p.overheadPromptWords ?? PROMPT_WORDS, triplets: overhead.triplets,
       ttft_p50_ms: { hearth: r2(overhead.ttft.hearth), floor: r2(overhead.ttft.floor), bare_engine: r2(overhead.ttft.bare) },
-      outside_worker_p50_ms: { hearth: r2(overhead.hearth), floor: r2(overhead.floor) },
+      outside_worker_p50_ms: { hearth: r2(overhead.hearth), floor: r2(overhead.floor), stack_floor: r2(overhead.stack.outside) },
       over_floor_ms: r2(overhead.overFloor), over_floor_mad_ms: r2(overhead.spread),
       ttft_over_bare_ms: { hearth: r2(overhead.overBare.hearth), floor: r2(overhead.overBare.floor) },
     },

@@ -12,8 +12,10 @@
 // time; bench:serve reports it beside the ITL bar.
 //   npx tsx scripts/serve-floor.ts --measure --busy-ms 2.7 [--thread]   prints {"worker", "busy_ms", "overhead_ms"}
 //   npx tsx scripts/serve-floor.ts --itl --step-ms 0.7 [--tokens 64] [--concurrency 8]   prints {"step_ms", "itl_ms": {p50, p99}}
-//   npx tsx scripts/serve-floor.ts --serve [--thread | --model <dir>]     prints the URL, serves until killed
-//     (--model: the worker answers each request with a one-token completion of its `prompt` on that model)
+//   npx tsx scripts/serve-floor.ts --serve [--thread | --model <dir> [--fastify]]     prints the URL, serves until killed
+//     (--model: the worker answers each request with a one-token completion of its `prompt` on that model;
+//      --fastify: the server is Fastify with a bearer-key hook, answering POST /v1/completions bodies that pass the
+//      completion request's zod schema: the stack Hearth's API is built on, without Hearth's code)
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -81,7 +83,7 @@ async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: numb
   };
 }
 
-function serve(thread: boolean, modelDir: string | null): void {
+async function serve(thread: boolean, modelDir: string | null, framework: boolean): Promise<void> {
   if (thread && modelDir) throw new Error('serve-floor: --model runs the engine in a worker process; it does not go with --thread');
   const waiting = new Map<number, http.ServerResponse>();
   const done = (msg: number | EngineReply | [number[], number[]]) => {
@@ -118,26 +120,44 @@ function serve(thread: boolean, modelDir: string | null): void {
     stopWorker = () => child.kill();
   }
   let next = 0;
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      const { busy_ms: busyMs, step_ms: stepMs, tokens, prompt } = JSON.parse(body) as { busy_ms: number; step_ms?: number; tokens?: number; prompt?: string };
-      res.setHeader('content-type', 'text/event-stream'); // sent with the answer
-      const id = next++;
-      waiting.set(id, res);
-      send({ id, busyMs, stepMs, tokens, prompt });
+  const dispatch = (res: http.ServerResponse, { busy_ms: busyMs, step_ms: stepMs, tokens, prompt }: { busy_ms: number; step_ms?: number; tokens?: number; prompt?: string }) => {
+    res.setHeader('content-type', 'text/event-stream'); // sent with the answer
+    const id = next++;
+    waiting.set(id, res);
+    send({ id, busyMs, stepMs, tokens, prompt });
+  };
+  if (framework) {
+    // The same, on the stack Hearth's API is built on: Fastify, a bearer-key hook, the completion body's zod schema.
+    const { default: Fastify } = await import('fastify');
+    const { CompletionRequest } = await import('../src/schemas/openai.js');
+    const app = Fastify();
+    app.addHook('onRequest', async (request, reply) => {
+      if (!request.headers.authorization?.startsWith('Bearer ')) return reply.code(401).send({ error: 'no key' });
     });
-  });
-  server.listen(0, '127.0.0.1', () => process.stdout.write(`listening on http://127.0.0.1:${(server.address() as { port: number }).port}\n`));
+    app.post('/v1/completions', async (request, reply) => {
+      const parsed = CompletionRequest.safeParse(request.body);
+      if (!parsed.success) return reply.code(422).send({ detail: parsed.error.issues });
+      reply.hijack();
+      dispatch(reply.raw, request.body as { busy_ms: number; prompt?: string });
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    process.stdout.write(`listening on http://127.0.0.1:${(app.server.address() as { port: number }).port}\n`);
+  } else {
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => dispatch(res, JSON.parse(body)));
+    });
+    server.listen(0, '127.0.0.1', () => process.stdout.write(`listening on http://127.0.0.1:${(server.address() as { port: number }).port}\n`));
+  }
   const stop = () => (stopWorker(), process.exit(0));
   process.on('SIGTERM', stop);
   process.on('disconnect', stop);
 }
 
 /** A floor server in its own process (its worker running the model in `modelDir`, if given), and its URL. */
-export async function startFloor(thread = false, modelDir: string | null = null): Promise<{ proc: ChildProcess; url: URL }> {
-  const proc: ChildProcess = fork(SELF, ['--serve', ...(thread ? ['--thread'] : []), ...(modelDir ? ['--model', modelDir] : [])], { execArgv: process.execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+export async function startFloor(thread = false, modelDir: string | null = null, framework = false): Promise<{ proc: ChildProcess; url: URL }> {
+  const proc: ChildProcess = fork(SELF, ['--serve', ...(thread ? ['--thread'] : []), ...(modelDir ? ['--model', modelDir] : []), ...(framework ? ['--fastify'] : [])], { execArgv: process.execArgv, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
   const url = new URL(await new Promise<string>((resolve, reject) => {
     let out = '';
     proc.stdout!.on('data', (d) => {
@@ -251,7 +271,7 @@ if (process.argv.includes('--child')) {
   const r = (x: number) => Math.round(x * 1000) / 1000;
   process.stdout.write(`${JSON.stringify({ step_ms: stepMs, itl_ms: { p50: r(itl.p50), p99: r(itl.p99) }, p99_over_p50: r(itl.p99 / itl.p50) })}\n`);
 }
-else if (process.argv.includes('--serve')) serve(process.argv.includes('--thread'), modelArg);
+else if (process.argv.includes('--serve')) await serve(process.argv.includes('--thread'), modelArg, process.argv.includes('--fastify'));
 else if (process.argv.includes('--measure')) {
   const i = process.argv.indexOf('--busy-ms');
   const busyMs = i >= 0 ? Number(process.argv[i + 1]) : 0;
