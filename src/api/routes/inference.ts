@@ -25,7 +25,7 @@ function usageProject(request: FastifyRequest): string {
 }
 
 /** `worker;dur=…, total;dur=…` (ms, two decimals). */
-export function serverTimingHeader(workerMs: number, totalMs: number): string {
+function serverTimingHeader(workerMs: number, totalMs: number): string {
   return `worker;dur=${workerMs.toFixed(2)}, total;dur=${totalMs.toFixed(2)}`;
 }
 
