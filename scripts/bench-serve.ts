@@ -231,9 +231,9 @@ async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words
 /**
  * The overhead bar: Hearth's TTFT over HTTP against its floor, a bare node:http server whose worker process runs the
  * model's engine (scripts/serve-floor.ts --model), and both against the bare engine in this process, one request of
- * each in turn (the order of the two servers swaps every triplet). Each server's overhead is its TTFT minus its own
- * worker's time to the first token (Server-Timing `worker`, from the worker taking the request to the engine's
- * first chunk), and the bar is on Hearth's minus the floor's, triplet by triplet. On TTFT alone the 1.1B's
+ * each in turn (with the stack floor below, the three servers' order rotating every round). Each server's overhead
+ * is its TTFT minus its own worker's time to the first token (Server-Timing `worker`, from the worker taking the
+ * request to the engine's first chunk), and the bar is on Hearth's minus the floor's, round by round. On TTFT alone the 1.1B's
  * Hearth − floor scattered by 2–3.4 ms (MAD) and drifted by ±1 ms between runs: the same engine runs ~1% faster
  * or slower in one process than in another (two identical engines in one process: 0.75 ms apart on a 92 ms TTFT),
  * which is not the API's or the queue's doing; outside the engines it scatters by 0.4 ms. The TTFT difference and
@@ -535,7 +535,7 @@ for (const { name, id, profile: p } of ids) {
       decode_8_over_1: r2(decodeBound),
       workload_8_over_1: r2(workloadBound),
       serve_floor_overhead_ms: r2(floor),
-      // The overhead bar's floor: the same pairs against a bare server whose worker runs the model (see pairedEngineFloor).
+      // The overhead bar's floor: TTFT over the bare engine of a bare server whose worker runs the model (see overheadAgainstFloor).
       serve_floor_engine_overhead_ms: r2(overhead.overBare.floor),
       serve_floor_itl_c8_ms: { p50: r2(floorItl.p50), p99: r2(floorItl.p99) },
       ttft_bar_budget_ms: r2(0.2 * paired.bare),

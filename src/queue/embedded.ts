@@ -23,11 +23,11 @@ export function workerNodeFlags(kind: WorkerKind, env: NodeJS.ProcessEnv = proce
   return (given ?? '--single-threaded-gc').split(/\s+/).filter(Boolean);
 }
 
-/** An `inference.delta` message as WorkerMessage's schema has it: a request id and any data. */
+/** An `inference.delta` message as WorkerMessage's schema has it: a request id, any data, and maybe the worker's time. */
 export function isDelta(raw: unknown): raw is Extract<WorkerMessage, { type: 'inference.delta' }> {
   if (typeof raw !== 'object' || raw === null) return false;
-  const m = raw as { type?: unknown; requestId?: unknown };
-  return m.type === 'inference.delta' && typeof m.requestId === 'string' && 'data' in m;
+  const m = raw as { type?: unknown; requestId?: unknown; workerMs?: unknown };
+  return m.type === 'inference.delta' && typeof m.requestId === 'string' && 'data' in m && (m.workerMs === undefined || typeof m.workerMs === 'number');
 }
 
 interface Child {

@@ -15,6 +15,8 @@ describe('embedded queue: the delta fast path', () => {
   it('takes only well-formed deltas past the schema', () => {
     expect(isDelta({ type: 'inference.delta', requestId: 'r1', data: { choices: [] } })).toBe(true);
     expect(isDelta({ type: 'inference.delta', requestId: 'r1', data: null })).toBe(true);
+    expect(isDelta({ type: 'inference.delta', requestId: 'r1', data: {}, workerMs: 12.5 })).toBe(true);
+    expect(isDelta({ type: 'inference.delta', requestId: 'r1', data: {}, workerMs: '12.5' })).toBe(false); // the schema's number
     // Anything else goes through WorkerMessage's schema, which drops what does not fit.
     expect(isDelta({ type: 'inference.delta', requestId: 7, data: {} })).toBe(false);
     expect(isDelta({ type: 'inference.delta', requestId: 'r1' })).toBe(false);
