@@ -14,6 +14,7 @@ import { buildOpenApi } from './openapi.js';
 import { allRoutes } from './routes/index.js';
 import { registerMetrics } from './plugins/metrics.js';
 import { registerConsole } from './plugins/console.js';
+import { lazyChildLogger } from './logger.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
@@ -86,12 +87,17 @@ function notFound(request: FastifyRequest, reply: FastifyReply) {
 }
 
 export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Promise<FastifyInstance> {
+  // Request ids: a random prefix per app and a count (unique across restarts and API hosts, and no UUID to make
+  // per request), unless the client sent a usable one.
+  const idPrefix = `req_${crypto.randomBytes(6).toString('hex')}_`;
+  let requests = 0;
   const app = Fastify({
     logger: opts.logger ?? false,
+    childLoggerFactory: lazyChildLogger,
     bodyLimit: ctx.config.bodyLimit,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : crypto.randomUUID();
+      return typeof given === 'string' && /^[\w.-]{1,64}$/.test(given) ? given : idPrefix + (++requests).toString(36);
     },
     // Fastify's default (100) would answer 414 before a too-long id reaches validation (422 with a loc).
     routerOptions: { maxParamLength: 1024 },

@@ -115,11 +115,11 @@ describe('chat completions through the openai client', () => {
     expect(together.map((t) => t.text)).toEqual(alone);
   });
 
-  it('frees the slot when the client disconnects mid-stream', async () => {
+  it('frees the slot when the client disconnects mid-stream, and the worker stops generating for it', async () => {
     const ctrl = new AbortController();
     const stream = await client.chat.completions.create(
       { model: MODEL, messages: [{ role: 'user', content: 'a long one' }], max_tokens: 400, ignore_eos: true, stream: true } as never,
-      { signal: ctrl.signal },
+      { signal: ctrl.signal, headers: { 'OpenAI-Project': 'team/disconnects' } },
     );
     let n = 0;
     try {
@@ -129,6 +129,9 @@ describe('chat completions through the openai client', () => {
     }
     await waitFor(() => s.ctx.queue!.gateway.inFlight() === 0, 'the request to leave the gateway', 10_000);
     await waitFor(() => s.ctx.queue!.liveWorkers('inference')[0]?.load === 0, 'the worker to drop the sequence', 10_000);
+    // Cancelled, the request never reached its 400 tokens, so no usage came back to be booked (uncancelled, it
+    // would have run to its end and booked them).
+    expect(s.ctx.store.usage.list('alice').filter((u) => u.project === 'disconnects')).toEqual([]);
   });
 
   it('serves raw completions (no chat template)', async () => {

@@ -66,13 +66,14 @@ describe('ApiKeys', () => {
   it('remembers the digests of keys it has seen, and still refuses a key revoked since (by another process too)', () => {
     const keys = new ApiKeys(store);
     const { key, prefix } = keys.create('dave');
-    expect(keys.hashOf(key)).toBe(hashKey(key));
+    expect(keys.digestOf(key).hex).toBe(hashKey(key));
+    expect(keys.digestOf(key).bytes.toString('hex')).toBe(hashKey(key));
     expect(keys.authenticate(key)).toBe('dave');
     expect(keys.authenticate(key)).toBe('dave'); // from the remembered digest
     expect(new ApiKeys(store).revoke(prefix)).toBe(1); // `hearth keys revoke` runs in its own process
     expect(keys.authenticate(key)).toBeNull();
-    for (let i = 0; i < 100; i++) expect(keys.hashOf(`other-${i}`)).toBe(hashKey(`other-${i}`)); // more keys than it keeps
-    expect(keys.hashOf(key)).toBe(hashKey(key));
+    for (let i = 0; i < 100; i++) expect(keys.digestOf(`other-${i}`).hex).toBe(hashKey(`other-${i}`)); // more keys than it keeps
+    expect(keys.digestOf(key).hex).toBe(hashKey(key));
   });
 
   it('accepts the configured key (HEARTH_API_KEY) for its entity, whatever its form, and only it', () => {

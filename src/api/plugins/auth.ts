@@ -41,10 +41,10 @@ export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: num
     const challenge = allowBasic ? 'Basic realm="hearth", Bearer' : 'Bearer';
     const key = presentedKey(request, allowBasic);
     if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
-    const hash = keys.hashOf(key);
-    const entity = keys.authenticate(key, hash);
+    const digest = keys.digestOf(key);
+    const entity = keys.authenticate(key, digest);
     if (!entity) throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge }, 'invalid_api_key');
-    const keyId = hash.slice(0, 12);
+    const keyId = digest.hex.slice(0, 12);
     request.auth = { entity, keyId };
     const take = limiter.take(keyId);
     if (!take.allowed) {

@@ -50,10 +50,11 @@ async function runInference(
     ctx.store.usage.add({ entity: auth.entity, project, model: body.model, promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 });
     hearthMetrics.tokensGenerated.inc({ model: model.baseModel }, usage.completion_tokens ?? 0);
   };
-  const abort = new AbortController();
   // The client went away: stop generating for it at once.
+  let cancel: (() => void) | null = null;
+  const cancelWith = (fn: () => void) => (cancel = fn);
   reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) abort.abort();
+    if (!reply.raw.writableFinished) cancel?.();
   });
 
   // Server-Timing (W3C): the worker's time to the first token (streams) or to the whole response, and this
@@ -62,7 +63,7 @@ async function runInference(
   const onWorkerTime = (workerMs: number) => (serverTiming = serverTimingHeader(workerMs, reply.elapsedTime));
 
   if (!body.stream) {
-    const result = (await ctx.queue.infer({ op, body, model, stream: false, queueKey: model.baseModel, signal: abort.signal, onWorkerTime })) as UsageLike;
+    const result = (await ctx.queue.infer({ op, body, model, stream: false, queueKey: model.baseModel, cancelWith, onWorkerTime })) as UsageLike;
     if (serverTiming) reply.header('server-timing', serverTiming);
     usage = result?.usage ?? null;
     book();
@@ -84,7 +85,7 @@ async function runInference(
   };
   try {
     const result = (await ctx.queue.infer({
-      op, body: workerBody, model, stream: true, queueKey: model.baseModel, signal: abort.signal, onWorkerTime,
+      op, body: workerBody, model, stream: true, queueKey: model.baseModel, cancelWith, onWorkerTime,
       onDelta: (data) => {
         const chunk = data as UsageLike & { choices?: unknown[] };
         if (chunk.usage) usage = chunk.usage;
