@@ -163,10 +163,10 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
   app.setNotFoundHandler(notFound);
 
   registerMetrics(app);
-  registerAuth(app, ctx.keys, ctx.config.rateLimitPerMinute);
+  const authFor = registerAuth(app, ctx.keys, ctx.config.rateLimitPerMinute);
 
   const defs = [...allRoutes(ctx), ...(opts.extraRoutes ?? [])];
-  registerRoutes(app, defs);
+  registerRoutes(app, defs, authFor);
 
   const document = buildOpenApi(defs);
   app.get('/openapi.json', async () => document);

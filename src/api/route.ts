@@ -1,6 +1,6 @@
 // One declaration per endpoint: zod schemas for params, query, body and the 200 response drive
 // validation (FastAPI-style 422s), the handler's TypeScript types and the OpenAPI document.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { z } from 'zod';
 import { ValidationError, zodIssuesToDetail, type ErrorStyle, type ValidationIssue } from './errors.js';
 
@@ -57,7 +57,6 @@ export function defineRoute<P extends z.ZodType | undefined, Q extends z.ZodType
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    auth?: AuthMode;
     errorStyle?: ErrorStyle;
     parseBody?: (text: string) => unknown;
     bodyLimitSetting?: string;
@@ -86,15 +85,17 @@ function bodyOrMissing(schema: z.ZodType | undefined, request: FastifyRequest, i
   return parsePart(schema, request.body, 'body', issues);
 }
 
-export function registerRoutes(app: FastifyInstance, defs: RouteDef[]): void {
+/** `authFor(mode)`: the onRequest hook that authenticates a route of that mode (src/api/plugins/auth.ts), if any. */
+export function registerRoutes(app: FastifyInstance, defs: RouteDef[], authFor: (mode: AuthMode) => onRequestHookHandler | undefined): void {
   for (const def of defs) {
     const urls = Array.isArray(def.url) ? def.url : [def.url];
     for (const url of urls) {
       app.route({
         method: def.method,
         url,
-        config: { auth: def.auth, errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody, bodyLimitSetting: def.bodyLimitSetting },
+        config: { errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody, bodyLimitSetting: def.bodyLimitSetting },
         ...(def.bodyLimit !== undefined ? { bodyLimit: def.bodyLimit } : {}),
+        ...(authFor(def.auth) ? { onRequest: authFor(def.auth) } : {}),
         handler: async (request, reply) => {
           const issues: ValidationIssue[] = [];
           const params = parsePart(def.params, request.params, 'path', issues);

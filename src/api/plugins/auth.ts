@@ -1,6 +1,7 @@
 // Authentication (Bearer everywhere, Basic `api:<key>` on table routes) and per-key rate limiting.
 // Runs before body parsing, so a bad key costs no JSON parse.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { AuthMode } from '../route.js';
 import { HttpError } from '../errors.js';
 import type { ApiKeys } from '../../services/api-keys.js';
 import { RateLimiter } from '../rate-limit.js';
@@ -21,23 +22,16 @@ function presentedKey(request: FastifyRequest, allowBasic: boolean): string | nu
   return null;
 }
 
-export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: number): void {
+/**
+ * Adds `request.auth` and returns the onRequest hook of each authentication mode, for the routes to take
+ * (registerRoutes): each route knows its mode when it is registered, so no request looks it up, and routes
+ * without authentication run no hook at all.
+ */
+export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: number): (mode: AuthMode) => onRequestHookHandler | undefined {
   const limiter = new RateLimiter(perMinute);
   app.decorateRequest('auth', null);
-  // A callback hook rather than an async one: no promise and microtask hop on every request's way in.
-  app.addHook('onRequest', (request, reply, done) => {
-    try {
-      authenticate(request, reply);
-      done();
-    } catch (err) {
-      done(err as Error);
-    }
-  });
 
-  function authenticate(request: FastifyRequest, reply: FastifyReply): void {
-    const mode = request.routeOptions.config?.auth;
-    if (!mode || mode === 'none') return;
-    const allowBasic = mode === 'basic-or-bearer';
+  function authenticate(request: FastifyRequest, reply: FastifyReply, allowBasic: boolean): void {
     const challenge = allowBasic ? 'Basic realm="hearth", Bearer' : 'Bearer';
     const key = presentedKey(request, allowBasic);
     if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
@@ -52,4 +46,16 @@ export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: num
       throw new HttpError(429, 'Rate limit reached for this API key', { 'retry-after': String(take.retryAfterSec) }, 'rate_limit_exceeded');
     }
   }
+
+  // Callback hooks rather than async ones: no promise and microtask hop on every request's way in.
+  const hook = (allowBasic: boolean): onRequestHookHandler => (request, reply, done) => {
+    try {
+      authenticate(request, reply, allowBasic);
+      done();
+    } catch (err) {
+      done(err as Error);
+    }
+  };
+  const hooks: Record<AuthMode, onRequestHookHandler | undefined> = { bearer: hook(false), 'basic-or-bearer': hook(true), none: undefined };
+  return (mode) => hooks[mode];
 }

@@ -1,0 +1,60 @@
+// The gateway's bookkeeping with a recording adapter: ids, cancellation by the route's callback, back-pressure.
+import { describe, expect, it } from 'vitest';
+import { InferenceGateway } from '../../src/queue/inference-gateway.js';
+import type { QueueAdapter } from '../../src/queue/port.js';
+import type { InferenceTask } from '../../src/queue/messages.js';
+
+function recordingAdapter() {
+  const started: InferenceTask[] = [];
+  const cancelled: string[] = [];
+  const adapter = {
+    startInference: async (task: InferenceTask) => void started.push(task),
+    cancelInference: async (id: string) => void cancelled.push(id),
+  } as unknown as QueueAdapter;
+  return { adapter, started, cancelled };
+}
+
+const call = (extra: object = {}) => ({ op: 'completion' as const, body: { model: 'm' }, model: { baseModel: 'm', baseModelDir: '/m', adapterDir: null, name: 'm' }, stream: true, queueKey: 'm', ...extra });
+
+describe('InferenceGateway', () => {
+  it('gives each request its own id, one prefix per gateway', async () => {
+    const { adapter, started } = recordingAdapter();
+    const a = new InferenceGateway(adapter, 10, 60_000), b = new InferenceGateway(adapter, 10, 60_000);
+    void a.submit(call()), void a.submit(call()), void b.submit(call());
+    const ids = started.map((t) => t.requestId);
+    expect(new Set(ids).size).toBe(3);
+    const prefix = (id: string) => id.slice(0, id.lastIndexOf('-'));
+    expect(prefix(ids[0])).toBe(prefix(ids[1]));
+    expect(prefix(ids[0])).not.toBe(prefix(ids[2]));
+  });
+
+  it('cancels through the callback it hands the caller: the worker is told, the call fails, a late cancel does nothing', async () => {
+    const { adapter, started, cancelled } = recordingAdapter();
+    const gateway = new InferenceGateway(adapter, 10, 60_000);
+    let cancel: (() => void) | null = null;
+    const done = gateway.submit(call({ cancelWith: (fn: () => void) => (cancel = fn) }));
+    expect(cancel).not.toBeNull();
+    cancel!();
+    await expect(done).rejects.toMatchObject({ kind: 'client_closed' });
+    expect(cancelled).toEqual([started[0].requestId]);
+    expect(gateway.inFlight()).toBe(0);
+
+    let cancelLater: (() => void) | null = null;
+    const finished = gateway.submit(call({ cancelWith: (fn: () => void) => (cancelLater = fn) }));
+    gateway.done(started[1].requestId, { ok: true });
+    await expect(finished).resolves.toEqual({ ok: true });
+    cancelLater!();
+    expect(cancelled).toHaveLength(1); // nothing pending: nothing to cancel
+  });
+
+  it('refuses past its per-key depth, and frees the depth when calls settle', async () => {
+    const { adapter, started } = recordingAdapter();
+    const gateway = new InferenceGateway(adapter, 1, 60_000);
+    const first = gateway.submit(call());
+    await expect(gateway.submit(call())).rejects.toMatchObject({ kind: 'over_capacity' });
+    gateway.done(started[0].requestId, 'r');
+    await first;
+    void gateway.submit(call());
+    expect(started).toHaveLength(2);
+  });
+});
