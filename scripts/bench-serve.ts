@@ -37,7 +37,7 @@
 // ~30–60 tok/s here, so its section measures less: 32 output tokens, concurrency 1 and 8, fewer requests and
 // rounds (REAL_SIZE below); about 4–5 minutes on a quiet 2-core machine after the file exists.
 //   npx tsx scripts/bench-serve.ts [--models s20,stories,1b-q4] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
-//                                  [--tokens-1b 32] [--overhead-pairs-1b 200] [--gguf-dir /tmp/hearth-peer]
+//                                  [--overhead-pairs 200] [--tokens-1b 32] [--overhead-pairs-1b 200] [--gguf-dir /tmp/hearth-peer]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
 import http from 'node:http';
@@ -90,9 +90,11 @@ interface Profile {
   overheadPromptWords?: number;
   overheadPairs?: number;
 }
+// The small models' overhead triplets: 48 left a standard error of ~0.06 ms on ~20M (MAD 0.31 ms), as large as
+// the last misses by; 200 take ~25 s on ~20M's 64-word prompts and give 0.03–0.05 (MAD 0.3–0.6 ms).
 const SMALL: Profile = {
   tokens: TOKENS, concurrency: CONCURRENCY, requests: (c) => Math.max(24, c * 4), warmupRequests: 24,
-  pairs: 48, ratioRounds: 5, oneRequests: 24, eightRequests: 48, floorRequests: 48, groupRounds: 6,
+  pairs: 48, ratioRounds: 5, oneRequests: 24, eightRequests: 48, floorRequests: 48, groupRounds: 6, overheadPairs: Number(arg('overhead-pairs', '200')),
 };
 // 1.1B Q4_0 at ~40 tok/s (1 stream) / ~120 (8 streams) and ~130 tok/s prefill (bench:peer, quiet machine): each
 // request's ~100-token prompt costs ~0.8 s. No level of 32 (it would take minutes alone); 3 rounds of 4 + 16 requests
