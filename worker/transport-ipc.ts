@@ -12,33 +12,35 @@ import type { WorkerHost } from './host.js';
  * would hold it back (measured on ~20M, 4-word prompts: 0.1–0.13 ms of its time to first token).
  */
 export class Outbox {
-  private box: { msgs: WorkerMessage[]; done: (() => void)[] } | null = null;
+  /** The messages waiting for this tick's write, and one promise for all of them (a step sends one per stream). */
+  private box: { msgs: WorkerMessage[]; sent: Promise<void>; resolve: () => void } | null = null;
   /** Requests that have sent a delta (their later deltas ride with the step's batch). */
   private readonly streaming = new Set<string>();
 
   constructor(private readonly write: (msg: WorkerMessage | WorkerMessage[], done: () => void) => void) {}
 
   send(msg: WorkerMessage): Promise<void> {
-    return new Promise<void>((resolve) => {
-      if (!this.box) {
-        this.box = { msgs: [], done: [] };
-        queueMicrotask(() => this.flush());
-      }
-      this.box.msgs.push(msg);
-      this.box.done.push(resolve);
-      if (msg.type === 'inference.done' || msg.type === 'inference.error') this.streaming.delete(msg.requestId);
-      if (msg.type === 'inference.delta' && !this.streaming.has(msg.requestId)) {
-        this.streaming.add(msg.requestId);
-        this.flush();
-      }
-    });
+    let box = this.box;
+    if (!box) {
+      let resolve!: () => void;
+      const sent = new Promise<void>((r) => (resolve = r));
+      box = this.box = { msgs: [], sent, resolve };
+      queueMicrotask(() => this.flush());
+    }
+    box.msgs.push(msg);
+    if (msg.type === 'inference.done' || msg.type === 'inference.error') this.streaming.delete(msg.requestId);
+    if (msg.type === 'inference.delta' && !this.streaming.has(msg.requestId)) {
+      this.streaming.add(msg.requestId);
+      this.flush();
+    }
+    return box.sent;
   }
 
   private flush(): void {
     const box = this.box;
     if (!box) return; // already sent (a first delta flushed it)
     this.box = null;
-    this.write(box.msgs.length === 1 ? box.msgs[0] : box.msgs, () => box.done.forEach((d) => d()));
+    this.write(box.msgs.length === 1 ? box.msgs[0] : box.msgs, box.resolve);
   }
 }
 
