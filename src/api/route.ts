@@ -89,13 +89,14 @@ function bodyOrMissing(schema: z.ZodType | undefined, request: FastifyRequest, i
 export function registerRoutes(app: FastifyInstance, defs: RouteDef[], authFor: (mode: AuthMode) => onRequestHookHandler | undefined): void {
   for (const def of defs) {
     const urls = Array.isArray(def.url) ? def.url : [def.url];
+    const onRequest = authFor(def.auth);
     for (const url of urls) {
       app.route({
         method: def.method,
         url,
         config: { errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody, bodyLimitSetting: def.bodyLimitSetting },
         ...(def.bodyLimit !== undefined ? { bodyLimit: def.bodyLimit } : {}),
-        ...(authFor(def.auth) ? { onRequest: authFor(def.auth) } : {}),
+        ...(onRequest ? { onRequest } : {}),
         handler: async (request, reply) => {
           const issues: ValidationIssue[] = [];
           const params = parsePart(def.params, request.params, 'path', issues);

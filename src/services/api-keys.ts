@@ -6,7 +6,8 @@ import { nowIso } from '../store/records.js';
 const KEY_PREFIX = 'hearth_';
 const PREFIX_LEN = KEY_PREFIX.length + 8; // stored in clear, to find the row without scanning
 
-export const hashKey = (key: string) => crypto.createHash('sha256').update(key).digest('hex');
+/** The stored form of a key: its SHA-256 in hex. */
+export const hashKey = (key: string) => digest(key).hex;
 
 export function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'hex');
