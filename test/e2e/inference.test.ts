@@ -73,6 +73,21 @@ describe('chat completions through the openai client', () => {
     expect(last.usage!.completion_tokens).toBeGreaterThan(0);
   });
 
+  it('books the usage of streams that did not ask for the usage chunk, and sends them none', async () => {
+    const headers = { 'OpenAI-Project': 'alice/unasked-usage' };
+    const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Quiet' }], max_tokens: 7, ignore_eos: true, stream: true } as never, { headers });
+    const completion = await client.completions.create({ model: MODEL, prompt: 'Once', max_tokens: 5, ignore_eos: true, stream: true } as never, { headers });
+    const chunks: { usage?: unknown }[] = [];
+    for await (const c of chat as unknown as AsyncIterable<{ usage?: unknown }>) chunks.push(c);
+    for await (const c of completion as unknown as AsyncIterable<{ usage?: unknown }>) chunks.push(c);
+    expect(chunks.length).toBeGreaterThan(12);
+    expect(chunks.filter((c) => 'usage' in c)).toEqual([]);
+    const booked = s.ctx.store.usage.list('alice').filter((u) => u.project === 'unasked-usage');
+    expect(booked.reduce((a, u) => a + u.requests, 0)).toBe(2);
+    expect(booked.reduce((a, u) => a + u.completionTokens, 0)).toBe(12);
+    expect(booked.reduce((a, u) => a + u.promptTokens, 0)).toBeGreaterThan(0);
+  });
+
   it('returns n choices and repeats itself for the same seed', async () => {
     const r = await ask('Pick', { n: 3, temperature: 1, seed: 7 });
     expect(r.choices.map((c) => c.index)).toEqual([0, 1, 2]);

@@ -6,7 +6,8 @@
 // (worker-handler.ts does exactly this for the worker host.)
 //
 // Events are plain JSON (they can cross a process boundary as they are):
-//   stream:     { type: 'chunk', data } …  then { type: 'end' }   (the HTTP side writes `data: [DONE]`)
+//   stream:     { type: 'chunk', data } …  then { type: 'end', usage }   (the HTTP side writes `data: [DONE]`; usage is
+//               there whether or not the client asked for the usage chunk, so the server can always book it)
 //   non-stream: { type: 'response', data }
 //   failure:    { type: 'error', status, message }   (400 for bad requests, 500 otherwise)
 
@@ -49,9 +50,19 @@ export type InferenceRequest =
 
 export type InferenceEvent =
   | { type: 'chunk'; data: ChatCompletionChunk | CompletionResponse }
-  | { type: 'end' }
+  | { type: 'end'; usage: Usage }
   | { type: 'response'; data: ChatCompletionResponse | CompletionResponse }
   | { type: 'error'; status: number; message: string; param?: string; code?: string };
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+function usageOf(promptTokens: number, completionTokens: number): Usage {
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
 
 export interface InferenceHandle {
   cancel(): void;
@@ -177,7 +188,7 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
     return ctx.engine.submit(genReq, (e) => {
       if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
       for (const chunk of stream.onEvent(e)) onEvent({ type: 'chunk', data: ids(chunk) });
-      if (e.type === 'done') onEvent({ type: 'end' });
+      if (e.type === 'done') onEvent({ type: 'end', usage: usageOf(e.promptTokens, e.completionTokens) });
     });
   }
   const finished: FinishedChoice[] = [];
@@ -244,12 +255,9 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
       completionTokens += e.completionTokens;
       if (--open > 0) return;
       if (!body.stream) return onEvent({ type: 'response', data: ids(buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs)) });
-      if (includeUsage)
-        onEvent({
-          type: 'chunk',
-          data: { ...meta, object: 'text_completion', choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } },
-        });
-      onEvent({ type: 'end' });
+      const usage = usageOf(promptTokens, completionTokens);
+      if (includeUsage) onEvent({ type: 'chunk', data: { ...meta, object: 'text_completion', choices: [], usage } });
+      onEvent({ type: 'end', usage });
     }
   };
   try {

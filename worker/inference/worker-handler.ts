@@ -1,8 +1,8 @@
 // The inference worker's task handler (loaded by worker/default-handlers.ts): one engine per base
 // model, loaded on first use with LoRA inputs so checkpoints are served as adapters on top of the
 // shared base weights. Streaming requests send each chat.completion.chunk / text_completion chunk
-// through ctx.delta and resolve with null (the API writes `data: [DONE]`); others resolve with the
-// response object. Cancellation (client gone) frees the sequences at once. The `calibrate` op
+// through ctx.delta (the API writes each out as an SSE event) and resolve with `{ usage }` (the API books
+// it and writes `data: [DONE]`); others resolve with the response object. Cancellation (client gone) frees the sequences at once. The `calibrate` op
 // measures prefill/decode speed on this device for hardware pricing (see calibrate.ts).
 //
 // Tuning (environment): HEARTH_KV_CACHE_MB (default 1024), HEARTH_MAX_NUM_SEQS (16),
@@ -108,7 +108,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
         const settle = () => ctx.signal.removeEventListener('abort', onAbort);
         const onEvent = (e: InferenceEvent) => {
           if (e.type === 'chunk') ctx.delta(e.data);
-          else if (e.type === 'end') (settle(), resolve(null));
+          else if (e.type === 'end') (settle(), resolve({ usage: e.usage }));
           else if (e.type === 'response') (settle(), resolve(e.data));
           else (settle(), reject(new TaskError(e.status, e.message, { param: e.param, code: e.code })));
         };

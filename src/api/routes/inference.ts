@@ -70,9 +70,6 @@ async function runInference(
     return result;
   }
 
-  // Usage is booked for every stream: ask the worker for the usage chunk, forward it only if the client asked.
-  const clientWantsUsage = !!(body as { stream_options?: { include_usage?: boolean } | null }).stream_options?.include_usage;
-  const workerBody = clientWantsUsage ? body : { ...body, stream_options: { ...((body as { stream_options?: object | null }).stream_options ?? {}), include_usage: true } };
   let started = false;
   const start = () => {
     if (started) return;
@@ -84,15 +81,11 @@ async function runInference(
     });
   };
   try {
+    // The worker sends the chunks the client asked for (a usage chunk only with stream_options.include_usage)
+    // and ends with the usage, which is booked for every stream.
     const result = (await ctx.queue.infer({
-      op, body: workerBody, model, stream: true, queueKey: model.baseModel, cancelWith, onWorkerTime,
-      onDelta: (data) => {
-        const chunk = data as UsageLike & { choices?: unknown[] };
-        if (chunk.usage) usage = chunk.usage;
-        if (!clientWantsUsage) {
-          if (chunk.usage && chunk.choices?.length === 0) return;
-          delete chunk.usage;
-        }
+      op, body, model, stream: true, queueKey: model.baseModel, cancelWith, onWorkerTime,
+      onDelta: (chunk) => {
         start();
         sendEvent(reply.raw, `data: ${JSON.stringify(chunk)}\n\n`);
       },
