@@ -19,7 +19,8 @@
 // - serve_floor_engine_overhead_ms: the same bare server with the model's engine in its worker, timed in the same
 //   triplets as Hearth's overhead (bare engine, Hearth, floor), so what a model in a worker process costs by itself
 //   is in it: the floor of the overhead bar, which holds Hearth − floor, triplet by triplet, to 0.5 ms, each server
-//   counted outside its own worker (TTFT minus the worker's time to the first token, from Server-Timing).
+//   counted outside its own worker (TTFT minus the worker's time to the first token, from Server-Timing), in the
+//   steady state: each server first takes --overhead-warmup requests (1,500) of the same kind.
 // - stack_floor_ms (in the overhead bar): the same worker and IPC behind Fastify, a bearer-key hook and the completion
 //   body's zod schema (serve-floor.ts --fastify), timed in the same rounds: what the stack Hearth's API is built on
 //   costs by itself over the bare floor, and over_stack_floor_ms what Hearth adds to it.
@@ -37,7 +38,8 @@
 // ~30–60 tok/s here, so its section measures less: 32 output tokens, concurrency 1 and 8, fewer requests and
 // rounds (REAL_SIZE below); about 4–5 minutes on a quiet 2-core machine after the file exists.
 //   npx tsx scripts/bench-serve.ts [--models s20,stories,1b-q4] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
-//                                  [--overhead-pairs 200] [--tokens-1b 32] [--overhead-pairs-1b 200] [--gguf-dir /tmp/hearth-peer]
+//                                  [--overhead-pairs 200] [--tokens-1b 32] [--overhead-pairs-1b 200] [--overhead-warmup 1500]
+//                                  [--gguf-dir /tmp/hearth-peer]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
 import http from 'node:http';
@@ -106,6 +108,8 @@ const REAL_SIZE: Profile = {
   pairs: 8, ratioRounds: 3, oneRequests: 4, eightRequests: 16, floorRequests: 12, groupRounds: 2, overheadPromptWords: 4, overheadPairs: Number(arg('overhead-pairs-1b', '200')),
 };
 const KEY = 'hearth_bench_serve_key_0123456789';
+/** Requests each server takes before the overhead triplets (see overheadAgainstFloor: the steady state). */
+const OVERHEAD_WARMUP = Number(arg('overhead-warmup', '1500'));
 /** Least seconds of each level in a 1-vs-8 round (more requests for fast models; see the rounds below). */
 const ROUND_S = 3;
 
@@ -241,7 +245,7 @@ async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words
  * which is not the API's or the queue's doing; outside the engines it scatters by 0.4 ms. The TTFT difference and
  * the two workers' difference are reported beside it, so an engine slowed by Hearth's worker would still show.
  */
-async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bare, triplets: number, words: number) {
+async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bare, triplets: number, words: number, warmup: number) {
   const floorServer = await startFloor(false, dir), stackServer = await startFloor(false, dir, true);
   const agents = [0, 1, 2].map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
   const viaCompletions = (to: URL, agent: http.Agent) => async (prompt: string) => {
@@ -257,10 +261,27 @@ async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bar
   };
   const names = ['hearth', 'floor', 'stack'] as const;
   try {
-    // The floors' workers load the model on their first request. Hearth's worker has served the whole section by
-    // now; a floor fresh from its load ran its engine slower than Hearth's (Hearth − floor came out at −0.7 and −1.1
-    // ms on the small models' 64-word prompts), hence 24 more each.
-    for (let i = 0; i < 25; i++) (await servers.floor(freshPrompt(words)), await servers.stack(freshPrompt(words)));
+    // Steady state first: every server takes `warmup` requests of the triplets' kind (8 at a time, so that a
+    // real-size model's prefills batch), the floors' workers loading the model on their first. V8 optimizes a
+    // function only after ~500 calls without new type feedback (--minimum-invocations-after-ic-update), and a
+    // request's path runs most of its functions once: for its first few hundred requests every server runs
+    // that path in V8's baseline tiers. Measured on ~20M (4-word prompts, 200 rotating rounds, 2026-11-26):
+    // Hearth / stack / Fastify without zod over the bare floor 0.70–0.83 / 0.41–0.47 / 0.19–0.27 ms after 30
+    // requests each, 0.59 / 0.35 / 0.19 after 400, 0.41 / 0.17 / 0.08 after 1,500. The bar is about serving under
+    // load, which is the steady state.
+    const warmAgents = [0, 1, 2].map(() => new http.Agent({ keepAlive: true, maxSockets: 8 }));
+    // The bare engine in this process too: the TTFT bar holds Hearth against it.
+    const warmOnce = {
+      hearth: viaCompletions(url, warmAgents[0]), floor: (prompt: string) => firstByte(floorServer.url, warmAgents[1], JSON.stringify({ busy_ms: 0, prompt })),
+      stack: viaCompletions(stackServer.url, warmAgents[2]), bare: bare.ttft,
+    };
+    for (const k of [...names, 'bare'] as const) {
+      let started = 0;
+      await Promise.all(Array.from({ length: 8 }, async () => {
+        while (started++ < warmup) await warmOnce[k](freshPrompt(words));
+      }));
+    }
+    warmAgents.forEach((a) => a.destroy());
     for (let i = 0; i < 3; i++) for (const k of names) await servers[k](freshPrompt(words));
     const ms = { bare: [] as number[], hearth: [] as { ms: number; workerMs: number }[], floor: [] as { ms: number; workerMs: number }[], stack: [] as { ms: number; workerMs: number }[] };
     for (let i = 0; i < triplets; i++) {
@@ -282,6 +303,7 @@ async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bar
       /** Median absolute deviation of Hearth − floor. */
       spread: median(overFloor.map((d) => Math.abs(d - over))),
       triplets,
+      warmup,
       /** The stack floor outside its worker, over the bare floor and under Hearth (medians of per-round differences). */
       stack: { outside: median(ms.stack.map(outside)), overFloor: median(diff(ms.stack, ms.floor)), hearthOver: median(diff(ms.hearth, ms.stack)) },
       /** TTFT − bare engine in this process, and TTFT and worker time differences, Hearth − floor (medians of per-triplet differences). */
@@ -381,10 +403,18 @@ function bars(r: {
   overhead: {
     hearth: number; floor: number; overFloor: number; spread: number; triplets: number; bare: number; ttftOverFloor: number; workerOverFloor: number;
     stack: { outside: number; overFloor: number; hearthOver: number };
+    /** Each server's TTFT over the bare engine in this process (medians). */
+    overBare: { hearth: number; floor: number };
   };
   floor: number; ttftRatio: number; bare: number;
 }) {
-  const room = 0.2 * r.bare - r.floor; // what the TTFT bar leaves beyond the floor server's own overhead
+  // What the TTFT bar leaves beyond the floor server's own cost over the bare engine: the busy-loop floor's, or the
+  // floor with this model's engine in its worker process (the triplets), whichever is more. An engine in a worker
+  // process pays more than the busy loop (its IPC'd request and a colder engine: stories260K 1.05 against 0.53 ms),
+  // and every server built as Hearth must be (ORT blocks the event loop) pays it. The 1.1B's triplets run 4-word
+  // prompts, not the TTFT pairs' ones: its engine floor there is a lower estimate.
+  const floorCost = Math.max(r.floor, r.overhead.overBare.floor);
+  const room = 0.2 * r.bare - floorCost;
   const ratioBar = { bar: 'aggregate 8-vs-1 ≥ 0.85 × decode bound (8·t1/t8)', value: r2(r.ratio), limit: r2(0.85 * r.decodeBound), met: r.ratio >= 0.85 * r.decodeBound };
   return [
     // With each request's prefill counted, eight clients cannot pass the workload bound; below 0.85 × the decode
@@ -417,7 +447,7 @@ function bars(r: {
     },
     room > 0 || r.ttftRatio <= 1.2
       ? { bar: 'TTFT c1 ≤ 1.2 × bare engine', value: r2(r.ttftRatio), limit: 1.2, met: r.ttftRatio <= 1.2 }
-      : { bar: 'TTFT c1 ≤ 1.2 × bare engine', value: r2(r.ttftRatio), limit: 1.2, met: r.ttftRatio <= 1.2, bound_limited: `the floor server alone costs ${r2(r.floor)} ms, the bar allows ${r2(0.2 * r.bare)} ms` },
+      : { bar: 'TTFT c1 ≤ 1.2 × bare engine', value: r2(r.ttftRatio), limit: 1.2, met: r.ttftRatio <= 1.2, bound_limited: `the floor server alone costs ${r2(floorCost)} ms over the bare engine (busy-loop floor ${r2(r.floor)}, with the model's engine ${r2(r.overhead.overBare.floor)}), the bar allows ${r2(0.2 * r.bare)} ms` },
   ];
 }
 
@@ -470,10 +500,16 @@ for (const { name, id, profile: p } of ids) {
   const levels: Awaited<ReturnType<typeof closedLoop>>[] = [];
   for (const c of p.concurrency) levels.push(await closedLoop(url, id, p.tokens, c, p.requests(c)));
   const dir = path.join(modelsRoot(home), ...id.split('/'));
-  progress(`${name}: TTFT pairs, HTTP against the bare engine`);
-  // One bare engine in this process for the section's TTFT pairs (loading a 1.1B model takes seconds).
+  // One bare engine in this process for the section's TTFT pairs and overhead triplets (loading a 1.1B model takes
+  // seconds). The triplets come first: their warm-up brings Hearth to its steady state (overheadAgainstFloor),
+  // in which the TTFT pairs are measured too.
   const bare = await bareEngine(dir);
+  progress(`${name}: overhead triplets (each server warmed up with ${OVERHEAD_WARMUP} requests first)`);
+  // The overhead on its own short prompt where the workload's prefill is too long to resolve it (see Profile).
+  const overhead = await overheadAgainstFloor(url, id, dir, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS, OVERHEAD_WARMUP);
+  progress(`${name}: TTFT pairs, HTTP against the bare engine`);
   const paired = await pairedTtft(url, id, bare, p.pairs);
+  await bare.release();
   progress(`${name}: 1-vs-8 rounds`);
   // 8 concurrent over single-stream, from rounds that alternate the two (the machine's speed drifts by up to
   // 2× within the hour, which would otherwise land on one level and not the other).
@@ -494,10 +530,7 @@ for (const { name, id, profile: p } of ids) {
   }
   const chunkTokens = await servedChunkBudget(url, id);
   progress(`${name}: floor server, decode bound, group against unrelated prompts`);
-  const floor = await measureServeFloor(paired.bare, p.floorRequests);
-  // The overhead on its own short prompt where the workload's prefill is too long to resolve it (see Profile).
-  const overhead = await overheadAgainstFloor(url, id, dir, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS);
-  await bare.release();
+  const floor = await measureServeFloor(paired.bare, p.floorRequests, { warmup: OVERHEAD_WARMUP });
   const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
   const steps = await decodeSteps(dir, promptTokens, p.tokens);
   const group = await groupVsUnrelated(url, id, dir, p.groupRounds);
@@ -522,7 +555,7 @@ for (const { name, id, profile: p } of ids) {
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
     api_queue_overhead_ms: r2(overhead.overBare.hearth),
     overhead_triplets: {
-      prompt_words: p.overheadPromptWords ?? PROMPT_WORDS, triplets: overhead.triplets,
+      prompt_words: p.overheadPromptWords ?? PROMPT_WORDS, triplets: overhead.triplets, warmup_requests_per_server: overhead.warmup,
       ttft_p50_ms: { hearth: r2(overhead.ttft.hearth), floor: r2(overhead.ttft.floor), bare_engine: r2(overhead.ttft.bare) },
       outside_worker_p50_ms: { hearth: r2(overhead.hearth), floor: r2(overhead.floor), stack_floor: r2(overhead.stack.outside) },
       over_floor_ms: r2(overhead.overFloor), over_floor_mad_ms: r2(overhead.spread),
