@@ -251,10 +251,13 @@ export async function measureServeFloor(busyMs: number, n = 48, opts: { thread?:
     // A prompt-sized body, as a completion request would send.
     const body = JSON.stringify({ busy_ms: busyMs, prompt: Array.from({ length: 64 }, () => 'once').join(' ') });
     const once = async () => (await firstByteMs(url, agent, body)) - busyMs;
+    // The warm-up is for the server's request path: its worker does not hold the CPU for it (a real-size model's
+    // busyMs is ~1 s, and the worker takes one job at a time).
     const warmAgent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    const warmBody = JSON.stringify({ busy_ms: 0, prompt: Array.from({ length: 64 }, () => 'once').join(' ') });
     let started = 0;
     await Promise.all(Array.from({ length: 8 }, async () => {
-      while (started++ < (opts.warmup ?? 0)) await firstByteMs(url, warmAgent, body);
+      while (started++ < (opts.warmup ?? 0)) await firstByteMs(url, warmAgent, warmBody);
     }));
     warmAgent.destroy();
     for (let i = 0; i < 8; i++) await once();
