@@ -181,6 +181,7 @@ export const Usage = z.object({
   completion_tokens: z.number().int(),
   total_tokens: z.number().int(),
 });
+export type Usage = z.infer<typeof Usage>;
 
 export const ChatCompletionResponse = z
   .object({

@@ -8,6 +8,7 @@ import type {
   ChatCompletionChunk,
   ChatCompletionResponse,
   CompletionResponse,
+  Usage,
 } from '../../src/schemas/openai.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import type { EngineEvent } from './engine.js';
@@ -36,6 +37,11 @@ export function withoutTokenIds<T>(response: T): T {
     delete choice.prompt_token_ids;
   }
   return response;
+}
+
+/** OpenAI's usage object. */
+export function usageOf(promptTokens: number, completionTokens: number): Usage {
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }
 
 export function tokenLabel(id: number): string {
@@ -101,7 +107,7 @@ export function buildChatCompletion(
         token_ids: c.tokens.map((t) => t.id),
       };
     }),
-    usage: { prompt_tokens: meta.promptTokenIds.length, completion_tokens: completionTokens, total_tokens: meta.promptTokenIds.length + completionTokens },
+    usage: usageOf(meta.promptTokenIds.length, completionTokens),
     prompt_token_ids: meta.promptTokenIds,
     system_fingerprint: null,
   };
@@ -168,8 +174,7 @@ export class ChatChunkStream {
       }
       out.push(this.chunk([{ index: e.index, delta: {}, logprobs: null, finish_reason: finishReason(e, toolCalls), stop_reason: e.stopReason }]));
     } else if (e.type === 'done' && this.opts.includeUsage) {
-      const usage = { prompt_tokens: e.promptTokens, completion_tokens: e.completionTokens, total_tokens: e.promptTokens + e.completionTokens };
-      out.push({ ...this.chunk([]), usage });
+      out.push({ ...this.chunk([]), usage: usageOf(e.promptTokens, e.completionTokens) });
     }
     return out;
   }
@@ -252,7 +257,7 @@ export function buildCompletion(
       token_ids: c.finished.tokens.map((t) => t.id),
       prompt_token_ids: c.promptTokenIds,
     })),
-    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    usage: usageOf(promptTokens, completionTokens),
     system_fingerprint: null,
   };
 }

@@ -19,6 +19,7 @@ import {
   type ChatCompletionChunk,
   type ChatCompletionResponse,
   type CompletionResponse,
+  type Usage,
 } from '../../src/schemas/openai.js';
 import { Engine, type EngineEvent, type EngineOptions, type GenerateRequest } from './engine.js';
 import { responseFormatConstraint } from './json-constraint.js';
@@ -31,6 +32,7 @@ import {
   completionChunk,
   completionLogprobs,
   type FinishedChoice,
+  usageOf,
   withoutTokenIds,
 } from './openai-format.js';
 import type { LoadedModel } from '../runtime/load-model.js';
@@ -53,16 +55,6 @@ export type InferenceEvent =
   | { type: 'end'; usage: Usage }
   | { type: 'response'; data: ChatCompletionResponse | CompletionResponse }
   | { type: 'error'; status: number; message: string; param?: string; code?: string };
-
-export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
-
-function usageOf(promptTokens: number, completionTokens: number): Usage {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
-}
 
 export interface InferenceHandle {
   cancel(): void;

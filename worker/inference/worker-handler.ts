@@ -1,9 +1,10 @@
 // The inference worker's task handler (loaded by worker/default-handlers.ts): one engine per base
 // model, loaded on first use with LoRA inputs so checkpoints are served as adapters on top of the
 // shared base weights. Streaming requests send each chat.completion.chunk / text_completion chunk
-// through ctx.delta (the API writes each out as an SSE event) and resolve with `{ usage }` (the API books
-// it and writes `data: [DONE]`); others resolve with the response object. Cancellation (client gone) frees the sequences at once. The `calibrate` op
-// measures prefill/decode speed on this device for hardware pricing (see calibrate.ts).
+// through ctx.delta (the API writes each out as an SSE event) and resolve with `{ usage }` (the API
+// books it and writes `data: [DONE]`); others resolve with the response object. Cancellation (client
+// gone) frees the sequences at once. The `calibrate` op measures prefill/decode speed on this device
+// for hardware pricing (see calibrate.ts).
 //
 // Tuning (environment): HEARTH_KV_CACHE_MB (default 1024), HEARTH_MAX_NUM_SEQS (16),
 // HEARTH_MAX_BATCHED_TOKENS (512), HEARTH_PREFILL_CHUNK_TOKENS (auto: sized from measured step times, or a number), HEARTH_MAX_CONTEXT (model's, capped at 8192 by the runtime),
