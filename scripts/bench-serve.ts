@@ -36,7 +36,8 @@
 // (src/models/tiny-gguf.ts; made once into --gguf-dir, as bench:peer does, ~0.6 GB) and imported through the
 // real import path, so the worker serves it as stored (MatMulNBits over the file's blocks). Its decode runs at
 // ~30–60 tok/s here, so its section measures less: 32 output tokens, concurrency 1 and 8, fewer requests and
-// rounds (REAL_SIZE below); about 4–5 minutes on a quiet 2-core machine after the file exists.
+// rounds (REAL_SIZE below); about 30 minutes after the file exists, ~20 of them the overhead bar's warm-up
+// (1,500 requests through each of four servers).
 //   npx tsx scripts/bench-serve.ts [--models s20,stories,1b-q4] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
 //                                  [--overhead-pairs 200] [--tokens-1b 32] [--overhead-pairs-1b 200] [--overhead-warmup 1500]
 //                                  [--gguf-dir /tmp/hearth-peer]
