@@ -54,7 +54,7 @@ import { startServe } from '../test/helpers/process.js';
 import { loadModel, loadTokenizer } from '../worker/runtime/load-model.js';
 import { createEngineFromRuntime, type HearthEngine } from '../worker/inference/serve-loop.js';
 import { machineLabel, speedProbe } from './machine.js';
-import { firstByte, measureServeFloor, measureServeFloorItl, serverTimingDur, startFloor } from './serve-floor.js';
+import { closedLoopCalls, firstByte, measureServeFloor, measureServeFloorItl, serverTimingDur, startFloor } from './serve-floor.js';
 import { argmax } from '../worker/runtime/generate.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -172,14 +172,9 @@ function streamOnce(url: URL, agent: http.Agent, model: string, maxTokens: numbe
 
 async function closedLoop(url: URL, model: string, tokens: number, concurrency: number, total: number) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  let started = 0;
   const samples: Sample[] = [];
   const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (started++ < total) samples.push(await streamOnce(url, agent, model, tokens));
-    }),
-  );
+  await closedLoopCalls(concurrency, total, async () => samples.push(await streamOnce(url, agent, model, tokens)));
   const secs = (performance.now() - t0) / 1000;
   agent.destroy();
   const itl = samples.flatMap((x) => x.itlMs);
@@ -276,12 +271,7 @@ async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bar
       hearth: viaCompletions(url, warmAgents[0]), floor: (prompt: string) => firstByte(floorServer.url, warmAgents[1], JSON.stringify({ busy_ms: 0, prompt })),
       stack: viaCompletions(stackServer.url, warmAgents[2]), bare: bare.ttft,
     };
-    for (const k of [...names, 'bare'] as const) {
-      let started = 0;
-      await Promise.all(Array.from({ length: 8 }, async () => {
-        while (started++ < warmup) await warmOnce[k](freshPrompt(words));
-      }));
-    }
+    for (const k of [...names, 'bare'] as const) await closedLoopCalls(8, warmup, () => warmOnce[k](freshPrompt(words)));
     warmAgents.forEach((a) => a.destroy());
     for (let i = 0; i < 3; i++) for (const k of names) await servers[k](freshPrompt(words));
     const ms = { bare: [] as number[], hearth: [] as { ms: number; workerMs: number }[], floor: [] as { ms: number; workerMs: number }[], stack: [] as { ms: number; workerMs: number }[] };

@@ -170,6 +170,14 @@ export async function startFloor(thread = false, modelDir: string | null = null,
   return { proc, url };
 }
 
+/** `total` calls of `task` from `clients` closed-loop clients: each starts its next call when its last one ends. */
+export async function closedLoopCalls(clients: number, total: number, task: () => Promise<unknown>): Promise<void> {
+  let started = 0;
+  await Promise.all(Array.from({ length: clients }, async () => {
+    while (started++ < total) await task();
+  }));
+}
+
 /**
  * Inter-token latency through the floor server (worker process) at a steady step time: `concurrency` closed-loop
  * clients, `requests` streams of `tokens` tokens each; p50 and p99 of the gaps between chunks, in ms.
@@ -203,8 +211,7 @@ export async function measureServeFloorItl(stepMs: number, opts: { tokens?: numb
         req.on('error', reject);
         req.end(body);
       });
-    let started = 0;
-    await Promise.all(Array.from({ length: concurrency }, async () => { while (started++ < requests) await once(); }));
+    await closedLoopCalls(concurrency, requests, once);
     agent.destroy();
     gaps.sort((a, b) => a - b);
     return { p50: gaps[Math.floor(gaps.length / 2)], p99: gaps[Math.min(gaps.length - 1, Math.floor(0.99 * gaps.length))] };
@@ -255,10 +262,7 @@ export async function measureServeFloor(busyMs: number, n = 48, opts: { thread?:
     // busyMs is ~1 s, and the worker takes one job at a time).
     const warmAgent = new http.Agent({ keepAlive: true, maxSockets: 8 });
     const warmBody = JSON.stringify({ busy_ms: 0, prompt: Array.from({ length: 64 }, () => 'once').join(' ') });
-    let started = 0;
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      while (started++ < (opts.warmup ?? 0)) await firstByteMs(url, warmAgent, warmBody);
-    }));
+    await closedLoopCalls(8, opts.warmup ?? 0, () => firstByteMs(url, warmAgent, warmBody));
     warmAgent.destroy();
     for (let i = 0; i < 8; i++) await once();
     const overheads: number[] = [];
