@@ -31,7 +31,8 @@ function jsonInvalid(err: Error, position: number | null) {
 function parseJson(text: string, parse: (text: string) => unknown = JSON.parse): unknown {
   if (text.trim() === '') return undefined;
   // FastAPI's answer when json.loads hits its recursion limit; deeper values would overflow our own stack later.
-  if (nestsDeeperThan(text)) throw new HttpError(400, `There was an error parsing the body: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
+  // A text can open no more brackets than it has characters, so short bodies (every chat request) skip the scan.
+  if (text.length > MAX_JSON_DEPTH && nestsDeeperThan(text)) throw new HttpError(400, `There was an error parsing the body: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
   try {
     return parse(text);
   } catch (err) {

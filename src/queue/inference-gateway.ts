@@ -5,6 +5,7 @@ import type { QueueAdapter } from './port.js';
 import type { InferenceTask } from './messages.js';
 import { DomainError, kindOfStatus, overCapacity, unavailable } from '../errors/domain-errors.js';
 
+/** A request for the gateway. Its callbacks are called as methods (`call.onDelta(…)`), so a class can implement them. */
 export interface InferenceCall {
   op: InferenceTask['op'];
   body: unknown;

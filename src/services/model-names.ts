@@ -9,16 +9,16 @@ export type ModelRef =
   | { kind: 'trained'; entity: string; project: string; name: string; step: number | 'latest' };
 
 export function parseModelName(name: string): ModelRef | { error: string } {
-  const m = /^wandb-artifact:\/\/\/?([^/]+)\/([^/]+)\/([^/:]+)(?::([^/:]+))?$/.exec(name);
-  if (m) {
-    const [, entity, project, model, suffix] = m;
-    if (!suffix || suffix === 'latest') return { kind: 'trained', entity, project, name: model, step: 'latest' };
-    const step = /^(?:step|v)(\d{1,9})$/.exec(suffix);
-    if (!step) return { error: `unknown version "${suffix}" in model "${name}": use :step<N>, :v<N> or :latest` };
-    return { kind: 'trained', entity, project, name: model, step: Number(step[1]) };
+  if (!name.startsWith('wandb-artifact:')) {
+    const parts = name.split('/');
+    if (parts.length === 2 && parts.every((p) => /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(p))) return { kind: 'base', id: name };
+    return { error: `unknown model "${name}"` };
   }
-  if (name.startsWith('wandb-artifact:')) return { error: `malformed model name "${name}": use wandb-artifact:///<entity>/<project>/<name>[:step<N>]` };
-  const parts = name.split('/');
-  if (parts.length === 2 && parts.every((p) => /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(p))) return { kind: 'base', id: name };
-  return { error: `unknown model "${name}"` };
+  const m = /^wandb-artifact:\/\/\/?([^/]+)\/([^/]+)\/([^/:]+)(?::([^/:]+))?$/.exec(name);
+  if (!m) return { error: `malformed model name "${name}": use wandb-artifact:///<entity>/<project>/<name>[:step<N>]` };
+  const [, entity, project, model, suffix] = m;
+  if (!suffix || suffix === 'latest') return { kind: 'trained', entity, project, name: model, step: 'latest' };
+  const step = /^(?:step|v)(\d{1,9})$/.exec(suffix);
+  if (!step) return { error: `unknown version "${suffix}" in model "${name}": use :step<N>, :v<N> or :latest` };
+  return { kind: 'trained', entity, project, name: model, step: Number(step[1]) };
 }

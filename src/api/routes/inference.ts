@@ -10,7 +10,9 @@ import { unavailable } from '../../errors/domain-errors.js';
 import { z } from 'zod';
 import { ModelEntry, ModelList } from '../../schemas/inference-models.js';
 import { ChatCompletionRequest, ChatCompletionResponse, CompletionRequest, CompletionResponse } from '../../schemas/openai.js';
-import { resolveModel } from '../../services/model-resolver.js';
+import { resolveModel, type ResolvedModel } from '../../services/model-resolver.js';
+import type { InferenceCall } from '../../queue/inference-gateway.js';
+import type { QueueService } from '../../queue/queue-service.js';
 import { hearthMetrics } from '../../metrics/metrics.js';
 
 const DEFAULT_USAGE_PROJECT = 'inference';
@@ -33,73 +35,96 @@ interface UsageLike {
   usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
 }
 
-async function runInference(
-  ctx: AppContext,
-  op: 'chat' | 'completion',
-  body: { model: string; stream?: boolean | null },
-  auth: { entity: string },
-  request: FastifyRequest,
-  reply: FastifyReply,
-) {
+/**
+ * One inference request as HTTP sees it: the call handed to the queue (its callbacks are this object's methods),
+ * the SSE stream the worker's chunks go out on, the Server-Timing header, cancelling the worker's work when the
+ * client goes away, and the usage booked at the end. An object with methods rather than closures in a function:
+ * `hearth` runs under tsx, which names every closure assigned to a name with an Object.defineProperty call:
+ * a request's five closures took 0.01 ms of its way to the worker (CPU profile of stories260K requests, 2 cores).
+ */
+class InferenceExchange implements InferenceCall {
+  readonly stream: boolean;
+  readonly queueKey: string;
+  private cancel: (() => void) | null = null;
+  /** W3C Server-Timing: the worker's time to the first token (streams) or to the whole response, and this server's
+   * from the request's arrival to the same point; the difference is what HTTP, the API and the queue add. */
+  private serverTiming: string | null = null;
+  private started = false;
+
+  constructor(
+    private readonly ctx: AppContext,
+    readonly op: 'chat' | 'completion',
+    readonly body: { model: string; stream?: boolean | null },
+    readonly model: ResolvedModel,
+    private readonly entity: string,
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+  ) {
+    this.stream = !!body.stream;
+    this.queueKey = model.baseModel;
+    // The client went away: stop generating for it at once.
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) this.cancel?.();
+    });
+  }
+
+  cancelWith(cancel: () => void): void {
+    this.cancel = cancel;
+  }
+
+  onWorkerTime(workerMs: number): void {
+    this.serverTiming = serverTimingHeader(workerMs, this.reply.elapsedTime);
+  }
+
+  onDelta(chunk: unknown): void {
+    this.startStream();
+    sendEvent(this.reply.raw, `data: ${JSON.stringify(chunk)}\n\n`);
+  }
+
+  async respond(queue: QueueService): Promise<unknown> {
+    if (!this.stream) {
+      const result = (await queue.infer(this)) as UsageLike;
+      if (this.serverTiming) this.reply.header('server-timing', this.serverTiming);
+      this.book(result?.usage);
+      return result;
+    }
+    try {
+      // The worker sends the chunks the client asked for (a usage chunk only with stream_options.include_usage)
+      // and ends with the usage, which is booked for every stream.
+      const result = (await queue.infer(this)) as UsageLike | null;
+      this.startStream();
+      this.reply.raw.end('data: [DONE]\n\n');
+      this.book(result?.usage);
+    } catch (err) {
+      if (!this.started) throw err; // nothing sent yet: a normal error response
+      const wire = wireErrorOf(err) ?? { status: 500, message: 'Internal server error' };
+      this.reply.raw.end(`data: ${JSON.stringify({ error: { ...(errorBody('openai', wire.message, wire).error as object), code: wire.status } })}\n\n`);
+    }
+    return undefined;
+  }
+
+  private startStream(): void {
+    if (this.started) return;
+    this.started = true;
+    this.reply.hijack();
+    this.reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': this.request.id,
+      ...(this.serverTiming ? { 'server-timing': this.serverTiming } : {}),
+    });
+  }
+
+  private book(usage: UsageLike['usage']): void {
+    if (!usage) return;
+    const { body, entity } = this;
+    this.ctx.store.usage.add({ entity, project: usageProject(this.request), model: body.model, promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 });
+    hearthMetrics.tokensGenerated.inc({ model: this.model.baseModel }, usage.completion_tokens ?? 0);
+  }
+}
+
+function runInference(ctx: AppContext, op: 'chat' | 'completion', body: { model: string; stream?: boolean | null }, auth: { entity: string }, request: FastifyRequest, reply: FastifyReply) {
   if (!ctx.queue) throw unavailable('No inference workers are attached to this server');
   const model = resolveModel(ctx.store, ctx.catalog, auth.entity, body.model);
-  const project = usageProject(request);
-  let usage: UsageLike['usage'] = null;
-  const book = () => {
-    if (!usage) return;
-    ctx.store.usage.add({ entity: auth.entity, project, model: body.model, promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 });
-    hearthMetrics.tokensGenerated.inc({ model: model.baseModel }, usage.completion_tokens ?? 0);
-  };
-  // The client went away: stop generating for it at once.
-  let cancel: (() => void) | null = null;
-  const cancelWith = (fn: () => void) => (cancel = fn);
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) cancel?.();
-  });
-
-  // Server-Timing (W3C): the worker's time to the first token (streams) or to the whole response, and this
-  // server's from the request's arrival to the same point; the difference is what HTTP, the API and the queue add.
-  let serverTiming: string | null = null;
-  const onWorkerTime = (workerMs: number) => (serverTiming = serverTimingHeader(workerMs, reply.elapsedTime));
-
-  if (!body.stream) {
-    const result = (await ctx.queue.infer({ op, body, model, stream: false, queueKey: model.baseModel, cancelWith, onWorkerTime })) as UsageLike;
-    if (serverTiming) reply.header('server-timing', serverTiming);
-    usage = result?.usage ?? null;
-    book();
-    return result;
-  }
-
-  let started = false;
-  const start = () => {
-    if (started) return;
-    started = true;
-    reply.hijack();
-    reply.raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': request.id,
-      ...(serverTiming ? { 'server-timing': serverTiming } : {}),
-    });
-  };
-  try {
-    // The worker sends the chunks the client asked for (a usage chunk only with stream_options.include_usage)
-    // and ends with the usage, which is booked for every stream.
-    const result = (await ctx.queue.infer({
-      op, body, model, stream: true, queueKey: model.baseModel, cancelWith, onWorkerTime,
-      onDelta: (chunk) => {
-        start();
-        sendEvent(reply.raw, `data: ${JSON.stringify(chunk)}\n\n`);
-      },
-    })) as UsageLike | null;
-    if (result?.usage) usage = result.usage;
-    start();
-    reply.raw.end('data: [DONE]\n\n');
-    book();
-  } catch (err) {
-    if (!started) throw err; // nothing sent yet: a normal error response
-    const wire = wireErrorOf(err) ?? { status: 500, message: 'Internal server error' };
-    reply.raw.end(`data: ${JSON.stringify({ error: { ...(errorBody('openai', wire.message, wire).error as object), code: wire.status } })}\n\n`);
-  }
-  return undefined;
+  return new InferenceExchange(ctx, op, body, model, auth.entity, request, reply).respond(ctx.queue);
 }
 
 export function inferenceRoutes(ctx: AppContext): RouteDef[] {
