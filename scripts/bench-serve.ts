@@ -20,7 +20,8 @@
 //   triplets as Hearth's overhead (bare engine, Hearth, floor), so what a model in a worker process costs by itself
 //   is in it: the floor of the overhead bar, which holds Hearth − floor, triplet by triplet, to 0.5 ms, each server
 //   counted outside its own worker (TTFT minus the worker's time to the first token, from Server-Timing), in the
-//   steady state: each server first takes --overhead-warmup requests (1,500) of the same kind.
+//   steady state: each server first takes --overhead-warmup requests (1,500) of the same kind, and in each round
+//   serves --overhead-block (4) requests in a row, of which the last is counted (see overheadAgainstFloor).
 // - stack_floor_ms (in the overhead bar): the same worker and IPC behind Fastify, a bearer-key hook and the completion
 //   body's zod schema (serve-floor.ts --fastify), timed in the same rounds: what the stack Hearth's API is built on
 //   costs by itself over the bare floor, and over_stack_floor_ms what Hearth adds to it.
@@ -39,7 +40,7 @@
 // rounds (REAL_SIZE below); about 30 minutes after the file exists, ~20 of them the overhead bar's warm-up
 // (1,500 requests through each of four servers).
 //   npx tsx scripts/bench-serve.ts [--models s20,stories,1b-q4] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
-//                                  [--overhead-pairs 200] [--tokens-1b 32] [--overhead-pairs-1b 200] [--overhead-warmup 1500]
+//                                  [--overhead-pairs 200] [--tokens-1b 32] [--overhead-pairs-1b 200] [--overhead-warmup 1500] [--overhead-block 4]
 //                                  [--gguf-dir /tmp/hearth-peer]
 // (The engine alone, without HTTP: `npm run bench:engine`.)
 import fs from 'node:fs';
@@ -111,6 +112,9 @@ const REAL_SIZE: Profile = {
 const KEY = 'hearth_bench_serve_key_0123456789';
 /** Requests each server takes before the overhead triplets (see overheadAgainstFloor: the steady state). */
 const OVERHEAD_WARMUP = Number(arg('overhead-warmup', '1500'));
+/** Requests each server (and the bare engine) serves in a row in each round of the triplets; the last is counted. */
+const OVERHEAD_BLOCK = Number(arg('overhead-block', '4'));
+if (!Number.isInteger(OVERHEAD_BLOCK) || OVERHEAD_BLOCK < 1) throw new Error('--overhead-block must be a whole number ≥ 1');
 /** Least seconds of each level in a 1-vs-8 round (more requests for fast models; see the rounds below). */
 const ROUND_S = 3;
 
@@ -240,8 +244,16 @@ async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words
  * or slower in one process than in another (two identical engines in one process: 0.75 ms apart on a 92 ms TTFT),
  * which is not the API's or the queue's doing; outside the engines it scatters by 0.4 ms. The TTFT difference and
  * the two workers' difference are reported beside it, so an engine slowed by Hearth's worker would still show.
+ *
+ * In each round every server serves `block` requests in a row and the last one counts. A request that follows
+ * another server's took longer outside its worker than one that follows its own server's (~20M, 4-word prompts,
+ * 2026-11-26: Hearth 0.21–0.28 ms, the bare floor 0.13–0.21 ms: the caches and the scheduler's placement are the
+ * other server's), and which server came before depended on the rotation: two identical Hearth servers measured
+ * 0.06 ms apart one request a turn, and a code change measured +0.15 ms one way round and −0.15 ms the other. With
+ * blocks of 4 the same change measured 0.003 ± 0.024 ms. A server in service follows itself; it never shares the
+ * machine with two other servers taking turns.
  */
-async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bare, triplets: number, words: number, warmup: number) {
+async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bare, triplets: number, words: number, warmup: number, block: number) {
   const floorServer = await startFloor(false, dir), stackServer = await startFloor(false, dir, true);
   const agents = [0, 1, 2].map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
   const viaCompletions = (to: URL, agent: http.Agent) => async (prompt: string) => {
@@ -275,11 +287,15 @@ async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bar
     warmAgents.forEach((a) => a.destroy());
     for (let i = 0; i < 3; i++) for (const k of names) await servers[k](freshPrompt(words));
     const ms = { bare: [] as number[], hearth: [] as { ms: number; workerMs: number }[], floor: [] as { ms: number; workerMs: number }[], stack: [] as { ms: number; workerMs: number }[] };
+    const lastOfBlock = async <T>(call: (prompt: string) => Promise<T>): Promise<T> => {
+      for (let b = 1; b < block; b++) await call(freshPrompt(words));
+      return call(freshPrompt(words));
+    };
     for (let i = 0; i < triplets; i++) {
-      ms.bare.push(await bare.ttft(freshPrompt(words)));
+      ms.bare.push(await lastOfBlock(bare.ttft));
       for (let j = 0; j < 3; j++) {
         const k = names[(i + j) % 3]; // each server goes first, second and third in turn
-        ms[k].push(await servers[k](freshPrompt(words)));
+        ms[k].push(await lastOfBlock(servers[k]));
       }
     }
     if (names.some((k) => ms[k].some((x) => Number.isNaN(x.workerMs)))) throw new Error('a response had no Server-Timing worker time');
@@ -295,6 +311,7 @@ async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bar
       spread: median(overFloor.map((d) => Math.abs(d - over))),
       triplets,
       warmup,
+      block,
       /** The stack floor outside its worker, over the bare floor and under Hearth (medians of per-round differences). */
       stack: { outside: median(ms.stack.map(outside)), overFloor: median(diff(ms.stack, ms.floor)), hearthOver: median(diff(ms.hearth, ms.stack)) },
       /** TTFT − bare engine in this process, and TTFT and worker time differences, Hearth − floor (medians of per-triplet differences). */
@@ -497,7 +514,7 @@ for (const { name, id, profile: p } of ids) {
   const bare = await bareEngine(dir);
   progress(`${name}: overhead triplets (each server warmed up with ${OVERHEAD_WARMUP} requests first)`);
   // The overhead on its own short prompt where the workload's prefill is too long to resolve it (see Profile).
-  const overhead = await overheadAgainstFloor(url, id, dir, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS, OVERHEAD_WARMUP);
+  const overhead = await overheadAgainstFloor(url, id, dir, bare, p.overheadPairs ?? p.pairs, p.overheadPromptWords ?? PROMPT_WORDS, OVERHEAD_WARMUP, OVERHEAD_BLOCK);
   progress(`${name}: TTFT pairs, HTTP against the bare engine`);
   const paired = await pairedTtft(url, id, bare, p.pairs);
   await bare.release();
@@ -546,7 +563,7 @@ for (const { name, id, profile: p } of ids) {
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
     api_queue_overhead_ms: r2(overhead.overBare.hearth),
     overhead_triplets: {
-      prompt_words: p.overheadPromptWords ?? PROMPT_WORDS, triplets: overhead.triplets, warmup_requests_per_server: overhead.warmup,
+      prompt_words: p.overheadPromptWords ?? PROMPT_WORDS, triplets: overhead.triplets, warmup_requests_per_server: overhead.warmup, block: overhead.block,
       ttft_p50_ms: { hearth: r2(overhead.ttft.hearth), floor: r2(overhead.ttft.floor), bare_engine: r2(overhead.ttft.bare) },
       outside_worker_p50_ms: { hearth: r2(overhead.hearth), floor: r2(overhead.floor), stack_floor: r2(overhead.stack.outside) },
       over_floor_ms: r2(overhead.overFloor), over_floor_mad_ms: r2(overhead.spread),
