@@ -8,15 +8,12 @@
 // floor server (see overheadAgainstFloor; the real-size model measures it on 4-word prompts, where a
 // sub-millisecond difference is not lost in a 1 s prefill's drift); the 8-vs-1 throughput ratio is the median of
 // five rounds that alternate the two levels.
-// Bounds are measured beside them, so a run shows how far each bar is reachable at all on this machine:
+// Two bounds are measured beside them, so a run shows how far each bar is reachable at all on this machine:
 // - decode_8_over_1: the model's own decode step, 8 rows against 1 (8·t1 / t8, the served graph in this
 //   process at the requests' mid-length context). No server can beat it: prefills and overheads only lower
 //   the 8-vs-1 ratio below it.
 // - workload_8_over_1: the same with each request's prefill counted (prefills do not batch: they already run
 //   the GEMMs at full rate), 8·(P + n·t1) / (8·P + n·t8); for prefill-heavy work it is the lower, real bound.
-// - delivery_8_over_1: what the floor server below, stepping every t8 with no model behind it, delivers to 8
-//   clients (serve_floor_c8_tokens_per_s), over Hearth's single-stream rate: where tokens are cheap (stories260K)
-//   an SSE write, an IPC message and a client's parse per token on the same two cores cap eight streams first.
 // - serve_floor_overhead_ms: what a bare node:http server handing each request to a worker process over IPC
 //   costs on top of the same prefill time (scripts/serve-floor.ts): the least any such server pays here.
 // - serve_floor_engine_overhead_ms: the same bare server with the model's engine in its worker, timed in the same
@@ -409,7 +406,7 @@ async function servedChunkBudget(url: URL, id: string): Promise<number | null> {
 
 /** Issue 21's bars, each against the bound this run measured. */
 function bars(r: {
-  ratio: number; decodeBound: number; workloadBound: number; deliveryBound: number; itl8: { p50: number; p99: number }; floorItl: { p50: number; p99: number };
+  ratio: number; decodeBound: number; workloadBound: number; itl8: { p50: number; p99: number }; floorItl: { p50: number; p99: number };
   /** Hearth's and the floor's time outside their workers, Hearth's over the floor's (median, MAD, count), the bare TTFT at their prompt. */
   overhead: {
     hearth: number; floor: number; overFloor: number; spread: number; triplets: number; bare: number; ttftOverFloor: number; workerOverFloor: number;
@@ -430,13 +427,8 @@ function bars(r: {
   return [
     // With each request's prefill counted, eight clients cannot pass the workload bound; below 0.85 × the decode
     // bound, that bar is out of reach for any server on this workload, and the ratio is judged against what is left.
-    !ratioBar.met && Math.min(r.workloadBound, r.deliveryBound) < 0.85 * r.decodeBound
-      ? {
-          ...ratioBar,
-          bound_limited: r.workloadBound <= r.deliveryBound
-            ? `prefill counted, no server passes ${r2(r.workloadBound)} here (< ${r2(0.85 * r.decodeBound)}); served ${r2(r.ratio / r.workloadBound)} × that bound`
-            : `the floor server stepping every t8 delivers 8 clients ${r2(r.deliveryBound)} × Hearth's single stream here (< ${r2(0.85 * r.decodeBound)}); served ${r2(r.ratio / r.deliveryBound)} × that bound`,
-        }
+    !ratioBar.met && r.workloadBound < 0.85 * r.decodeBound
+      ? { ...ratioBar, bound_limited: `prefill counted, no server passes ${r2(r.workloadBound)} here (< ${r2(0.85 * r.decodeBound)}); served ${r2(r.ratio / r.workloadBound)} × that bound` }
       : ratioBar,
     {
       bar: 'ITL p99 ≤ 3 × ITL p50 at 8 concurrent', value: r2(r.itl8.p99), limit: r2(3 * r.itl8.p50), met: r.itl8.p99 <= 3 * r.itl8.p50,
@@ -536,13 +528,12 @@ for (const { name, id, profile: p } of ids) {
     return level ? Math.max(least, Math.ceil((ROUND_S * level.rate) / p.tokens)) : least;
   };
   const oneRequests = requestsFor(1, p.oneRequests), eightRequests = requestsFor(8, p.eightRequests);
-  const ratios: number[] = [], oneRates: number[] = [];
+  const ratios: number[] = [];
   const itl8: number[] = [];
   for (let round = 0; round < p.ratioRounds; round++) {
     const one = await closedLoop(url, id, p.tokens, 1, oneRequests);
     const eight = await closedLoop(url, id, p.tokens, 8, eightRequests);
     ratios.push(eight.rate / one.rate);
-    oneRates.push(one.rate);
     itl8.push(...eight.itlSamples);
   }
   const chunkTokens = await servedChunkBudget(url, id);
@@ -551,21 +542,14 @@ for (const { name, id, profile: p } of ids) {
   const promptTokens = (await loadTokenizer(dir).encode(freshPrompt(), { addSpecialTokens: true })).length;
   const steps = await decodeSteps(dir, promptTokens, p.tokens);
   const group = await groupVsUnrelated(url, id, dir, p.groupRounds);
-  // The ITL floor: a bare server whose worker steps every t8 (this model's 8-row decode step), 8 clients, as many
-  // streams as an 8-client round (at least ROUND_S seconds of Hearth's: its rate is the delivery bound's too).
-  const floorItl = await measureServeFloorItl(steps.eight, { tokens: p.tokens, concurrency: 8, requests: eightRequests });
+  // The ITL floor: a bare server whose worker steps every t8 (this model's 8-row decode step), 8 clients.
+  const floorItl = await measureServeFloorItl(steps.eight, { tokens: p.tokens, concurrency: 8, requests: p.eightRequests });
   const decodeBound = (8 * steps.one) / steps.eight;
   // The same with each request's prefill counted: a prompt's prefill runs at the GEMM's full rate alone,
   // so eight prefills cost eight times one, and only the decode part can batch. P = bare-engine TTFT, n =
   // output tokens: 8·(P + n·t1) / (8·P + n·t8). Where prefill dominates (a 1.1B model, 98-token prompts,
   // 32 output tokens) this, not the decode bound, is what 8 clients can reach.
   const workloadBound = (8 * (paired.bare + p.tokens * steps.one)) / (8 * paired.bare + p.tokens * steps.eight);
-  // The delivery bound: the tokens a second the ITL floor (stepping every t8, no model, no prefill) gets to its 8
-  // clients, over Hearth's own single-stream rate in the rounds. Hearth's 8-row steps take at least t8, and while
-  // they run its worker holds both cores (ORT's threads) where the floor's busy loop holds one, so its 8 clients
-  // get no more than the floor's: at a tiny model's step, an SSE write, an IPC message and a client's parse per token
-  // on the same two cores are what caps eight streams, not the model.
-  const deliveryBound = floorItl.tokensPerS / q(oneRates, 0.5);
   const itl8ms = { p50: q(itl8, 0.5), p99: q(itl8, 0.99) };
   results[name] = {
     model: id, output_tokens: p.tokens, prompt_tokens: promptTokens,
@@ -574,7 +558,7 @@ for (const { name, id, profile: p } of ids) {
     levels: levels.map(({ itlSamples: _, rate: __, ...l }) => l),
     itl_c8_rounds_ms: { p50: r2(itl8ms.p50), p99: r2(itl8ms.p99) },
     prefill_chunk_tokens_after_rounds: chunkTokens,
-    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, deliveryBound, floorItl, itl8: itl8ms, overhead: { ...overhead, bare: overhead.ttft.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
+    bars: bars({ ratio: q(ratios, 0.5), decodeBound, workloadBound, floorItl, itl8: itl8ms, overhead: { ...overhead, bare: overhead.ttft.bare }, floor, ttftRatio: paired.http / paired.bare, bare: paired.bare }),
     group,
     ttft_pairs: { http_c1_p50_ms: r2(paired.http), bare_engine_p50_ms: r2(paired.bare) },
     api_queue_overhead_ms: r2(overhead.overBare.hearth),
@@ -593,12 +577,10 @@ for (const { name, id, profile: p } of ids) {
       decode_step_ms: { one_row: r2(steps.one), eight_rows: r2(steps.eight) },
       decode_8_over_1: r2(decodeBound),
       workload_8_over_1: r2(workloadBound),
-      delivery_8_over_1: r2(deliveryBound),
       serve_floor_overhead_ms: r2(floor),
       // The overhead bar's floor: TTFT over the bare engine of a bare server whose worker runs the model (see overheadAgainstFloor).
       serve_floor_engine_overhead_ms: r2(overhead.overBare.floor),
       serve_floor_itl_c8_ms: { p50: r2(floorItl.p50), p99: r2(floorItl.p99) },
-      serve_floor_c8_tokens_per_s: Math.round(floorItl.tokensPerS),
       ttft_bar_budget_ms: r2(0.2 * paired.bare),
     },
   };
