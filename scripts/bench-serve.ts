@@ -37,7 +37,7 @@
 // (src/models/tiny-gguf.ts; made once into --gguf-dir, as bench:peer does, ~0.6 GB) and imported through the
 // real import path, so the worker serves it as stored (MatMulNBits over the file's blocks). Its decode runs at
 // ~30–60 tok/s here, so its section measures less: 32 output tokens, concurrency 1 and 8, fewer requests and
-// rounds (REAL_SIZE below); about 30 minutes after the file exists, ~20 of them the overhead bar's warm-up
+// rounds (REAL_SIZE below); 18–30 minutes after the file exists, most of them the overhead bar's warm-up
 // (1,500 requests through each of four servers).
 //   npx tsx scripts/bench-serve.ts [--models s20,stories,1b-q4] [--concurrency 1,8,32] [--tokens 64] [--prompt 64]
 //                                  [--overhead-pairs 200] [--tokens-1b 32] [--overhead-pairs-1b 200] [--overhead-warmup 1500] [--overhead-block 4]
@@ -250,8 +250,10 @@ async function pairedTtft(url: URL, id: string, bare: Bare, pairs: number, words
  * 2026-11-26: Hearth 0.21–0.28 ms, the bare floor 0.13–0.21 ms: the caches and the scheduler's placement are the
  * other server's), and which server came before depended on the rotation: two identical Hearth servers measured
  * 0.06 ms apart one request a turn, and a code change measured +0.15 ms one way round and −0.15 ms the other. With
- * blocks of 4 the same change measured 0.003 ± 0.024 ms. A server in service follows itself; it never shares the
- * machine with two other servers taking turns.
+ * blocks of 4 the same change measured 0.003 ± 0.024 ms. Blocks leave smaller order effects: on 64-word prompts
+ * two identical servers measured 0.06 ± 0.04 ms apart, and the first-started server came out ~0.12 ms ahead in
+ * both orders of one A/B, so differences under ~0.15 ms between servers are not resolved. A server in service
+ * follows itself; it never shares the machine with two other servers taking turns.
  */
 async function overheadAgainstFloor(url: URL, id: string, dir: string, bare: Bare, triplets: number, words: number, warmup: number, block: number) {
   const floorServer = await startFloor(false, dir), stackServer = await startFloor(false, dir, true);
