@@ -9,9 +9,9 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { loadConfig, dbPath, modelsDir } from '../src/config/config.js';
 import { Store } from '../src/store/sqlite/store.js';
-import { BaseModelCatalog } from '../src/services/base-models.js';
+import { BaseModelCatalog } from '../src/models/base-models.js';
 import { createQueue } from '../src/queue/create.js';
-import { createContext } from '../src/services/container.js';
+import { createContext } from '../src/api/container.js';
 import type { QueueService } from '../src/queue/queue-service.js';
 import { machineLabel } from './machine.js';
 

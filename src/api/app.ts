@@ -7,7 +7,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
 import { errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, wireErrorOf, type ErrorStyle } from './errors.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from './json-depth.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../domain/json-depth.js';
 import { registerAuth } from './plugins/auth.js';
 import { registerRoutes, type RouteDef } from './route.js';
 import { buildOpenApi } from './openapi.js';

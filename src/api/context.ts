@@ -1,8 +1,8 @@
-// What route files may use: the services, built once per app (src/services/container.ts).
+// What route files may use: the services, built once per app (container.ts).
 import type { Config } from '../config/config.js';
 import type { Store } from '../store/sqlite/store.js';
 import type { ApiKeys } from '../services/api-keys.js';
-import type { BaseModelCatalog } from '../services/base-models.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
 import type { ModelsService } from '../services/models.js';
 import type { TrainingJobsService } from '../services/training-jobs.js';
 import type { WorkerDirectory } from '../queue/port.js';

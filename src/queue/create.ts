@@ -2,7 +2,7 @@
 import type { Config } from '../config/config.js';
 import { checkpointsDir } from '../config/config.js';
 import type { Store } from '../store/sqlite/store.js';
-import type { BaseModelCatalog } from '../services/base-models.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
 import { EmbeddedQueue } from './embedded.js';
 import { QueueService } from './queue-service.js';
 

@@ -34,7 +34,27 @@ export interface WorkerDirectory {
   health(kind: WorkerKind): Promise<QueueHealth>;
 }
 
+/** What the training jobs service needs from the queue: hand over a persisted job, ask a running one to stop. */
+export interface TrainingDispatcher {
+  /** Throw (429) when the model's training queue is full. */
+  admitTraining(modelId: string): void;
+  enqueueTraining(job: TrainingJobRecord): Promise<void>;
+  cancelTraining(jobId: string): Promise<void>;
+}
+
+/**
+ * What the queue tells the owner of training job state about the work it handed out (TrainingJobsService in
+ * src/services implements it). Each returns false when the report came too late to count (the job is over).
+ */
+export interface TrainingJobReports {
+  markStarted(jobId: string): boolean;
+  recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>): boolean;
+  recordCheckpoint(jobId: string, step: number, dir: string): boolean;
+  fail(jobId: string, message: string): boolean;
+}
+
 import type { InferenceTask, TrainingTask, WorkerMessage } from './messages.js';
+import type { TrainingEventType, TrainingJobRecord } from '../store/records.js';
 
 /** What the API needs from a transport to workers. Implemented by EmbeddedQueue and BullmqQueue. */
 export interface QueueAdapter {

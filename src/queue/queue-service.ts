@@ -2,13 +2,12 @@
 // keeps the worker registry, schedules training, routes inference, and fails work whose worker vanished.
 import type { Store } from '../store/sqlite/store.js';
 import type { TrainingJobRecord } from '../store/records.js';
-import type { QueueAdapter, QueueHealth, WorkerDirectory, WorkerInfo, WorkerKind } from './port.js';
+import type { QueueAdapter, QueueHealth, TrainingDispatcher, TrainingJobReports, WorkerDirectory, WorkerInfo, WorkerKind } from './port.js';
 import type { WorkerMessage } from './messages.js';
 import { loadingModels, WorkerRegistry } from './worker-directory.js';
 import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
-import type { TrainingDispatcher, TrainingJobsService } from '../services/training-jobs.js';
-import type { BaseModelCatalog } from '../services/base-models.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
 import { overCapacity } from '../errors/domain-errors.js';
 import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../metrics/metrics.js';
 
@@ -29,7 +28,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   readonly registry: WorkerRegistry;
   readonly gateway: InferenceGateway;
   private scheduler!: TrainingScheduler;
-  private jobs!: TrainingJobsService;
+  private jobs!: TrainingJobReports;
   private timer: NodeJS.Timeout | null = null;
   private resubmitting = false;
   private checkingLoads = false;
@@ -47,7 +46,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   }
 
   /** Connect the service that owns job state (it needs us as its dispatcher, so this comes after). */
-  async start(jobs: TrainingJobsService): Promise<void> {
+  async start(jobs: TrainingJobReports): Promise<void> {
     this.jobs = jobs;
     this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, (id, msg) => {
       this.jobs.fail(id, msg);

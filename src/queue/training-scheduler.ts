@@ -1,14 +1,14 @@
 // Hands persisted training jobs to workers: at most one active job per model (each job continues from the
 // previous checkpoint, so jobs of one model run in order), oldest first, as capacity allows.
-import { resolveKlReference } from '../services/kl-reference.js';
-import { rewardStdDevHistory } from '../services/training-step-metrics.js';
+import { resolveKlReference } from '../domain/kl-reference.js';
+import { rewardStdDevHistory } from '../domain/training-step-metrics.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
 import type { TrainingJobRecord } from '../store/records.js';
 import type { QueueAdapter } from './port.js';
 import type { TrainingTask } from './messages.js';
-import type { BaseModelCatalog } from '../services/base-models.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
 
 export class TrainingScheduler {
   /** Jobs handed to the adapter and not finished yet: job id → model id. */

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { datasetsDir } from '../config/config.js';
 import { ValidationError, type ValidationIssue } from '../errors/domain-errors.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../api/json-depth.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../domain/json-depth.js';
 
 /** Problems of SFT JSONL text: each line must be an object with a non-empty `messages` array. */
 export function validateSftJsonl(text: string, maxIssues = 20): { rows: number; issues: ValidationIssue[] } {

@@ -2,7 +2,7 @@
 // measured on the device for the model: the first request for a model runs a short calibration on an
 // inference worker (through the queue), later ones use the cached measurement until the model's files or
 // the device change.
-import type { BaseModelInfo } from './base-models.js';
+import type { BaseModelInfo } from '../models/base-models.js';
 import type { QueueService } from '../queue/queue-service.js';
 import { HardwareCatalogue, latestReports, modelFingerprint, RUNTIME_BYTES_PER_PARAM, servingSlots } from '../hardware/catalogue.js';
 import { uncalibratedConfigs } from '../hardware/pricing.js';

@@ -7,7 +7,7 @@ import type { Store } from '../store/sqlite/store.js';
 import type { ModelRecord } from '../store/records.js';
 import { ListingsRepo } from '../store/sqlite/listings-repo.js';
 import type { ModelsService } from './models.js';
-import type { BaseModelCatalog } from './base-models.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
 import type { WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 import { invalid, notFound } from '../errors/domain-errors.js';

@@ -1,7 +1,7 @@
 // Resolve an inference model name, within the caller's entity, to what a worker loads:
 // base weights and, for a trained checkpoint, the LoRA adapter folder on top of them.
 import type { Store } from '../store/sqlite/store.js';
-import type { BaseModelCatalog } from './base-models.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
 import { parseModelName } from './model-names.js';
 import { notFound } from '../errors/domain-errors.js';
 import type { InferenceTask } from '../queue/messages.js';

@@ -7,7 +7,7 @@ import { nowIso, type CheckpointRecord, type ModelRecord } from '../store/record
 import { conflict, forbidden, invalid, notFound } from '../errors/domain-errors.js';
 import { toPage } from './pagination.js';
 import { aggregateTrajectoryMetrics } from './trajectory-metrics.js';
-import type { BaseModelCatalog } from './base-models.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
 import type { ModelCreateBody, TrajectoryGroupT } from '../schemas/training.js';
 
 export const modelResponse = (m: ModelRecord) => ({

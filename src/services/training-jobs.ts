@@ -7,18 +7,11 @@ import type { Store } from '../store/sqlite/store.js';
 import { nowIso, TERMINAL_STATUSES, type TrainingEventType, type TrainingJobRecord } from '../store/records.js';
 import { conflict, invalid, notFound, notImplemented } from '../errors/domain-errors.js';
 import { toPage } from './pagination.js';
-import { trainStepMetrics } from './training-step-metrics.js';
+import { trainStepMetrics } from '../domain/training-step-metrics.js';
 import { hearthMetrics } from '../metrics/metrics.js';
 import type { ModelsService } from './models.js';
 import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../schemas/training.js';
-
-/** What the service needs from the queue: hand over a persisted job, ask a running one to stop. */
-export interface TrainingDispatcher {
-  /** Throw (429) when the model's training queue is full. */
-  admitTraining(modelId: string): void;
-  enqueueTraining(job: TrainingJobRecord): Promise<void>;
-  cancelTraining(jobId: string): Promise<void>;
-}
+import type { TrainingDispatcher, TrainingJobReports } from '../queue/port.js';
 
 /** Checks that belong to the training engine (config keys it implements, data URLs it can read). */
 export interface TrainingPolicy {
@@ -41,7 +34,7 @@ const jobDetail = (j: TrainingJobRecord) => ({
   error_message: j.errorMessage,
 });
 
-export class TrainingJobsService {
+export class TrainingJobsService implements TrainingJobReports {
   constructor(
     private readonly store: Store,
     private readonly models: ModelsService,

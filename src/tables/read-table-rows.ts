@@ -1,28 +1,14 @@
 // Reading a stored table as training data.
 //
-// SFT jobs may name their data as `weave:///<entity>/<project>/table/<digest>`; each row is then
-// one example ({messages, tools?}). Rows are streamed chunk by chunk, never loaded whole.
+// SFT jobs may name their data as `weave:///<entity>/<project>/table/<digest>` (parsed with the other Weave
+// refs, src/weave-objects/weave-ref.ts); each row is then one example ({messages, tools?}). Rows are streamed
+// chunk by chunk, never loaded whole.
 
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { TableStore } from './table-store.js';
-
-export interface WeaveTableRef {
-  entity: string;
-  project: string;
-  digest: string;
-}
-
-const WEAVE_TABLE_URI = /^weave:\/\/\/([^/]+)\/([^/]+)\/table\/([^/]+)$/;
-
-/** Parse `weave:///<entity>/<project>/table/<digest>`; null if `uri` is not a table ref. */
-export function parseWeaveTableUri(uri: string): WeaveTableRef | null {
-  const match = WEAVE_TABLE_URI.exec(uri);
-  if (!match) return null;
-  return { entity: decodeURIComponent(match[1]), project: decodeURIComponent(match[2]), digest: match[3] };
-}
 
 /**
  * The rows of a table, in table order, as plain JS objects (numbers become JS numbers).

@@ -2,7 +2,7 @@
 // with its logprobs: ~700k tokens filled the general 64 MiB limit): an RL job past 64 MiB is accepted with
 // the default HEARTH_TRAINING_BODY_LIMIT, and a body past the training limit answers 413 naming the setting.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TrainingDispatcher } from '../../src/services/training-jobs.js';
+import type { TrainingDispatcher } from '../../src/queue/port.js';
 import type { TrainingJobRecord } from '../../src/store/records.js';
 import { installManifestOnly, startServer, type TestServer } from '../helpers/server.js';
 

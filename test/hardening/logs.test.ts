@@ -9,10 +9,10 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig, dbPath, modelsDir } from '../../src/config/config.js';
 import { Store } from '../../src/store/sqlite/store.js';
-import { createContext } from '../../src/services/container.js';
+import { createContext } from '../../src/api/container.js';
 import { buildApp } from '../../src/api/app.js';
 import { productionLoggerOptions } from '../../src/api/logger.js';
-import { BaseModelCatalog } from '../../src/services/base-models.js';
+import { BaseModelCatalog } from '../../src/models/base-models.js';
 import { installManifestOnly, tempHome } from '../helpers/server.js';
 
 const BASE = 'log-pub/tiny-base';

@@ -20,6 +20,16 @@ describe('SFT data URLs', () => {
     for (const bad of ['s3://b/k', 'file://relative.jsonl', 'wandb-artifact:///a/b', 'weave:///a/b/obj/x']) expect(parseDataUrl(bad)).toHaveProperty('error');
   });
 
+  it('reads table URLs with the Weave ref parser: percent-encoded parts, two or three slashes, tables only', () => {
+    expect(parseDataUrl('weave:///team%2Dx/p/table/abc')).toEqual({ scheme: 'table', entity: 'team-x', project: 'p', digest: 'abc' });
+    expect(parseDataUrl('weave://team/p/table/abc')).toEqual({ scheme: 'table', entity: 'team', project: 'p', digest: 'abc' });
+    // Object and op refs, extra path, digests that could leave the snapshot folder, names that are not one segment.
+    for (const bad of ['weave:///a/b/object/x:d', 'weave:///a/b/op/f:d', 'weave:///a/b/table/d/key/x', 'weave:///a/b/table/..%2Fx', 'weave:///a/b/table/%zz']) {
+      expect(parseDataUrl(bad), bad).toEqual({ error: expect.stringContaining('unsupported training_data_url') });
+    }
+    expect(parseDataUrl('weave:///a%2Fb/p/table/d')).toEqual({ error: expect.stringContaining('malformed table URL') });
+  });
+
   it('reads server files only inside HEARTH_DATA_DIRS, and inside HEARTH_HOME only from the caller’s own datasets', async () => {
     const home = mk();
     const shared = mk();

@@ -3,7 +3,8 @@
 // points (CPython 3.11, numpy), and from hand-checked lines.
 import { describe, expect, it } from 'vitest';
 import { fitRewardStdDevLearningRate } from '../../worker/training/reward-std-lr.js';
-import { rewardStdDevHistory, trainStepMetrics } from '../../src/services/training-step-metrics.js';
+import { rewardStdDevHistory, trainStepMetrics } from '../../src/domain/training-step-metrics.js';
+import type { HistoryRow } from '../../src/store/sqlite/history-repo.js';
 import type { TrainingEventRecord } from '../../src/store/records.js';
 
 describe('reward std dev learning-rate multiplier', () => {
@@ -60,13 +61,12 @@ describe('training metrics stored with the checkpoint', () => {
   });
 
   it('reads the reward std dev rows of the history, every row kept (ART averages them per step later)', () => {
-    expect(
-      rewardStdDevHistory([
-        { step: 1, split: 'train', metrics: { 'train/reward_std_dev': 0.5 } },
-        { step: 1, split: 'val', metrics: { 'val/reward_std_dev': 0.1 } },
-        { step: 1, split: 'train', metrics: { 'train/reward_std_dev': 0.3 } },
-        { step: 3, split: 'train', metrics: { 'train/reward_std_dev': 0.25, 'train/loss': 1 } },
-      ]),
-    ).toEqual([{ step: 1, reward_std_dev: 0.5 }, { step: 1, reward_std_dev: 0.3 }, { step: 3, reward_std_dev: 0.25 }]);
+    const rows: HistoryRow[] = [
+      { step: 1, split: 'train', metrics: { 'train/reward_std_dev': 0.5 } },
+      { step: 1, split: 'val', metrics: { 'val/reward_std_dev': 0.1 } },
+      { step: 1, split: 'train', metrics: { 'train/reward_std_dev': 0.3 } },
+      { step: 3, split: 'train', metrics: { 'train/reward_std_dev': 0.25, 'train/loss': 1 } },
+    ];
+    expect(rewardStdDevHistory(rows)).toEqual([{ step: 1, reward_std_dev: 0.5 }, { step: 1, reward_std_dev: 0.3 }, { step: 3, reward_std_dev: 0.25 }]);
   });
 });

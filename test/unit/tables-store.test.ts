@@ -7,7 +7,7 @@ import { CHUNK_ROWS } from '../../src/tables/chunked-digest-list.js';
 import { EMPTY_TABLE_DIGEST, prepareRow, tableDigest, type PreparedRow } from '../../src/tables/digest.js';
 import { TableRequestError } from '../../src/tables/errors.js';
 import { parseLosslessJson } from '../../src/tables/lossless-parse.js';
-import { parseWeaveTableUri, readTableRows, writeTableRowsJsonl } from '../../src/tables/read-table-rows.js';
+import { readTableRows, writeTableRowsJsonl } from '../../src/tables/read-table-rows.js';
 import { applyUpdatesToList, type ResolvedUpdate } from '../../src/tables/table-ops.js';
 import { TABLES_SCHEMA_SQL, TableStore, type ProjectScope, type TableUpdate } from '../../src/tables/table-store.js';
 
@@ -264,15 +264,12 @@ describe('readTableRows', () => {
   it('streams rows as plain objects in order', () => {
     const conversation = row('{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}');
     const { digest } = store.createTable(scope, [conversation, r0]);
-    const ref = parseWeaveTableUri(`weave:///acme/evals/table/${digest}`)!;
-    expect(ref).toEqual({ entity: 'acme', project: 'evals', digest });
-    const rows = [...readTableRows(store, ref.entity, ref.project, ref.digest)];
+    const rows = [...readTableRows(store, 'acme', 'evals', digest)];
     expect(rows).toEqual([
       { messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }] },
       { input: 'a', expected: 1 },
     ]);
     expect(() => [...readTableRows(store, 'other', 'evals', digest)]).toThrow(/not found/);
-    expect(parseWeaveTableUri('weave:///acme/evals/object/x:y')).toBeNull();
   });
 
   it('writes a table as JSONL for workers', async () => {

@@ -2,7 +2,7 @@
 // ART's float(v), and logprob tokens not written token_id:N are looked up in the vocabulary as ART does.
 import { describe, expect, it } from 'vitest';
 import { finiteMetrics } from '../../worker/training/loop.js';
-import { resolveKlReference } from '../../src/services/kl-reference.js';
+import { resolveKlReference } from '../../src/domain/kl-reference.js';
 import { choiceTokens } from '../../worker/training/rl-data.js';
 import { balanceAdvantage, rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys } from '../../worker/training/rl-config.js';
 

@@ -18,11 +18,11 @@ import { microBatches, trainedPositions, type TrainSequence } from '../../worker
 import { frozenLinear, gatherFrozenRows } from '../../worker/training/frozen-linear.js';
 import { HEAD_CHUNK_ROWS } from '../../worker/training/head-logprobs.js';
 import type { LayerRecomputation } from '../../worker/training/model.js';
-import { buildTrainingModel, runSft, type TrainingEvent } from '../../worker/training/loop.js';
+import { buildTrainingModel } from '../../worker/training/loop.js';
 import { weightedNll } from '../../worker/training/losses.js';
 import { setOnnxRuntimeCompute } from '../../worker/training/ort-kernels.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { randomIds, tinyConfig, relL2 } from './training-helpers.js';
+import { randomIds, tinyConfig, relL2, sftStepLosses, worstRelativeDifference } from './training-helpers.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-frozen-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -145,25 +145,11 @@ describe('frozen base outside the wasm heap', () => {
   });
 
   it('20 LoRA steps (dropout 0.1, layers recomputed) give the reference path\'s losses (rel 1e-4)', async () => {
-    const losses = async (ort: boolean, dir: string) => {
-      setOnnxRuntimeCompute(ort);
-      const events: TrainingEvent[] = [];
-      await runSft(
-        { sequences: Array.from({ length: 20 }, () => sequences).flat(), batchSize: 4, learningRate: 1e-2 },
-        {
-          model: { config, weights, baseModelName: 'tiny', mode: 'lora', lora: { dropout: 0.1 }, recompute: ort ? 'always' : 'never' },
-          checkpointDir: join(root, dir),
-          log: () => {},
-          seed: 1,
-        },
-        (e) => void events.push(e),
-      );
-      return events.filter((e) => e.type === 'gradient_step').map((e) => e.data.loss);
-    };
-    const ort = await losses(true, 'ort');
-    const reference = await losses(false, 'reference');
+    const lora = (recompute: LayerRecomputation) => ({ config, weights, baseModelName: 'tiny', mode: 'lora' as const, lora: { dropout: 0.1 }, recompute });
+    const ort = await sftStepLosses({ ort: true, sequences, learningRate: 1e-2, model: lora('always'), checkpointDir: join(root, 'ort') });
+    const reference = await sftStepLosses({ ort: false, sequences, learningRate: 1e-2, model: lora('never'), checkpointDir: join(root, 'reference') });
     expect(ort).toHaveLength(20);
-    const worst = Math.max(...ort.map((l, i) => Math.abs(l - reference[i]) / reference[i]));
+    const worst = worstRelativeDifference(ort, reference);
     console.log(`20 LoRA steps: loss ${reference[0].toFixed(4)} -> ${reference[19].toFixed(4)}, worst relative difference ${worst.toExponential(2)}`);
     expect(reference[19]).toBeLessThan(reference[0] - 0.5); // it learned, so the comparison means something
     expect(worst).toBeLessThan(1e-4);

@@ -1,5 +1,8 @@
 // Shared fixtures for the training tests (not a test file itself).
 import type { ModelConfig } from '../../worker/runtime/model-config.js';
+import type { TrainSequence } from '../../worker/training/data.js';
+import { runSft, type TrainingEvent, type TrainingModelSpec } from '../../worker/training/loop.js';
+import { setOnnxRuntimeCompute } from '../../worker/training/ort-kernels.js';
 
 /** ~0.8M parameters: vocab 512, d 128, 4 layers, 4 query / 2 kv heads, tied embeddings. */
 export function tinyConfig(overrides: Partial<ModelConfig> = {}): ModelConfig {
@@ -46,4 +49,30 @@ export function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
     den += b[i] ** 2;
   }
   return Math.sqrt(num / den);
+}
+
+/**
+ * The loss of each step of a 20-step SFT run (the sequences repeated 20 times, batches of 4, seed 1), with ONNX
+ * Runtime's kernels on or off: what the ORT-path tests compare against the reference path.
+ */
+export async function sftStepLosses(opts: {
+  ort: boolean;
+  sequences: TrainSequence[];
+  learningRate: number;
+  model: TrainingModelSpec;
+  checkpointDir: string;
+}): Promise<number[]> {
+  setOnnxRuntimeCompute(opts.ort);
+  const events: TrainingEvent[] = [];
+  await runSft(
+    { sequences: Array.from({ length: 20 }, () => opts.sequences).flat(), batchSize: 4, learningRate: opts.learningRate },
+    { model: opts.model, checkpointDir: opts.checkpointDir, log: () => {}, seed: 1 },
+    (e) => void events.push(e),
+  );
+  return events.filter((e) => e.type === 'gradient_step').map((e) => e.data.loss);
+}
+
+/** The largest |a[i] - b[i]| / b[i]: how far a loss curve strays from its reference. */
+export function worstRelativeDifference(a: readonly number[], b: readonly number[]): number {
+  return Math.max(...a.map((value, i) => Math.abs(value - b[i]) / b[i]));
 }

@@ -15,11 +15,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { microBatches, trainedPositions, type TrainSequence } from '../../worker/training/data.js';
 import { HEAD_CHUNK_ROWS, headTokenLogprobs } from '../../worker/training/head-logprobs.js';
-import { buildTrainingModel, runSft, type TrainingEvent } from '../../worker/training/loop.js';
+import { buildTrainingModel } from '../../worker/training/loop.js';
 import { tokenLogprobs, weightedNll } from '../../worker/training/losses.js';
 import { onnxRuntimeCompute, setOnnxRuntimeCompute } from '../../worker/training/ort-kernels.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { randomIds, tinyConfig, relL2 } from './training-helpers.js';
+import { randomIds, tinyConfig, relL2, sftStepLosses, worstRelativeDifference } from './training-helpers.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-ort-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -119,20 +119,11 @@ describe('ONNX Runtime training path', () => {
   }
 
   it('full fine-tuning: 20 steps give the same losses as the reference path (rel 1e-4)', async () => {
-    const losses = async (ortOn: boolean, dir: string) => {
-      setOnnxRuntimeCompute(ortOn);
-      const events: TrainingEvent[] = [];
-      await runSft(
-        { sequences: Array.from({ length: 20 }, () => sequences).flat(), batchSize: 4, learningRate: 3e-3 },
-        { model: { config, weights, baseModelName: 'tiny', mode: 'full' }, checkpointDir: join(root, dir), log: () => {}, seed: 1 },
-        (e) => void events.push(e),
-      );
-      return events.filter((e) => e.type === 'gradient_step').map((e) => e.data.loss);
-    };
-    const ort = await losses(true, 'ort');
-    const reference = await losses(false, 'reference');
+    const model = { config, weights, baseModelName: 'tiny', mode: 'full' as const };
+    const ort = await sftStepLosses({ ort: true, sequences, learningRate: 3e-3, model, checkpointDir: join(root, 'ort') });
+    const reference = await sftStepLosses({ ort: false, sequences, learningRate: 3e-3, model, checkpointDir: join(root, 'reference') });
     expect(ort).toHaveLength(20);
-    const worst = Math.max(...ort.map((l, i) => Math.abs(l - reference[i]) / reference[i]));
+    const worst = worstRelativeDifference(ort, reference);
     console.log(`20 steps: loss ${reference[0].toFixed(4)} -> ${reference[19].toFixed(4)}, worst relative difference ${worst.toExponential(2)}`);
     expect(reference[19]).toBeLessThan(reference[0] / 2); // it learned, so the comparison means something
     expect(worst).toBeLessThan(1e-4);

@@ -12,8 +12,8 @@ export const KEYS_WITHOUT_EFFECT = ['plot_tensors', 'logprob_calculation_chunk_s
 
 /** Keys this trainer does not implement, with the value that means "not used" (none today; newer ART keys land here). */
 // (kl_penalty_reference_step, kl_penalty_step_lag and kl_ref_adapter_path are resolved by the scheduler to a
-// checkpoint folder: src/services/kl-reference.ts; scale_learning_rate_by_reward_std_dev gets the model's
-// reward-spread history from the scheduler: src/services/training-step-metrics.ts.)
+// checkpoint folder: src/domain/kl-reference.ts; scale_learning_rate_by_reward_std_dev gets the model's
+// reward-spread history from the scheduler: src/domain/training-step-metrics.ts.)
 const UNSUPPORTED: Record<string, unknown> = {};
 
 /** experimental_config keys that are set but not implemented here (empty = the request is fine). */

@@ -3,8 +3,8 @@
 // in-flight ones, stops the workers, then closes the store.
 import { dbPath, loadConfig, modelsDir } from '../../config/config.js';
 import { Store } from '../../store/sqlite/store.js';
-import { createContext } from '../../services/container.js';
-import { BaseModelCatalog } from '../../services/base-models.js';
+import { createContext } from '../../api/container.js';
+import { BaseModelCatalog } from '../../models/base-models.js';
 import { createQueue } from '../../queue/create.js';
 import { buildApp } from '../../api/app.js';
 import { productionLoggerOptions } from '../../api/logger.js';

@@ -1,12 +1,23 @@
 // What a finished training job logs at the step it produced, as ART's LocalBackend does after training
 // (`_log_metrics(model, averages, "train", step)`): each metric of its `gradient_step` events averaged over
 // the events that carry it, under `train/<name>`. Stored with the checkpoint, so the model's history (and
-// scale_learning_rate_by_reward_std_dev, src/services/reward-std-history.ts) can read it per step.
-import type { TrainingEventRecord } from '../store/records.js';
-import type { HistoryRow } from '../store/sqlite/history-repo.js';
+// scale_learning_rate_by_reward_std_dev) can read it per step. The parameters name only the fields read, so
+// the store's records (TrainingEventRecord, HistoryRow) fit without this floor importing the store.
 import type { RewardStdDevPoint } from '../../worker/training/reward-std-lr.js';
 
-export function trainStepMetrics(events: readonly TrainingEventRecord[]): Record<string, number> {
+/** A training event as stored: its type and data. */
+interface StepEvent {
+  type: string;
+  data: Record<string, unknown>;
+}
+
+/** A row of a model's history: the metrics logged at one step. */
+interface HistoryMetrics {
+  step: number;
+  metrics: Record<string, number>;
+}
+
+export function trainStepMetrics(events: readonly StepEvent[]): Record<string, number> {
   const sums = new Map<string, { total: number; count: number }>();
   for (const event of events) {
     if (event.type !== 'gradient_step') continue;
@@ -22,7 +33,7 @@ export function trainStepMetrics(events: readonly TrainingEventRecord[]): Record
 }
 
 /** The `train/reward_std_dev` rows of a model's history (training results and `train` logs), for the scheduler. */
-export function rewardStdDevHistory(rows: readonly HistoryRow[]): RewardStdDevPoint[] {
+export function rewardStdDevHistory(rows: readonly HistoryMetrics[]): RewardStdDevPoint[] {
   return rows
     .filter((r) => typeof r.metrics['train/reward_std_dev'] === 'number' && Number.isFinite(r.metrics['train/reward_std_dev']))
     .map((r) => ({ step: r.step, reward_std_dev: r.metrics['train/reward_std_dev'] }));

@@ -2,15 +2,15 @@
 import type { Config } from '../config/config.js';
 import { checkpointsDir, modelsDir } from '../config/config.js';
 import type { Store } from '../store/sqlite/store.js';
-import type { AppContext } from '../api/context.js';
-import { ApiKeys } from './api-keys.js';
-import { Datasets } from './datasets.js';
-import { HardwarePricing } from './hardware-pricing.js';
+import type { AppContext } from './context.js';
+import { ApiKeys } from '../services/api-keys.js';
+import { Datasets } from '../services/datasets.js';
+import { HardwarePricing } from '../services/hardware-pricing.js';
 import { HardwareCatalogue } from '../hardware/catalogue.js';
-import { BaseModelCatalog } from './base-models.js';
-import { ModelsService } from './models.js';
-import { TrainingJobsService, type TrainingDispatcher, type TrainingPolicy } from './training-jobs.js';
-import type { WorkerDirectory } from '../queue/port.js';
+import { BaseModelCatalog } from '../models/base-models.js';
+import { ModelsService } from '../services/models.js';
+import { TrainingJobsService, type TrainingPolicy } from '../services/training-jobs.js';
+import type { TrainingDispatcher, WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 
 export interface ContainerOptions {
