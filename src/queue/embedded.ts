@@ -201,6 +201,10 @@ export class EmbeddedQueue implements QueueAdapter {
     await Promise.all(exits);
   }
 
+  startingWorkers(kind: WorkerKind): number {
+    return [...this.children.values()].filter((c) => c.kind === kind && !c.workerId && c.proc.exitCode === null).length;
+  }
+
   /** Test and fault-injection hook: the pids of the running children. */
   pids(kind?: WorkerKind): number[] {
     return [...this.children.values()].filter((c) => !kind || c.kind === kind).map((c) => c.proc.pid!).filter(Boolean);

@@ -83,6 +83,11 @@ export interface QueueAdapter {
    * need: a child's exit is heard at once.
    */
   workerConnected?(workerId: string): Promise<boolean | null>;
+  /**
+   * Workers of a kind that were started and have not reported yet (embedded: children before their first
+   * heartbeat). Transports that do not start workers (Redis) leave it out: they cannot know of one.
+   */
+  startingWorkers?(kind: WorkerKind): number;
   /** The transport itself answers (Redis PING; embedded: always). */
   health(): Promise<QueueHealth>;
   close(): Promise<void>;

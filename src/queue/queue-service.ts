@@ -97,6 +97,11 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     return this.registry.live(kind);
   }
 
+  /** Workers of a kind started by the transport that have not reported yet (0 where it cannot tell). */
+  startingWorkers(kind: WorkerKind): number {
+    return this.adapter.startingWorkers?.(kind) ?? 0;
+  }
+
   async health(_kind: WorkerKind): Promise<QueueHealth> {
     return this.adapter.health();
   }

@@ -1,7 +1,9 @@
 // Hardware options with token prices for GET /inference/{vendor}/v2/hardware. Prices come from throughput
 // measured on the device for the model: the first request for a model runs a short calibration on an
 // inference worker (through the queue), later ones use the cached measurement until the model's files or
-// the device change.
+// the device change. Prices are measured, never estimated (docs/architecture.md, Hardware): a request that
+// comes while the server's own inference workers are still starting waits for their first report.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { BaseModelInfo } from '../models/base-models.js';
 import type { QueueService } from '../queue/queue-service.js';
 import { HardwareCatalogue, latestReports, modelFingerprint, RUNTIME_BYTES_PER_PARAM, servingSlots } from '../hardware/catalogue.js';
@@ -15,6 +17,13 @@ export interface CalibrationReport {
   decodeTps: number;
 }
 
+/**
+ * How long a request waits for a starting inference worker's first report (its devices come with it). A worker
+ * reports 1–3 s after it is started on an idle 2-core machine; the bound covers a loaded one.
+ */
+export const FIRST_REPORT_WAIT_MS = 30_000;
+const FIRST_REPORT_POLL_MS = 50;
+
 export class HardwarePricing {
   private readonly inflight = new Map<string, Promise<void>>();
 
@@ -22,11 +31,12 @@ export class HardwarePricing {
     readonly catalogue: HardwareCatalogue,
     private readonly queue: QueueService | null,
     private readonly log: (msg: string) => void = () => {},
+    private readonly firstReportWaitMs = FIRST_REPORT_WAIT_MS,
   ) {}
 
   async options(model: BaseModelInfo, vendor: string): Promise<HardwareResponse> {
     if (!this.queue) throw unavailable('No inference workers are attached to this server: hardware options are measured on them');
-    const workers = this.queue.liveWorkers('inference');
+    const workers = await this.liveInferenceWorkers(this.queue);
     // An empty list would tell the client "no hardware can serve this model"; before the first heartbeat
     // (the seconds after a start, or while every worker restarts) the truth is "not known yet".
     if (workers.length === 0) {
@@ -42,6 +52,21 @@ export class HardwarePricing {
     });
     if (pending.length) await this.calibrate(model).catch((err: Error) => this.log(`calibration of ${model.id} failed: ${err.message}`));
     return this.catalogue.optionsFor({ workers, manifest: model.manifest, vendor });
+  }
+
+  /**
+   * The live inference workers; while there are none but the transport has started some (embedded mode, right
+   * after `hearth serve` starts), their first report, waited for up to `firstReportWaitMs`. Redis workers run on
+   * other hosts and are not started by this process, so there is nothing to wait for: none live answers at once.
+   */
+  private async liveInferenceWorkers(queue: QueueService) {
+    const deadline = Date.now() + this.firstReportWaitMs;
+    let workers = queue.liveWorkers('inference');
+    while (workers.length === 0 && queue.startingWorkers('inference') > 0 && Date.now() < deadline) {
+      await sleep(FIRST_REPORT_POLL_MS);
+      workers = queue.liveWorkers('inference');
+    }
+    return workers;
   }
 
   /** One calibration run per model at a time; concurrent callers share it. */

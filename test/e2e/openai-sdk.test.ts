@@ -181,7 +181,26 @@ describe('errors from a server without workers, and from the rate limiter', () =
     }
   });
 
-  it('hardware options answer 503 with retry-after, not an empty list, until an inference worker has reported', async () => {
+  it('hardware options right after start: the first request waits for the starting worker and gets measured prices', async () => {
+    const home = tempHome();
+    await ensureDemoModel(home);
+    const fresh = await startServer({ home, env: { HEARTH_WORKERS: 'inference:cpu' }, queue: {} });
+    try {
+      // Asked the moment the API answers, as a client does right after /v1/health: no worker has reported yet.
+      expect((await fresh.call('GET', '/v1/health')).status).toBe(200);
+      expect(fresh.ctx.queue!.liveWorkers('inference')).toEqual([]);
+      expect(fresh.ctx.queue!.startingWorkers('inference')).toBe(1);
+      const root = new OpenAI({ baseURL: fresh.url, apiKey: fresh.key('carol'), maxRetries: 0 });
+      const r = (await root.get('/inference/cpu/v2/hardware', { query: { model: 'tiny-random-llama' } })) as { hardware: { pricing: Record<string, number> }[] };
+      expect(r.hardware.length).toBeGreaterThanOrEqual(1);
+      expect(r.hardware[0].pricing.cents_per_million_output_tokens).toBeGreaterThan(0);
+      expect(fresh.ctx.queue!.startingWorkers('inference')).toBe(0);
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it('hardware options answer 503 with retry-after, not an empty list, while no inference worker has reported or is starting', async () => {
     const home = tempHome();
     await ensureDemoModel(home);
     const idle = await startServer({ home, env: { HEARTH_WORKERS: 'none' }, queue: {} });
