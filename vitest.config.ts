@@ -1,4 +1,7 @@
 import { defineConfig } from 'vitest/config';
+import { assertSupportedNode } from './bin/node-version.js';
+
+assertSupportedNode();
 
 export default defineConfig({
   test: {
