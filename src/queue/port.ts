@@ -44,7 +44,7 @@ export interface TrainingDispatcher {
 
 /**
  * What the queue tells the owner of training job state about the work it handed out (TrainingJobsService in
- * src/services implements it). Each returns false when the report came too late to count (the job is over).
+ * src/services implements it). Each returns whether the report was applied (false: unknown job, or already over).
  */
 export interface TrainingJobReports {
   markStarted(jobId: string): boolean;
