@@ -2,7 +2,7 @@
 // (models/tiny-corpus.txt) cut into SFT rows, a held-out part it never trains on, and the word n-grams a
 // model's output shares with the corpus.
 
-/** Settings the tour trains with, measured to make the demo model learn the corpus in well under a minute on 2 cores (docs/console.md). */
+/** Settings the tour trains with, measured to make the demo model learn the corpus in well under a minute on 2 cores (models/README.md). */
 export const TOUR_TRAINING = {
   /** Words per training row: the first PROMPT_WORDS are the user turn, the rest the assistant's answer. */
   windowWords: 40,

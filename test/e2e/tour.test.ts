@@ -59,7 +59,16 @@ describe('hearth tour', () => {
     expect(last).toBeLessThan(first - 1.5);
   });
 
-  it('the checkpoint scores held-out corpus text well below the base model', async () => {
+  it('reports, from the server, a held-out loss of the checkpoint well below the base model', () => {
+    console.log(`held-out loss over HTTP (raw text): base ${tour.heldOut.base.toFixed(3)}, checkpoint ${tour.heldOut.checkpoint.toFixed(3)} nats over ${tour.heldOut.tokens} tokens`);
+    expect(tour.heldOut.tokens).toBeGreaterThan(150);
+    expect(tour.heldOut.base).toBeGreaterThan(7);
+    // Measured (2026-11-27, 2-core EPYC shared with other jobs): base 7.11, checkpoint 6.89 nats over 269 tokens.
+    expect(tour.heldOut.checkpoint).toBeLessThan(tour.heldOut.base - 0.12);
+    expect(lines.join('\n')).toMatch(/base \d+\.\d{3} +checkpoint \d+\.\d{3} nats per token/);
+  });
+
+  it('the checkpoint scores held-out corpus text (chat-formatted, scored in-process) well below the base model', async () => {
     const checkpoint = s.store.checkpoints.byStep(tour.modelId, 1);
     expect(checkpoint).toBeTruthy();
     const model = await loadModel(modelDir(s.home, DEMO_MODEL), { lora: true, maxContext: 256 });
@@ -68,11 +77,13 @@ describe('hearth tour', () => {
       const base = await heldOutLoss(model, null, heldOut);
       const trained = await heldOutLoss(model, model.loadAdapter(checkpoint!.path!), heldOut);
       console.log(`held-out loss: base ${base.toFixed(3)}, checkpoint ${trained.toFixed(3)} nats`);
-      // Measured (2026-11-27, 2-core EPYC): base 7.16, checkpoint 6.74 nats; a uniform guess is ln 1024 = 6.93,
-      // and a unigram model of the training paragraphs 6.26 (what 2,000 training tokens allow).
+      // Measured (2026-11-27, 2-core EPYC): base 7.12–7.16, checkpoint 6.81–6.83 nats. A uniform guess is
+      // ln 1024 = 6.93; a unigram model of the training paragraphs 6.26 (about what 2,000 training tokens allow).
+      // Settings that generalize further (overlapping windows, higher rates) reach 6.45 but answer " the the …"
+      // greedily; the tour keeps the ones whose answers show the corpus (models/README.md).
       expect(base).toBeGreaterThan(7);
-      expect(trained).toBeLessThan(base - 0.25);
-      expect(trained).toBeLessThan(6.93);
+      expect(trained).toBeLessThan(base - 0.2);
+      expect(trained).toBeLessThan(Math.log(1024));
     } finally {
       await model.runner.release();
     }

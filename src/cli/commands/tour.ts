@@ -5,7 +5,8 @@
 // talks HTTP only, printing each request. It uploads the corpus as SFT rows, creates a trained model, starts
 // an SFT job, follows its loss from the job's events, and asks the base model and the new checkpoint the
 // same questions (greedy) so the difference shows. src/cli/tour-data.ts holds the data and the n-gram
-// measure; docs/console.md the measured numbers.
+// measure; models/README.md the measured numbers. The held-out loss is
+// scored by the server (legacy completions with `echo` and `logprobs`).
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dbPath, loadConfig } from '../../config/config.js';
@@ -18,6 +19,8 @@ export const DEMO_MODEL = 'hearth/tiny-random-llama';
 export const TOUR_PROJECT = 'tour';
 /** What the tour asks both models: openings of corpus paragraphs it trained on, and one it did not see. */
 export const TOUR_PROMPTS = ['There was once a', 'Mara smiled and handed', 'Tell me a story.'];
+/** Words of each held-out paragraph scored (keeps every prompt well inside a small context). */
+const HELD_OUT_WORDS = 60;
 
 export function corpusText(): string {
   return readFileSync(fileURLToPath(new URL('../../../models/tiny-corpus.txt', import.meta.url)), 'utf8');
@@ -45,6 +48,8 @@ export interface TourAnswer {
 }
 
 export interface TourResult {
+  /** Mean loss (nats per token) of each model on the held-out paragraphs, scored by the server (completions `echo`). */
+  heldOut: { base: number; checkpoint: number; tokens: number };
   jobId: string;
   modelId: string;
   /** The checkpoint's inference name (wandb-artifact:///<entity>/<project>/<name>:step<N>). */
@@ -175,7 +180,22 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
     answers.push({ prompt, base, checkpoint, baseShared: sharedNgrams(base, corpus, 2), checkpointShared: sharedNgrams(checkpoint, corpus, 2) });
   }
 
-  print(`\n6. What changed (word pairs each answer shares with the corpus)`);
+  print(`\n6. Held-out loss: the ${split.heldOut.length} paragraphs it never trained on, scored by each model (completions with echo and logprobs)`);
+  const heldOutText = split.heldOut.map((p) => p.split(' ').slice(0, HELD_OUT_WORDS).join(' '));
+  const score = async (modelName: string) => {
+    const r = await api.call<{ choices: { index: number; logprobs: { token_logprobs: (number | null)[] }; prompt_token_ids: number[] }[] }>('POST', '/v1/completions', {
+      model: modelName, prompt: heldOutText, max_tokens: 1, temperature: 0, echo: true, logprobs: 0, return_token_ids: true,
+    });
+    // Each choice: the prompt's tokens (the first unscored) and then the one generated token, which is left out.
+    const values = r.choices.flatMap((c) => c.logprobs.token_logprobs.slice(1, c.prompt_token_ids.length) as number[]);
+    return { loss: -values.reduce((a, b) => a + b, 0) / values.length, tokens: values.length };
+  };
+  const baseScore = await score(baseModel);
+  const checkpointScore = await score(checkpointName);
+  const heldOut = { base: baseScore.loss, checkpoint: checkpointScore.loss, tokens: baseScore.tokens };
+  print(`  base ${heldOut.base.toFixed(3)}  checkpoint ${heldOut.checkpoint.toFixed(3)} nats per token over ${heldOut.tokens} tokens`);
+
+  print(`\n7. What changed (word pairs each answer shares with the corpus)`);
   for (const a of answers) {
     print(`  ${oneLine(a.prompt)}`);
     print(`    base        ${oneLine(a.base)}`);
@@ -186,7 +206,7 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
   const tail = losses.slice(-5);
   print(`\n  loss ${losses[0]?.toFixed(3)} at the first step, ${(tail.reduce((a, b) => a + b, 0) / tail.length).toFixed(3)} over the last ${tail.length}; ${losses.length} steps in ${trainSeconds.toFixed(0)} s`);
   print(`  try it: curl -s -H "Authorization: Bearer $KEY" ${opts.baseUrl.replace(/\/$/, '')}/v1/chat/completions \\\n    -d '{"model":"${checkpointName}","messages":[{"role":"user","content":"There was once a"}],"max_tokens":32,"temperature":0}'`);
-  return { jobId: job.id, modelId: model.id, checkpointName, losses, answers, trainSeconds };
+  return { heldOut, jobId: job.id, modelId: model.id, checkpointName, losses, answers, trainSeconds };
 }
 
 export async function run(argv: string[]): Promise<number> {
