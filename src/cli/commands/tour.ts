@@ -220,7 +220,7 @@ export async function run(argv: string[]): Promise<number> {
     try {
       const created = new ApiKeys(store).create(config.apiKeyEntity);
       key = created.key;
-      process.stdout.write(`Created an API key for entity "${config.apiKeyEntity}" in ${config.home} (prefix ${created.prefix}), as "hearth keys create" does.\n`);
+      process.stdout.write(`Created an API key for entity "${config.apiKeyEntity}" in ${config.home}, as "hearth keys create" does (shown once):\nKEY=${key}\n`);
     } finally {
       store.close();
     }
