@@ -69,7 +69,7 @@ describe('console in a browser', () => {
     await page.close();
   });
 
-  it('lists the base models on a fresh install, chats with one from its row, and starts a fine-tune from an uploaded JSONL', async () => {
+  it('lists the base models on a fresh install, chats with one from its row, and starts fine-tunes from an uploaded JSONL and from a table', async () => {
     const page = await b.newPage();
     await signIn(page, f.s.url, f.key);
     await page.goto(`${f.s.url}/#/models`);
@@ -115,9 +115,27 @@ describe('console in a browser', () => {
     const config = (await f.s.call('GET', `/v1/preview/training-jobs/${jobId}/config`, { key: f.key })).body;
     expect(config.kind).toBe('sft');
     expect(config.request.config).toMatchObject({ learning_rate: 5e-3, batch_size: 'auto' });
-    // Let it finish, so the training worker is free for the next test (and the page follows it there).
+    // Let it finish, so the training worker is free for the next job (and the page follows it there).
     await page.waitForSelector('.badge-succeeded', { timeout: 180_000 });
     rmSync(dir, { recursive: true, force: true });
+
+    // The same from a table of {messages} rows.
+    const rows = Array.from({ length: 4 }, () => ({ messages: [{ role: 'user', content: 'What color is the sky?' }, { role: 'assistant', content: 'blue' }] }));
+    const table = await f.s.call('POST', '/table/create', { key: f.key, body: { table: { project_id: `${f.entity}/sft-rows`, rows } } });
+    expect(table.status).toBe(200);
+    await page.goto(`${f.s.url}/#/models`);
+    await page.waitForSelector(row);
+    await page.click(`${row} button`);
+    await page.waitForSelector(form);
+    await page.click(`${form} input[type=radio]:not(:checked)`);
+    const url = `weave:///${f.entity}/sft-rows/table/${table.body.digest}`;
+    await page.waitForSelector(`${form} select option[value="${url}"]`);
+    await page.select(`${form} select`, url);
+    await page.click(`${form} button[type=submit]`);
+    await page.waitForFunction((old) => /^#\/jobs\/[0-9a-f-]{36}$/.test(location.hash) && !location.hash.endsWith(old), { polling: 100, timeout: 30_000 }, jobId);
+    const tableJob = (await page.evaluate(() => location.hash)).split('/').pop()!;
+    expect((await f.s.call('GET', `/v1/preview/training-jobs/${tableJob}/config`, { key: f.key })).body.request.training_data_url).toBe(url);
+    await waitFor(async () => (await f.jobStatus(tableJob)) === 'succeeded', 'the table job to succeed', 180_000, 200);
     await page.close();
   }, 300_000);
 
