@@ -1,12 +1,14 @@
 // `npm run console:screenshots`: refresh docs/console/*.png, one screenshot per console page, taken with
-// Debian's Chromium against a fresh server (demo model, two SFT jobs, a table, a few chats). Run it after
-// changing a page; the README shows these files.
+// Debian's Chromium against a fresh server in the state `hearth tour` leaves (the demo model fine-tuned on
+// models/tiny-corpus.txt), plus a short SFT job, two tables and a few chats. Run it after changing a page;
+// the README shows these files.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'puppeteer-core';
 import { launchBrowser, signIn } from '../test/helpers/browser.js';
 import { DEMO, startConsoleFixture } from '../test/helpers/console-fixture.js';
 import { waitFor } from '../test/helpers/wait.js';
+import { runTour } from '../src/cli/commands/tour.js';
 
 const OUT = path.resolve('docs/console');
 
@@ -17,11 +19,9 @@ async function main() {
   try {
     const data = await f.dataset('facts', 96);
     const bot = await f.model('support', 'support-bot');
-    const faq = await f.model('support', 'faq-tuned');
     const job1 = await f.sftJob(bot.id, data, 4);
     await waitFor(async () => (await f.jobStatus(job1)) === 'succeeded', 'job 1', 600_000, 500);
-    const job2 = await f.sftJob(faq.id, data, 8);
-    await waitFor(async () => (await f.jobStatus(job2)) === 'succeeded', 'job 2', 600_000, 500);
+    const tour = await runTour({ baseUrl: f.s.url, key: f.key, modelName: 'tiny-corpus', print: (l) => process.stdout.write(`${l}\n`) });
     const digest = await f.table('evals', 1000);
     await f.table('evals', 250);
     for (const model of [DEMO, 'wandb-artifact:///my-team/support/support-bot']) {
@@ -48,14 +48,20 @@ async function main() {
     await signIn(page, f.s.url, f.key);
     await visit('#/jobs', 'tbody tr');
     await shot('jobs');
-    await visit(`#/jobs/${job1}`, 'figure[data-metric="loss"]');
-    await page.waitForFunction(() => document.querySelector('#step-count')?.textContent === '24', { polling: 100 });
+    await visit(`#/jobs/${tour.jobId}`, 'figure[data-metric="loss"]');
+    await page.waitForFunction((n) => document.querySelector('#step-count')?.textContent === String(n), { polling: 100 }, tour.losses.length);
     await shot('job');
-    await visit('#/models', 'tbody tr');
+    await visit('#/models', 'tr[data-model]');
+    await page.waitForSelector('a[href^="#/models/"]');
     await shot('models');
-    await visit(`#/models/${bot.id}`, 'tbody tr');
+    await visit(`#/models/${tour.modelId}`, 'tbody tr');
     await shot('model');
-    await visit('#/playground?model=wandb-artifact%3A%2F%2F%2Fmy-team%2Fsupport%2Fsupport-bot', 'textarea[aria-label="Message"]');
+    await visit(`#/playground?model=${encodeURIComponent(tour.checkpointName)}`, 'textarea[aria-label="Message"]');
+    await page.$eval('input[type=number][step="0.1"]', (el) => {
+      const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value')!.set!;
+      setter.call(el, '0');
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
     await page.click('.page-header input[type=checkbox]');
     await page.waitForSelector('.panes-2');
     await page.$$eval('input[list="model-names"]', (els) => {
@@ -64,7 +70,7 @@ async function main() {
       setter.call(b, 'hearth/tiny-random-llama');
       b.dispatchEvent(new Event('input', { bubbles: true }));
     });
-    await page.type('textarea[aria-label="Message"]', 'What is the capital of France?');
+    await page.type('textarea[aria-label="Message"]', 'There was once a');
     await page.keyboard.press('Enter');
     await page.waitForFunction(() => document.querySelectorAll('.msg.assistant[data-done="true"]').length === 2, { polling: 100, timeout: 60_000 });
     await page.hover('.transcript .msg.assistant .tok');
@@ -81,7 +87,7 @@ async function main() {
 
     const phone = await b.newPage({ width: 390, height: 844, mobile: true });
     await signIn(phone, f.s.url, f.key);
-    await visit(`#/jobs/${job2}`, 'figure[data-metric="loss"]', phone);
+    await visit(`#/jobs/${job1}`, 'figure[data-metric="loss"]', phone);
     await shot('job-phone', phone);
     if (b.problems.length) throw new Error(`the pages reported problems:\n${b.problems.join('\n')}`);
   } finally {

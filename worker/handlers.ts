@@ -32,6 +32,8 @@ export interface WorkerStats {
   batchSizeCounts?: Record<string, number>;
   /** Prompt tokens each loaded model's engine gave its latest step with decoding rows (measured, or the fixed setting), by model. */
   prefillChunkTokens?: Record<string, number>;
+  /** Base models whose engines this worker holds loaded (the console's Models page says where each is loaded). */
+  loadedModels?: string[];
 }
 
 export class CancelledError extends Error {

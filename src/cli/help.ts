@@ -37,6 +37,12 @@ Raw text generation with a local model (no chat template), without a server.`,
 
 Measures the model on this device (128-token prefill, 32 decoded tokens) and prints the token prices the
 hardware endpoint would answer.`,
+  tour: `usage: hearth tour [--url http://127.0.0.1:8080] [--key <key>] [--model hearth/tiny-random-llama]
+
+Talks to a running server ("npm start") over HTTP, printing each request: uploads models/tiny-corpus.txt as SFT
+rows, creates a trained model on the demo model, runs an SFT job (LoRA) while printing its loss, then asks the
+base model and the new checkpoint the same questions (greedy) and shows both answers side by side.
+Without --key (or HEARTH_KEY) it creates a key in HEARTH_HOME's store first, as "hearth keys create" does.`,
 };
 
 /** True when argv asks for help (`--help` or `-h` anywhere). */

@@ -8,6 +8,7 @@ const COMMANDS: Record<string, string> = {
   models: 'import, list, remove and export base models',
   generate: 'raw text generation with a local model (no chat template)',
   bench: 'bench hardware --model <id>: measure a model on this device and print its prices',
+  tour: 'fine-tune the demo model on a small corpus through a running server, and compare it with the base',
 };
 
 type Command = { run: (argv: string[]) => Promise<number> };

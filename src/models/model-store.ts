@@ -34,6 +34,12 @@ export interface ModelManifest {
   config: ModelConfig;
 }
 
+/** How a model's weights are stored: a GGUF's main quantization, else the float type of its safetensors (from bytes per parameter). */
+export function weightType(m: Pick<ModelManifest, 'quantization' | 'sizeBytes' | 'parameters'>): string {
+  if (m.quantization) return m.quantization;
+  return m.sizeBytes / Math.max(1, m.parameters) > 3 ? 'F32' : 'F16/BF16';
+}
+
 export type ImportProgress = (stage: string, done: number, total: number) => void;
 
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;

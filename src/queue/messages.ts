@@ -50,7 +50,7 @@ export const WorkerInfoMsg = z.object({
   /** Ids of the training jobs and inference requests in flight on this worker (lost-work detection). */
   tasks: z.array(z.string()).default([]),
   /** Running totals from the worker's engine (see worker/handlers.ts WorkerStats). */
-  stats: z.object({ batchSizeCounts: z.record(z.string(), z.number()).optional(), prefillChunkTokens: z.record(z.string(), z.number()).optional() }).optional(),
+  stats: z.object({ batchSizeCounts: z.record(z.string(), z.number()).optional(), prefillChunkTokens: z.record(z.string(), z.number()).optional(), loadedModels: z.array(z.string()).optional() }).optional(),
   /**
    * Models the worker is loading (announced before the load blocks its event loop; worker/model-loads.ts): the API
    * waits HEARTH_LOAD_TIMEOUT, not HEARTH_HEARTBEAT_TIMEOUT, for its next heartbeat.

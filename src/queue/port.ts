@@ -17,7 +17,7 @@ export interface WorkerInfo {
   devices?: unknown;
   /** Training job ids and inference request ids in flight there. */
   tasks: string[];
-  stats?: { batchSizeCounts?: Record<string, number>; prefillChunkTokens?: Record<string, number> };
+  stats?: { batchSizeCounts?: Record<string, number>; prefillChunkTokens?: Record<string, number>; loadedModels?: string[] };
   /** Models being loaded, as the worker announced before the load (worker/model-loads.ts). */
   loading?: { model: string; sinceMs: number }[];
 }

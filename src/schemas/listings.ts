@@ -54,7 +54,16 @@ export const SystemResponse = z.object({
     loading: z.array(z.string()),
   })),
   queues: z.object({ inference_in_flight: z.number().int(), training_queued: z.number().int(), training_running: z.number().int() }),
-  base_models: z.array(z.object({ id: z.string(), parameters: z.number().nullable(), size_bytes: z.number().nullable(), format: z.string().nullable() })),
+  base_models: z.array(z.object({
+    id: z.string(), parameters: z.number().nullable(), size_bytes: z.number().nullable(), format: z.string().nullable(),
+    /** The type most parameters are stored in (Q4_K, F16, F32, …). */
+    quantization: z.string().nullable(),
+    architecture: z.string().nullable(),
+    context_length: z.number().int().nullable(),
+    /** Live inference workers that hold it loaded, and those loading it now; empty: it loads on its first request. */
+    loaded_on: z.array(z.object({ worker_id: z.string(), device: z.string(), host: z.string() })),
+    loading_on: z.array(z.object({ worker_id: z.string(), device: z.string(), host: z.string() })),
+  })),
   your_jobs: JobCounts,
 }).meta({ id: 'SystemResponse' });
 

@@ -156,7 +156,8 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
       out.push(`tool_choice.function.name=${choice.function.name} (no such tool)`);
     if (choice && (choice === 'required' || typeof choice === 'object') && !(chat.tools ?? []).length) out.push('tool_choice (no tools given)');
   } else {
-    if (set('echo')) out.push('echo');
+    // echo is implemented for whole responses; streamed, the prompt would have to be sent as a first chunk.
+    if (set('echo') && r.stream === true) out.push('echo (with stream)');
     if (typeof r.best_of === 'number' && r.best_of !== ((r.n as number | null | undefined) ?? 1)) out.push('best_of');
   }
   return out;
@@ -248,11 +249,11 @@ export const ChatCompletionChunk = z
   .meta({ id: 'ChatCompletionChunk' });
 export type ChatCompletionChunk = z.infer<typeof ChatCompletionChunk>;
 
-/** Legacy completions logprobs: parallel arrays. */
+/** Legacy completions logprobs: parallel arrays (with `echo`, the prompt's first token has null entries). */
 export const CompletionLogprobs = z.object({
   tokens: z.array(z.string()),
-  token_logprobs: z.array(z.number()),
-  top_logprobs: z.array(z.record(z.string(), z.number())).nullable(),
+  token_logprobs: z.array(z.number().nullable()),
+  top_logprobs: z.array(z.record(z.string(), z.number()).nullable()).nullable(),
   text_offset: z.array(z.number().int()),
 });
 

@@ -8,9 +8,10 @@ import type { ModelRecord } from '../store/records.js';
 import { ListingsRepo } from '../store/sqlite/listings-repo.js';
 import type { ModelsService } from './models.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
-import type { WorkerDirectory } from '../queue/port.js';
+import type { WorkerDirectory, WorkerInfo } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 import { invalid, notFound } from '../errors/domain-errors.js';
+import { weightType } from '../models/model-store.js';
 
 /** The name clients pass as `model` to serve a trained model (latest checkpoint, or one step). */
 export function inferenceName(m: Pick<ModelRecord, 'entity' | 'project' | 'name'>, step?: number): string {
@@ -111,7 +112,8 @@ export class Listings {
   /** Workers, queue depths and base models of the installation, plus the caller's own queued/running jobs. */
   system(entity: string) {
     const now = Date.now();
-    const workers = (this.workers?.liveWorkers() ?? []).map((w) => ({
+    const live = this.workers?.liveWorkers() ?? [];
+    const workers = live.map((w) => ({
       id: w.id, kind: w.kind, device: w.device, host: w.host, pid: w.pid, load: w.load, tasks: w.tasks.length,
       last_seen_ms_ago: Math.max(0, now - w.lastSeenMs), devices: w.devices ?? null, loading: w.loading?.map((l) => l.model) ?? [],
     }));
@@ -123,12 +125,27 @@ export class Listings {
         training_queued: this.store.jobs.countWithStatus('queued'),
         training_running: this.store.jobs.countWithStatus('running'),
       },
-      base_models: this.catalog.list().map((m) => ({
-        id: m.id, parameters: typeof m.manifest.parameters === 'number' ? m.manifest.parameters : null,
-        size_bytes: typeof m.manifest.sizeBytes === 'number' ? m.manifest.sizeBytes : null,
-        format: typeof m.manifest.format === 'string' ? m.manifest.format : null,
-      })),
+      base_models: this.catalog.list().map((m) => baseModelRow(m.id, m.manifest, live)),
       your_jobs: this.repo.jobCounts(entity),
     };
   }
+}
+
+/** One base model as the console's Models page lists it: the manifest's facts, and where it is loaded now. */
+export function baseModelRow(id: string, manifest: Record<string, unknown>, workers: readonly WorkerInfo[]) {
+  const config = (manifest.config ?? {}) as { maxPositionEmbeddings?: unknown; architecture?: unknown };
+  const place = (w: WorkerInfo) => ({ worker_id: w.id, device: w.device, host: w.host });
+  const inference = workers.filter((w) => w.kind === 'inference');
+  return {
+    id,
+    parameters: typeof manifest.parameters === 'number' ? manifest.parameters : null,
+    size_bytes: typeof manifest.sizeBytes === 'number' ? manifest.sizeBytes : null,
+    format: typeof manifest.format === 'string' ? manifest.format : null,
+    quantization: typeof manifest.quantization === 'string' ? manifest.quantization
+      : typeof manifest.sizeBytes === 'number' && typeof manifest.parameters === 'number' ? weightType({ sizeBytes: manifest.sizeBytes, parameters: manifest.parameters }) : null,
+    architecture: typeof manifest.architecture === 'string' ? manifest.architecture : typeof config.architecture === 'string' ? config.architecture : null,
+    context_length: typeof config.maxPositionEmbeddings === 'number' ? config.maxPositionEmbeddings : null,
+    loaded_on: inference.filter((w) => w.stats?.loadedModels?.includes(id)).map(place),
+    loading_on: inference.filter((w) => w.loading?.some((l) => l.model === id)).map(place),
+  };
 }

@@ -6,6 +6,9 @@ import type { Page } from 'puppeteer-core';
 import { launchBrowser, signIn, textOf, type ConsoleBrowser } from '../helpers/browser.js';
 import { startConsoleFixture, type ConsoleFixture } from '../helpers/console-fixture.js';
 import { waitFor } from '../helpers/wait.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 let f: ConsoleFixture;
 let b: ConsoleBrowser;
@@ -65,6 +68,76 @@ describe('console in a browser', () => {
     b.problems.splice(0);
     await page.close();
   });
+
+  it('lists the base models on a fresh install, chats with one from its row, and starts fine-tunes from an uploaded JSONL and from a table', async () => {
+    const page = await b.newPage();
+    await signIn(page, f.s.url, f.key);
+    await page.goto(`${f.s.url}/#/models`);
+    const row = 'tr[data-model="hearth/tiny-random-llama"]';
+    await page.waitForSelector(row);
+    const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.textContent ?? ''));
+    expect(cells.slice(0, 6)).toEqual(['hearth/tiny-random-llama llama', 'generated', 'F32', '0.92M', '3.7 MB', expect.stringMatching(/^\d[\d,]*$/)]);
+    expect(cells[6]).toMatch(/not loaded|cpu \(/);
+    expect(await textOf(page, 'main')).toContain('No trained models yet');
+
+    // "Chat" opens the Playground on that model, and it answers.
+    await page.click(`${row} a.button`);
+    await page.waitForSelector('textarea[aria-label="Message"]');
+    expect(await page.$eval('input[list="model-names"]', (el) => (el as HTMLInputElement).value)).toBe('hearth/tiny-random-llama');
+    await page.type('textarea[aria-label="Message"]', 'Hello');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('.msg.assistant[data-done="true"]', { timeout: 60_000 });
+    expect(await page.$$eval('.msg.assistant .tok', (els) => els.length)).toBeGreaterThan(0);
+    expect(await page.$$eval('.msg.assistant .error', (els) => els.length)).toBe(0);
+
+    // Having answered, the model is loaded on the inference worker, and the page says where.
+    await page.goto(`${f.s.url}/#/models`);
+    await page.waitForFunction((sel) => /cpu \(/.test(document.querySelector(`${sel} .loaded-on`)?.textContent ?? ''), { polling: 200, timeout: 30_000 }, row);
+
+    // "Fine-tune" starts an SFT job from an uploaded JSONL file and opens the job's page.
+    const dir = mkdtempSync(join(tmpdir(), 'hearth-console-upload-'));
+    const file = join(dir, 'train.jsonl');
+    writeFileSync(file, Array.from({ length: 4 }, () => JSON.stringify({ messages: [{ role: 'user', content: 'Who wrote Hamlet?' }, { role: 'assistant', content: 'Shakespeare' }] })).join('\n'));
+    await page.click(`${row} button`);
+    const form = 'form[aria-label="Fine-tune hearth/tiny-random-llama"]';
+    await page.waitForSelector(form);
+    const input = await page.$(`${form} input[type=file]`);
+    await (input as unknown as { uploadFile(p: string): Promise<void> }).uploadFile(file);
+    await page.$eval(`${form} input[inputmode="decimal"]`, (el) => {
+      (el as HTMLInputElement).value = '';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    await page.type(`${form} input[inputmode="decimal"]`, '5e-3');
+    await page.click(`${form} button[type=submit]`);
+    await page.waitForFunction(() => /^#\/jobs\/[0-9a-f-]{36}$/.test(location.hash), { polling: 100, timeout: 30_000 });
+    const jobId = (await page.evaluate(() => location.hash)).split('/').pop()!;
+    await page.waitForSelector('#step-count');
+    const config = (await f.s.call('GET', `/v1/preview/training-jobs/${jobId}/config`, { key: f.key })).body;
+    expect(config.kind).toBe('sft');
+    expect(config.request.config).toMatchObject({ learning_rate: 5e-3, batch_size: 'auto' });
+    // Let it finish, so the training worker is free for the next job (and the page follows it there).
+    await page.waitForSelector('.badge-succeeded', { timeout: 180_000 });
+    rmSync(dir, { recursive: true, force: true });
+
+    // The same from a table of {messages} rows.
+    const rows = Array.from({ length: 4 }, () => ({ messages: [{ role: 'user', content: 'What color is the sky?' }, { role: 'assistant', content: 'blue' }] }));
+    const table = await f.s.call('POST', '/table/create', { key: f.key, body: { table: { project_id: `${f.entity}/sft-rows`, rows } } });
+    expect(table.status).toBe(200);
+    await page.goto(`${f.s.url}/#/models`);
+    await page.waitForSelector(row);
+    await page.click(`${row} button`);
+    await page.waitForSelector(form);
+    await page.click(`${form} input[type=radio]:not(:checked)`);
+    const url = `weave:///${f.entity}/sft-rows/table/${table.body.digest}`;
+    await page.waitForSelector(`${form} select option[value="${url}"]`);
+    await page.select(`${form} select`, url);
+    await page.click(`${form} button[type=submit]`);
+    await page.waitForFunction((old) => /^#\/jobs\/[0-9a-f-]{36}$/.test(location.hash) && !location.hash.endsWith(old), { polling: 100, timeout: 30_000 }, jobId);
+    const tableJob = (await page.evaluate(() => location.hash)).split('/').pop()!;
+    expect((await f.s.call('GET', `/v1/preview/training-jobs/${tableJob}/config`, { key: f.key })).body.request.training_data_url).toBe(url);
+    await waitFor(async () => (await f.jobStatus(tableJob)) === 'succeeded', 'the table job to succeed', 180_000, 200);
+    await page.close();
+  }, 300_000);
 
   it('shows a queued SFT job, then its loss curve gaining points without a reload; cancels a job from its page', async () => {
     // Job A holds the only training worker (thousands of steps) until the console cancels it, so job B is

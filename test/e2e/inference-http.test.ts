@@ -77,6 +77,38 @@ describe('/v1/completions over HTTP', () => {
     }
   });
 
+  it('echoes the prompt with its own tokens scored (echo + logprobs), matching what generation reported for the same tokens', async () => {
+    const call = (body: Record<string, unknown>) => s.call('POST', '/v1/completions', { key: s.key('alice'), body: { model: MODEL, ...body } });
+    const gen = await call({ prompt: 'The lamp on the hill', max_tokens: 5, temperature: 0, logprobs: 2, return_token_ids: true });
+    expect(gen.status).toBe(200);
+    const g = gen.body.choices[0];
+    const ids = [...g.prompt_token_ids, ...g.token_ids];
+    // Prompt + what was generated, scored: the last tokens' logprobs are the ones generation reported.
+    const echo = await call({ prompt: ids, max_tokens: 1, temperature: 0, logprobs: 2, echo: true });
+    expect(echo.status, JSON.stringify(echo.body)).toBe(200);
+    const e = echo.body.choices[0];
+    const lp = e.logprobs as { tokens: string[]; token_logprobs: (number | null)[]; top_logprobs: (Record<string, number> | null)[]; text_offset: number[] };
+    expect(lp.tokens).toHaveLength(ids.length + 1);
+    expect(lp.token_logprobs[0]).toBeNull();
+    expect(lp.top_logprobs[0]).toBeNull();
+    const scored = lp.token_logprobs.slice(g.prompt_token_ids.length, ids.length) as number[];
+    scored.forEach((v, i) => expect(v).toBeCloseTo(g.logprobs.token_logprobs[i], 3));
+    for (let i = 1; i < ids.length; i++) {
+      expect(lp.token_logprobs[i]).toBeLessThanOrEqual(0);
+      expect(Object.keys(lp.top_logprobs[i]!).length).toBe(2);
+    }
+    expect(e.text.startsWith('The lamp on the hill' + g.text)).toBe(true);
+    expect(lp.text_offset[lp.text_offset.length - 1]).toBeGreaterThanOrEqual(('The lamp on the hill' + g.text).length);
+    // The same prompt as text, and through a checkpoint-free name, gives the same scores.
+    const asText = await call({ prompt: 'The lamp on the hill', max_tokens: 1, temperature: 0, logprobs: 0, echo: true });
+    expect(asText.body.choices[0].logprobs.token_logprobs.slice(0, g.prompt_token_ids.length)).toEqual(lp.token_logprobs.slice(0, g.prompt_token_ids.length));
+    expect(asText.body.choices[0].logprobs.top_logprobs).toBeNull();
+    // Streamed, echo is refused by name.
+    const streamed = await call({ prompt: 'x', max_tokens: 1, echo: true, stream: true });
+    expect(streamed.status).toBe(400);
+    expect(JSON.stringify(streamed.body)).toContain('echo');
+  });
+
   it('answers several prompts with one choice each, in order', async () => {
     const prompts = ['Once', 'The dog', 'A'];
     const r = await client.completions.create({ model: MODEL, prompt: prompts, max_tokens: 4, temperature: 0, ignore_eos: true } as never);

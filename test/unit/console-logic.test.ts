@@ -68,3 +68,21 @@ describe('format', () => {
     expect(elapsed(null, null)).toBe('—');
   });
 });
+
+describe('fine-tune form and base model facts', () => {
+  it('turns the form into an SFT config, or names the bad field', async () => {
+    const { sftConfigFrom, defaultTrainedName } = await import('../../src/console/web/lib/fine-tune.js');
+    expect(sftConfigFrom({ learningRate: '5e-3', batchSize: 'auto' })).toEqual({ learning_rate: 5e-3, batch_size: 'auto' });
+    expect(sftConfigFrom({ learningRate: '1e-4', batchSize: ' 4 ' })).toEqual({ learning_rate: 1e-4, batch_size: 4 });
+    expect(sftConfigFrom({ learningRate: '0', batchSize: 'auto' })).toEqual({ error: expect.stringMatching(/^Learning rate/) });
+    expect(sftConfigFrom({ learningRate: 'fast', batchSize: 'auto' })).toEqual({ error: expect.stringMatching(/^Learning rate/) });
+    expect(sftConfigFrom({ learningRate: '1e-4', batchSize: '2.5' })).toEqual({ error: expect.stringMatching(/^Batch size/) });
+    expect(defaultTrainedName('hearth/tiny-random-llama', new Date('2026-11-27T00:12:34.567Z'))).toBe('tiny-random-llama-sft-20261127-001234');
+    expect(defaultTrainedName('Qwen/Qwen2.5-0.5B-Instruct', new Date('2026-11-27T00:12:34Z'))).toMatch(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/);
+  });
+
+  it('writes parameter counts as people say them', async () => {
+    const { formatParams } = await import('../../src/console/web/lib/format.js');
+    expect([918_656, 1_100_000_000, 8_030_261_248, 260_000, 5_000, 12, null].map(formatParams)).toEqual(['0.92M', '1.1B', '8.0B', '0.26M', '5.0K', '12', '—']);
+  });
+});

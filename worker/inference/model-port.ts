@@ -42,6 +42,11 @@ export interface ModelPort {
    * bad adapter fails that request instead of a later batch. Throws if it cannot be served.
    */
   loadAdapter?(name: string): void;
+  /**
+   * Optional: the logits after every token of `tokens` ([tokens.length × vocabSize]), from one pass outside the
+   * engine's batches (completions `echo` with `logprobs` scores the prompt with it). Absent: echo is refused.
+   */
+  promptLogits?(tokens: number[], adapter: string | null): Promise<Float32Array>;
   /** Optional: start sequence `to` with a copy of the first `length` cached positions of `from`. */
   copyPrefix?(from: number, to: number, length: number): void;
 }

@@ -61,6 +61,20 @@ export class RuntimeModelPort implements ModelPort {
     return this.loaded.runner.forwardRows(items);
   }
 
+  /**
+   * One pass over the whole prompt on a cache of its own, next to the engine's steps (ONNX Runtime runs
+   * concurrent calls on one session; nothing here is shared with the engine's sequences).
+   */
+  async promptLogits(tokens: number[], adapter: string | null): Promise<Float32Array> {
+    const kv = this.loaded.runner.newSequence();
+    try {
+      const [logits] = await this.loaded.runner.forward([{ tokens, kv, adapter: this.adapter(adapter) }], { allLogits: true });
+      return logits;
+    } finally {
+      kv.dispose();
+    }
+  }
+
   free(seqId: number): void {
     this.kv.get(seqId)?.dispose(); // out of its batch row without copying it back
     this.kv.delete(seqId);

@@ -14,6 +14,7 @@ import { IncrementalDetokenizer } from './detokenizer.js';
 import type { EngineEvent } from './engine.js';
 import type { TokenizerPort } from './model-port.js';
 import type { GeneratedToken } from './sequence.js';
+import type { PromptTokenLogprob } from './prompt-logprobs.js';
 import { parseToolCalls, ToolCallStreamer, type ToolCall } from './tool-calls.js';
 
 type LogprobEntry = ChatCompletionResponse['choices'][number]['logprobs']['content'] extends (infer E)[] | null ? E : never;
@@ -259,6 +260,28 @@ export function buildCompletion(
     })),
     usage: usageOf(promptTokens, completionTokens),
     system_fingerprint: null,
+  };
+}
+
+type CompletionChoice = CompletionResponse['choices'][number];
+
+/**
+ * A completion choice with its prompt in front (`echo`): the prompt's text before the generated text, and the
+ * prompt tokens' logprobs (promptLogprobs(); the first token's null) before the generated tokens'.
+ */
+export function withEchoedPrompt(choice: CompletionChoice, tokenizer: TokenizerPort, prompt: PromptTokenLogprob[], topLogprobs: number): CompletionChoice {
+  const promptText = tokenizer.decode(prompt.map((t) => t.id));
+  const lp = completionLogprobs(tokenizer, prompt.map((t) => ({ id: t.id, logprob: t.logprob ?? 0, topLogprobs: t.topLogprobs })), [], topLogprobs);
+  const generated = choice.logprobs;
+  return {
+    ...choice,
+    text: promptText + choice.text,
+    logprobs: generated && lp && {
+      tokens: [...lp.tokens, ...generated.tokens],
+      token_logprobs: [...prompt.map((t, i) => (t.logprob === null ? null : lp.token_logprobs[i])), ...generated.token_logprobs],
+      top_logprobs: lp.top_logprobs && generated.top_logprobs ? [...lp.top_logprobs.map((top, i) => (prompt[i].logprob === null ? null : top)), ...generated.top_logprobs] : null,
+      text_offset: [...lp.text_offset, ...generated.text_offset.map((o) => o + promptText.length)],
+    },
   };
 }
 

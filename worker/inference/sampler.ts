@@ -218,7 +218,8 @@ function scratch(n: number): Float64Array {
   return weights;
 }
 
-function topK(lp: Float32Array | Float64Array, n: number): TokenLogprob[] {
+/** The `n` largest entries of `lp`, largest first. */
+export function topK(lp: Float32Array | Float64Array, n: number): TokenLogprob[] {
   const best: TokenLogprob[] = [];
   for (let i = 0; i < lp.length; i++) {
     const v = lp[i];

@@ -33,8 +33,10 @@ import {
   completionLogprobs,
   type FinishedChoice,
   usageOf,
+  withEchoedPrompt,
   withoutTokenIds,
 } from './openai-format.js';
+import { promptLogprobs, type PromptTokenLogprob } from './prompt-logprobs.js';
 import type { LoadedModel } from '../runtime/load-model.js';
 import { blocksForMemory } from './block-manager.js';
 import { servableFromRuntime } from './model-runner.js';
@@ -217,6 +219,13 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
     const params = samplingParamsFrom(body, { maxTokens, topLogprobs, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
     return { promptIds: ids, params, n, adapter: req.adapter ?? null } satisfies GenerateRequest;
   });
+  // echo (whole responses only; unsupportedParams refuses it streamed): each prompt's own tokens scored in one pass.
+  let echoed: PromptTokenLogprob[][] | null = null;
+  if (body.echo === true) {
+    const model = ctx.servable.model;
+    if (!model.promptLogits) throw new BadRequestError('echo is not supported by this engine', 'echo', 'unsupported_parameter');
+    echoed = await Promise.all(promptIds.map(async (ids) => promptLogprobs(await model.promptLogits!(ids, req.adapter ?? null), ids, vocabSize, topLogprobs)));
+  }
 
   let open = requests.length;
   let promptTokens = 0;
@@ -246,7 +255,11 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
       promptTokens += e.promptTokens;
       completionTokens += e.completionTokens;
       if (--open > 0) return;
-      if (!body.stream) return onEvent({ type: 'response', data: ids(buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs)) });
+      if (!body.stream) {
+        const response = buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs);
+        if (echoed) response.choices = response.choices.map((c) => withEchoedPrompt(c, tokenizer, echoed![Math.floor(c.index / n)], topLogprobs));
+        return onEvent({ type: 'response', data: ids(response) });
+      }
       const usage = usageOf(promptTokens, completionTokens);
       if (includeUsage) onEvent({ type: 'chunk', data: { ...meta, object: 'text_completion', choices: [], usage } });
       onEvent({ type: 'end', usage });

@@ -128,7 +128,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
       for (const served of loadedEngines) for (const [size, n] of served.hearth.engine.batchSizeCounts) batchSizeCounts[size] = (batchSizeCounts[size] ?? 0) + n;
       const prefillChunkTokens: Record<string, number> = {};
       for (const served of loadedEngines) prefillChunkTokens[served.name] = served.hearth.engine.lastMixedStepBudget;
-      return { batchSizeCounts, prefillChunkTokens };
+      return { batchSizeCounts, prefillChunkTokens, loadedModels: [...loadedEngines].map((s) => s.name) };
     },
 
     async close() {

@@ -1,7 +1,7 @@
 // `hearth models import|list|rm|export-onnx`: the model store from the command line.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { defaultHome, importModel, listModels, modelDir, removeModel, getModel } from '../../models/model-store.js';
+import { defaultHome, importModel, listModels, modelDir, removeModel, getModel, weightType } from '../../models/model-store.js';
 import { readModelWeights } from '../../../worker/runtime/hf-model.js';
 import { buildDecoderGraph, defaultAttention, type AttentionKind } from '../../../worker/runtime/llama-graph.js';
 
@@ -64,11 +64,6 @@ function cacheBytes(dir: string): number {
   return total;
 }
 
-/** The float type of a safetensors model (manifests before tensorTypes, and HF imports). */
-function floatType(m: { format: string; sizeBytes: number; parameters: number }): string {
-  const bytesPerParam = m.sizeBytes / Math.max(1, m.parameters);
-  return bytesPerParam > 3 ? 'F32' : 'F16/BF16';
-}
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
@@ -88,7 +83,7 @@ export async function run(argv: string[]): Promise<number> {
         const models = listModels(home);
         if (flags.json) { process.stdout.write(JSON.stringify(models, null, 2) + '\n'); return 0; }
         if (models.length === 0) { process.stdout.write(`no models in ${join(home, 'models')}\n`); return 0; }
-        const rows = models.map((m) => [m.id, m.architecture, formatParams(m.parameters), m.quantization ?? floatType(m), formatBytes(m.sizeBytes), formatBytes(cacheBytes(modelDir(home, m.id))), m.format, m.importedAt.slice(0, 19)]);
+        const rows = models.map((m) => [m.id, m.architecture, formatParams(m.parameters), weightType(m), formatBytes(m.sizeBytes), formatBytes(cacheBytes(modelDir(home, m.id))), m.format, m.importedAt.slice(0, 19)]);
         const header = ['ID', 'ARCH', 'PARAMS', 'QUANT', 'SIZE', 'CACHE', 'FROM', 'IMPORTED'];
         const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
         for (const r of [header, ...rows]) process.stdout.write(r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd() + '\n');

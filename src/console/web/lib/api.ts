@@ -21,6 +21,8 @@ export interface Api {
   get<T>(path: string): Promise<T>;
   post<T>(path: string, body: unknown): Promise<T>;
   del<T>(path: string, body?: unknown): Promise<T>;
+  /** POST a text body as it is (a JSONL dataset upload), with its content type. */
+  upload<T>(path: string, text: string, contentType: string): Promise<T>;
   /** POST and hand each server-sent event's parsed JSON to `onEvent` until [DONE] or the end. */
   stream(path: string, body: unknown, onEvent: (data: any) => void, signal?: AbortSignal): Promise<void>;
 }
@@ -33,8 +35,11 @@ export function createApi(key: string): Api {
     authorization: `Bearer ${key}`,
     ...(json ? { 'content-type': 'application/json' } : {}),
   });
-  const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
-    const res = await fetch(path, { method, headers: headers(body !== undefined), body: body === undefined ? undefined : JSON.stringify(body) });
+  const call = async <T>(method: string, path: string, body?: unknown, raw?: { text: string; contentType: string }): Promise<T> => {
+    const init = raw
+      ? { method, headers: { ...headers(false), 'content-type': raw.contentType }, body: raw.text }
+      : { method, headers: headers(body !== undefined), body: body === undefined ? undefined : JSON.stringify(body) };
+    const res = await fetch(path, init);
     const text = await res.text();
     let parsed: unknown = null;
     try {
@@ -52,6 +57,7 @@ export function createApi(key: string): Api {
     get: (path) => call('GET', path),
     post: (path, body) => call('POST', path, body),
     del: (path, body) => call('DELETE', path, body),
+    upload: (path, text, contentType) => call('POST', path, undefined, { text, contentType }),
     async stream(path, body, onEvent, signal) {
       const res = await fetch(path, { method: 'POST', headers: headers(true), body: JSON.stringify(body), signal });
       if (!res.ok || !res.body) {

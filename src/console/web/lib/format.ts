@@ -33,6 +33,15 @@ export function formatDate(iso: string | null | undefined): string {
   return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
 }
 
+/** A parameter count as people say it: 918,656 → "0.92M", 1.1e9 → "1.1B". */
+export function formatParams(n: number | null | undefined): string {
+  if (n === null || n === undefined) return '—';
+  if (n >= 1e9) return `${(n / 1e9).toPrecision(2)}B`;
+  if (n >= 1e5) return `${(n / 1e6).toPrecision(2)}M`;
+  if (n >= 1e3) return `${(n / 1e3).toPrecision(2)}K`;
+  return String(n);
+}
+
 export function formatNumber(v: unknown): string {
   if (typeof v !== 'number') return String(v);
   if (Number.isInteger(v)) return v.toLocaleString();
