@@ -42,6 +42,9 @@ const jobDetail = (j: TrainingJobRecord) => ({
 });
 
 export class TrainingJobsService {
+  /** Called after a job's terminal event is stored (native runs follow the jobs that execute their operations). */
+  private readonly terminalListeners: ((job: TrainingJobRecord) => void)[] = [];
+
   constructor(
     private readonly store: Store,
     private readonly models: ModelsService,
@@ -78,6 +81,20 @@ export class TrainingJobsService {
     if (existing && existing.status !== 'failed' && existing.status !== 'cancelled') return { id: existing.id };
     dispatcher.admitTraining(model.id);
     return this.enqueue(dispatcher, entity, model.id, 'sft', { ...body, resolved_data_path: data.path }, dedupKey);
+  }
+
+  /**
+   * An SFT job a native run's operation executes on its learner model (services/native-runs.ts): the payload is
+   * built by that service (data file written, config and LoRA from the run), not by a client.
+   */
+  async createNative(entity: string, modelId: string, payload: Record<string, unknown>): Promise<TrainingJobRecord> {
+    const { dispatcher } = this.requireEngine();
+    const { id } = await this.enqueue(dispatcher, entity, modelId, 'sft', payload, null);
+    return this.store.jobs.getById(id)!;
+  }
+
+  onTerminal(listener: (job: TrainingJobRecord) => void): void {
+    this.terminalListeners.push(listener);
   }
 
   private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null) {
@@ -138,7 +155,7 @@ export class TrainingJobsService {
    * and a terminal event also finishes the job (one transaction).
    */
   recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>): boolean {
-    return this.store.tx(() => {
+    const stored = this.store.tx(() => {
       const job = this.store.jobs.getById(jobId);
       if (!job || this.store.events.hasTerminal(jobId)) return false;
       if (job.status === 'queued') this.store.jobs.markRunning(jobId, nowIso());
@@ -151,6 +168,11 @@ export class TrainingJobsService {
       }
       return true;
     });
+    if (stored && (type === 'training_ended' || type === 'training_failed')) {
+      const job = this.store.jobs.getById(jobId)!;
+      for (const listener of this.terminalListeners) listener(job);
+    }
+    return stored;
   }
 
   fail(jobId: string, message: string): boolean {
