@@ -54,8 +54,9 @@ export function unsupportedReason(input: CommandInput): string | null {
 
 /** forward_backward operations since the run's last optim_step whose gradient an optim_step would apply. */
 export function pendingGradients(ops: NativeOperationRecord[]): NativeOperationRecord[] {
+  // A failed or cancelled optim_step applied nothing: the gradients before it are still pending.
   let lastOptim = -1;
-  for (const op of ops) if (op.kind === 'optim_step' && op.status !== 'cancelled') lastOptim = op.sequenceId;
+  for (const op of ops) if (op.kind === 'optim_step' && op.status !== 'cancelled' && op.status !== 'failed') lastOptim = op.sequenceId;
   return ops.filter(
     (op) => op.kind === 'forward_backward' && op.sequenceId > lastOptim && op.consumedBy === null && !op.cancelRequested && op.status !== 'failed' && op.status !== 'cancelled',
   );
