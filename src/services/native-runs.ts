@@ -170,6 +170,9 @@ export class NativeRunsService {
   }
 
   private checkForwardBackward(body: ForwardBackwardBodyT): void {
+    if (body.retain_packed_input) {
+      throw notImplemented('retain_packed_input is not implemented by this server (no packed-input captures: packed_input_capture is always null)');
+    }
     if (body.batch.kind !== 'sft') return;
     if (body.loss.name !== 'cross_entropy') throw invalid(`sft batches take the cross_entropy loss, not ${JSON.stringify(body.loss.name)}`);
     if (body.batch.assistant_turns === 'last') {
