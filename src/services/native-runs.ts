@@ -242,7 +242,8 @@ export class NativeRunsService {
         if (op.status !== 'running') continue;
         const job = op.jobId ? this.store.jobs.getById(op.jobId) : null;
         if (job && TERMINAL.has(job.status)) this.settle(op, job);
-        else if (!op.jobId) this.store.nativeRuns.updateOp(op.id, { status: 'admitted', executionStartedAt: null });
+        // Stopped before its job existed (or a sampler copy, which has none): it starts again from the top.
+        else if (!job) this.store.nativeRuns.updateOp(op.id, { status: 'admitted', executionStartedAt: null, jobId: null });
       }
       void this.pump(run.id);
     }
@@ -313,11 +314,10 @@ export class NativeRunsService {
     const file = this.dataFile(run, op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n'));
-    const job = await this.jobs.createNative(run.entity, run.learnerModelId, {
+    await this.runJob(run, op, {
       resolved_data_path: file, config: { batch_size: rows.length, learning_rate: 0 }, forward_only: true, lora: this.loraPayload(run),
       native_operation_id: op.id,
     });
-    this.attachJob(op, job);
   }
 
   private async startOptimStep(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): Promise<void> {
@@ -329,19 +329,28 @@ export class NativeRunsService {
     const file = this.dataFile(run, op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, contributing.map((o) => fs.readFileSync(this.dataFile(run, o), 'utf8')).join('\n'));
-    const job = await this.jobs.createNative(run.entity, run.learnerModelId, {
+    // The job continues from the learner's latest checkpoint and writes the next step: that must be this version.
+    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
+    if (latest !== op.learnerParentVersion) {
+      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this optim_step would not produce version ${op.reservedOutputLearnerVersion}`);
+    }
+    await this.runJob(run, op, {
       // One optimizer step over all accumulated inputs: "auto" with a one-entry schedule makes one batch of everything.
       resolved_data_path: file, config: { batch_size: 'auto', learning_rate: [command.optimizer.learning_rate] }, lora: this.loraPayload(run),
       native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
     });
-    this.attachJob(op, job);
   }
 
-  private attachJob(op: NativeOperationRecord, job: TrainingJobRecord): void {
-    this.store.nativeRuns.updateOp(op.id, { jobId: job.id });
-    // A job can fail while being handed over (before we knew its id): settle it now.
-    const now = this.store.jobs.getById(job.id)!;
-    if (TERMINAL.has(now.status)) this.settle(this.store.nativeRuns.op(op.runId, op.id)!, now);
+  /** Hand the operation's work to a training job of the run's learner model; its id is stored with the operation first. */
+  private async runJob(run: NativeRunRecord, op: NativeOperationRecord, payload: Record<string, unknown>): Promise<void> {
+    const jobId = crypto.randomUUID();
+    this.store.nativeRuns.updateOp(op.id, { jobId });
+    const job = await this.jobs.createNative(run.entity, run.learnerModelId, payload, jobId);
+    // A job can fail while being handed over, before this operation followed it: settle it now.
+    if (TERMINAL.has(job.status) || TERMINAL.has(this.store.jobs.getById(jobId)!.status)) {
+      const current = this.store.nativeRuns.op(op.runId, op.id)!;
+      if (current.status === 'running') this.settle(current, this.store.jobs.getById(jobId)!);
+    }
   }
 
   /** Turn a finished job into its operation's outcome. */

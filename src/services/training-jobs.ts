@@ -85,21 +85,22 @@ export class TrainingJobsService {
 
   /**
    * An SFT job a native run's operation executes on its learner model (services/native-runs.ts): the payload is
-   * built by that service (data file written, config and LoRA from the run), not by a client.
+   * built by that service (data file written, config and LoRA from the run), not by a client. The caller picks
+   * the job id and stores it with its operation first, so a crash between the two cannot leave a job nobody follows.
    */
-  async createNative(entity: string, modelId: string, payload: Record<string, unknown>): Promise<TrainingJobRecord> {
+  async createNative(entity: string, modelId: string, payload: Record<string, unknown>, jobId: string): Promise<TrainingJobRecord> {
     const { dispatcher } = this.requireEngine();
-    const { id } = await this.enqueue(dispatcher, entity, modelId, 'sft', payload, null);
-    return this.store.jobs.getById(id)!;
+    await this.enqueue(dispatcher, entity, modelId, 'sft', payload, null, jobId);
+    return this.store.jobs.getById(jobId)!;
   }
 
   onTerminal(listener: (job: TrainingJobRecord) => void): void {
     this.terminalListeners.push(listener);
   }
 
-  private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null) {
+  private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null, id: string = crypto.randomUUID()) {
     const job: TrainingJobRecord = {
-      id: crypto.randomUUID(), entity, modelId, kind, status: 'queued', payload, dedupKey,
+      id, entity, modelId, kind, status: 'queued', payload, dedupKey,
       errorMessage: null, createdAt: nowIso(), startedAt: null, finishedAt: null,
     };
     this.store.jobs.insert(job);
