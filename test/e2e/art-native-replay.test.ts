@@ -39,7 +39,9 @@ const parse = <T extends z.ZodType>(schema: T, value: unknown): z.output<T> => {
   expect(r.success, JSON.stringify(r.error?.issues ?? null)).toBe(true);
   return r.data as z.output<T>;
 };
-const post = (path: string, body?: unknown) => s.call('POST', `/v1${path}`, { key, ...(body === undefined ? {} : { body }) });
+// Body-less POSTs (`:cancel`, `:close`) go out as ART's openai client sends them: JSON content type, empty body.
+const post = (path: string, body?: unknown) =>
+  s.call('POST', `/v1${path}`, { key, ...(body === undefined ? { rawBody: '', headers: { 'content-type': 'application/json' } } : { body }) });
 const get = (path: string) => s.call('GET', `/v1${path}`, { key });
 
 type Op = z.output<typeof NativeTrainingOperation>;
