@@ -92,7 +92,11 @@ export class NativeRunsService {
       if (canonicalJson(existing.spec) !== canonicalJson(spec)) {
         throw conflict(`training run "${body.run_name}" exists with another spec (${canonicalJson(existing.spec)}); nothing was changed`);
       }
-      return runResponse(existing);
+      // ART's backend.close() closes the run at the end of every script; the next script resolves the same name
+      // and must find it open (ART refuses a run that is not), so a closed run reopens where it stopped.
+      if (existing.status === 'closing') throw conflict(`training run "${body.run_name}" is closing (an operation is finishing); resolve it again shortly`);
+      if (existing.status === 'closed') this.store.nativeRuns.updateRun(existing.id, { status: 'open' });
+      return runResponse(this.store.nativeRuns.runById(existing.id)!);
     }
     if (!this.catalog.get(body.spec.base_model)) {
       throw notFound(`Base model "${body.spec.base_model}" is not installed on this server (import it with "hearth models import")`);

@@ -183,5 +183,9 @@ describe('native training runs, as ART N2 calls them', () => {
     expect(['closing', 'closed']).toContain(closed.status);
     const late = await post(`/training/runs/${id}/forward_backward`, { ...fbBody, request_id: `fb-${hex()}`, sequence_id: 6 });
     expect(late.status).toBe(409);
+    // The next script's ServerlessBackend resolves the same run and continues where it stopped.
+    await waitFor(async () => (await get(`/training/runs/${id}`)).body.status === 'closed', 'the run to close', 10_000, 50);
+    const reopened = parse(NativeTrainingRun, (await post('/training/runs:resolve', { ...resolveBody, request_id: `resolve-${hex()}` })).body);
+    expect(reopened).toMatchObject({ run_id: id, status: 'open', next_sequence_id: 6, committed_learner_version: 1 });
   }, 300_000);
 });
