@@ -217,6 +217,7 @@ export class NativeRunsService {
       void this.pump(op.runId);
     } else {
       this.store.nativeRuns.updateOp(op.id, { cancelRequested: true, eventCursor: op.eventCursor + 1 });
+      if (op.status === 'succeeded' && op.kind === 'forward_backward' && op.consumedBy === null) this.dropInputs(op);
       if (op.status === 'running' && op.jobId) await this.jobs.cancel(this.requireRun(entity, runId).entity, op.jobId).catch(() => undefined);
     }
     return operationResponse(this.store.nativeRuns.op(op.runId, op.id)!);
@@ -302,8 +303,13 @@ export class NativeRunsService {
     }
   }
 
-  private dataFile(run: NativeRunRecord, op: NativeOperationRecord): string {
-    return path.join(this.dataRoot, run.id, `${op.sequenceId}-${op.id}.jsonl`);
+  /** Where an operation's training inputs are kept until an optim_step applies them (or they can no longer be). */
+  private dataFile(op: NativeOperationRecord): string {
+    return path.join(this.dataRoot, op.runId, `${op.sequenceId}-${op.id}.jsonl`);
+  }
+
+  private dropInputs(op: NativeOperationRecord): void {
+    fs.rmSync(this.dataFile(op), { force: true });
   }
 
   private loraPayload(run: NativeRunRecord) {
@@ -315,7 +321,7 @@ export class NativeRunsService {
     const command = op.command as unknown as ForwardBackwardBodyT;
     if (command.batch.kind !== 'sft') throw notImplemented('only sft batches are executed');
     const rows = command.batch.trajectories.map((t) => sftRow(t));
-    const file = this.dataFile(run, op);
+    const file = this.dataFile(op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n'));
     await this.runJob(run, op, {
@@ -330,9 +336,9 @@ export class NativeRunsService {
       (o) => o.status === 'succeeded' && (o.result as { produced_gradient?: boolean } | null)?.produced_gradient === true,
     );
     if (contributing.length === 0) throw new Error('optim_step has no gradients to apply: every forward_backward since the last optim_step failed, was cancelled or had no trainable tokens');
-    const file = this.dataFile(run, op);
+    const file = this.dataFile(op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, contributing.map((o) => fs.readFileSync(this.dataFile(run, o), 'utf8')).join('\n'));
+    fs.writeFileSync(file, contributing.map((o) => fs.readFileSync(this.dataFile(o), 'utf8')).join('\n'));
     // The job continues from the learner's latest checkpoint and writes the next step: that must be this version.
     const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
     if (latest !== op.learnerParentVersion) {
@@ -396,6 +402,9 @@ export class NativeRunsService {
         },
       });
     });
+    // Applied inputs are in the learner's weights now: their files go (after the rows say so).
+    const ops = this.store.nativeRuns.ops(run.id);
+    for (const o of ops.filter((x) => x.id === op.id || contributing.includes(x.id))) this.dropInputs(o);
   }
 
   /**
@@ -456,6 +465,8 @@ export class NativeRunsService {
     this.store.nativeRuns.updateOp(op.id, {
       status, executionEndedAt: nowIso(), result: outcome.result ?? null, error: outcome.error ?? null, eventCursor: op.eventCursor + 1,
     });
+    const noGradient = op.kind === 'forward_backward' && (outcome.result as { produced_gradient?: boolean } | undefined)?.produced_gradient === false;
+    if (status !== 'succeeded' || noGradient) this.dropInputs(op);
   }
 }
 

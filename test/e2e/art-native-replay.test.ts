@@ -5,6 +5,8 @@
 // completion with logprobs by the name ART uses. Every answer is checked against ART's pydantic models
 // (test/helpers/art-native-models.ts).
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
@@ -142,6 +144,8 @@ describe('native training runs, as ART N2 calls them', () => {
     expect(optimResult.checkpoint.learner_version).toBe(1);
     expect(optimResult.contributing_forward_backward_operation_ids).toEqual([fb.operation_id]);
     expect((await get(`/training/runs/${id}`)).body).toMatchObject({ committed_learner_version: 1, projected_learner_version: 1, next_sequence_id: 3 });
+    // Kept inputs go once applied (fb #0) or once they cannot be (fb #1, no gradient).
+    expect(fs.readdirSync(path.join(s.home, 'native-runs', id))).toEqual([]);
 
     // The same data measured again after the step: the optimizer step applied the kept gradient.
     const again = parse(NativeTrainingOperation, (await post(`/training/runs/${id}/forward_backward`, { ...fbBody, request_id: `fb-${hex()}`, sequence_id: 3 })).body);
