@@ -218,7 +218,8 @@ export class NativeRunsService {
     } else {
       this.store.nativeRuns.updateOp(op.id, { cancelRequested: true, eventCursor: op.eventCursor + 1 });
       if (op.status === 'succeeded' && op.kind === 'forward_backward' && op.consumedBy === null) this.dropInputs(op);
-      if (op.status === 'running' && op.jobId) await this.jobs.cancel(this.requireRun(entity, runId).entity, op.jobId).catch(() => undefined);
+      // The job may have just finished (409): its outcome then stands.
+      if (op.status === 'running' && op.jobId) await this.jobs.cancel(entity, op.jobId).catch(() => undefined);
     }
     return operationResponse(this.store.nativeRuns.op(op.runId, op.id)!);
   }
