@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
 import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRecord, type TrainingJobRecord } from '../store/records.js';
-import { DomainError, notImplemented } from '../errors/domain-errors.js';
+import { notImplemented } from '../errors/domain-errors.js';
 import { pendingGradients } from './native-admission.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
 import type { ModelsService } from './models.js';
@@ -92,8 +92,11 @@ export class NativeExecutor {
       else if (op.kind === 'save_weights_for_sampler') this.saveWeightsForSampler(run, running);
       else throw notImplemented(`${op.kind} is not implemented by this server`);
     } catch (err) {
-      const message = err instanceof DomainError || err instanceof Error ? err.message : String(err);
-      this.store.tx(() => this.finish(this.store.nativeRuns.op(run.id, op.id)!, 'failed', { error: { message } }));
+      // A job that failed while being handed over has already settled its operation.
+      const current = this.store.nativeRuns.op(run.id, op.id)!;
+      if (current.status !== 'running') return;
+      const message = err instanceof Error ? err.message : String(err);
+      this.store.tx(() => this.finish(current, 'failed', { error: { message } }));
       if (op.kind === 'optim_step') this.resyncVersions(run.id);
     }
   }

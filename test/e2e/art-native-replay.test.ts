@@ -117,6 +117,8 @@ describe('native training runs, as ART N2 calls them', () => {
       ...fbBody, request_id: `fb-${hex()}`, sequence_id: 1, batch: { kind: 'rl', groups: [], min_source_version: 0, max_source_version: 0 }, loss: { name: 'cispo' },
     });
     expect(rl.status).toBe(501);
+    const saveState = await post(`/training/runs/${id}/save_state`, { request_id: `save-${hex()}`, sequence_id: 1, checkpoint_name: 'mine', ttl_seconds: null, overwrite: false });
+    expect(saveState.status).toBe(501);
     expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);
 
     const first = await terminal(id, fb);

@@ -18,6 +18,10 @@ export function splitVerb(segment: string): [string, string | null] {
   return at < 0 ? [segment, null] : [segment.slice(0, at), segment.slice(at + 1)];
 }
 
+const OTHER_COMMANDS: Record<string, NativeOperationKind> = {
+  forward: 'forward', save_state: 'save_state', load_state: 'load_state', load_state_with_optimizer: 'load_state',
+};
+
 const unknownVerb = (method: string, url: string) => notFound(`Not Found: ${method} ${url}`);
 
 export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
@@ -62,10 +66,18 @@ export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
     command('forward_backward', 'forward_backward', ForwardBackwardBody, 'Forward and backward pass (gradients kept until optim_step)'),
     command('optim_step', 'optim_step', OptimStepBody, 'Apply the kept gradients (one learner version)'),
     command('save_weights_for_sampler', 'save_weights_for_sampler', SaveWeightsForSamplerBody, 'Publish the learner weights for sampling'),
-    command('forward', 'forward', OtherCommandBody, 'Forward pass (not implemented: 501)'),
-    command('save_state', 'save_state', OtherCommandBody, 'Save learner state (not implemented: 501)'),
-    command('load_state', 'load_state', OtherCommandBody, 'Load learner state (not implemented: 501)'),
-    command('load_state', 'load_state_with_optimizer', OtherCommandBody, 'Load learner and optimizer state (not implemented: 501)'),
+    // The commands ART's ServerlessBackend does not send share one route; each answers 501 (after the run's and the
+    // sequence's checks, like the others).
+    defineRoute({
+      method: 'POST', url: '/v1/training/runs/:run_id/:command', operationId: 'native_other_command',
+      summary: 'forward, save_state, load_state, load_state_with_optimizer (not implemented: 501)', tags, auth: 'bearer',
+      params: RunCommandParams, body: OtherCommandBody, response: NativeOperationResponse, errors: commandErrors,
+      handler: ({ auth, params, body, request }) => {
+        const kind = OTHER_COMMANDS[params.command];
+        if (!kind) throw unknownVerb('POST', request.url);
+        return runs.submit(auth.entity, params.run_id, kind, body);
+      },
+    }),
     defineRoute({
       method: 'GET', url: '/v1/training/runs/:run_id/operations/:operation_ref', operationId: 'native_get_operation', summary: 'Get Operation',
       tags, auth: 'bearer', params: OperationParams, response: NativeOperationResponse, errors: { 404: 'Unknown run or operation' },
