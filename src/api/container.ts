@@ -10,6 +10,8 @@ import { HardwareCatalogue } from '../hardware/catalogue.js';
 import { BaseModelCatalog } from '../models/base-models.js';
 import { ModelsService } from '../services/models.js';
 import { TrainingJobsService, type TrainingPolicy } from '../services/training-jobs.js';
+import { NativeRunsService } from '../services/native-runs.js';
+import path from 'node:path';
 import type { TrainingDispatcher, WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 
@@ -27,7 +29,8 @@ export function createContext(config: Config, store: Store, opts: ContainerOptio
   const catalog = opts.catalog ?? new BaseModelCatalog(modelsDir(config.home));
   const models = new ModelsService(store, catalog, checkpointsDir(config.home));
   const trainingJobs = new TrainingJobsService(store, models, opts.dispatcher ?? null, opts.policy ?? null);
-  return { config, store, keys, catalog, models, trainingJobs, workers: opts.workers ?? opts.queue ?? null, queue: opts.queue ?? null, datasets: new Datasets(config.home),
+  const nativeRuns = new NativeRunsService(store, models, catalog, trainingJobs, path.join(config.home, 'native-runs'));
+  return { config, store, keys, catalog, models, trainingJobs, nativeRuns, workers: opts.workers ?? opts.queue ?? null, queue: opts.queue ?? null, datasets: new Datasets(config.home),
     hardware: new HardwarePricing(opts.hardwareCatalogue ?? HardwareCatalogue.fromEnv(), opts.queue ?? null),
   };
 }

@@ -48,13 +48,13 @@ export function wireErrorOf(err: unknown): WireError | null {
 
 /**
  * The family of a URL no route declared (unknown paths, errors before routing): the OpenAI paths are
- * `/v1/…` except the training API (`/v1/preview/…`) and the service checks, and `/inference/…`.
+ * `/v1/…` except the training API (`/v1/preview/…`, `/v1/training/…`) and the service checks, and `/inference/…`.
  */
 export function errorStyleOfUrl(url: string): ErrorStyle {
   const path = url.split('?')[0];
   if (/^\/(table|obj|objs|refs)\//.test(path)) return 'reason';
   if (path.startsWith('/inference/')) return 'openai';
-  if (path.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check|system)(\/|$)/.test(path)) return 'openai';
+  if (path.startsWith('/v1/') && !/^\/v1\/(preview|training|health|system-check|system)(\/|$)/.test(path)) return 'openai';
   return 'detail';
 }
 

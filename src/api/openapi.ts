@@ -27,7 +27,8 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
   for (const def of defs) {
     const urls = Array.isArray(def.url) ? def.url : [def.url];
     for (const url of urls) {
-      const oaPath = url.replace(/:([A-Za-z_]+)/g, '{$1}');
+      // `::` is a literal colon (`runs::resolve` serves `runs:resolve`).
+      const oaPath = url.split('::').map((part) => part.replace(/:([A-Za-z_]+)/g, '{$1}')).join(':');
       const parameters: unknown[] = [];
       for (const [where, schema] of [['path', def.params], ['query', def.query]] as const) {
         if (!schema) continue;

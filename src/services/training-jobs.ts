@@ -35,6 +35,9 @@ const jobDetail = (j: TrainingJobRecord) => ({
 });
 
 export class TrainingJobsService implements TrainingJobReports {
+  /** Called after a job's terminal event is stored (native runs follow the jobs that execute their operations). */
+  private readonly terminalListeners: ((job: TrainingJobRecord) => void)[] = [];
+
   constructor(
     private readonly store: Store,
     private readonly models: ModelsService,
@@ -73,9 +76,24 @@ export class TrainingJobsService implements TrainingJobReports {
     return this.enqueue(dispatcher, entity, model.id, 'sft', { ...body, resolved_data_path: data.path }, dedupKey);
   }
 
-  private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null) {
+  /**
+   * An SFT job a native run's operation executes on its learner model (services/native-runs.ts): the payload is
+   * built by that service (data file written, config and LoRA from the run), not by a client. The caller picks
+   * the job id and stores it with its operation first, so a crash between the two cannot leave a job nobody follows.
+   */
+  async createNative(entity: string, modelId: string, payload: Record<string, unknown>, jobId: string): Promise<TrainingJobRecord> {
+    const { dispatcher } = this.requireEngine();
+    await this.enqueue(dispatcher, entity, modelId, 'sft', payload, null, jobId);
+    return this.store.jobs.getById(jobId)!;
+  }
+
+  onTerminal(listener: (job: TrainingJobRecord) => void): void {
+    this.terminalListeners.push(listener);
+  }
+
+  private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null, id: string = crypto.randomUUID()) {
     const job: TrainingJobRecord = {
-      id: crypto.randomUUID(), entity, modelId, kind, status: 'queued', payload, dedupKey,
+      id, entity, modelId, kind, status: 'queued', payload, dedupKey,
       errorMessage: null, createdAt: nowIso(), startedAt: null, finishedAt: null,
     };
     this.store.jobs.insert(job);
@@ -131,7 +149,7 @@ export class TrainingJobsService implements TrainingJobReports {
    * and a terminal event also finishes the job (one transaction).
    */
   recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>): boolean {
-    return this.store.tx(() => {
+    const stored = this.store.tx(() => {
       const job = this.store.jobs.getById(jobId);
       if (!job || this.store.events.hasTerminal(jobId)) return false;
       if (job.status === 'queued') this.store.jobs.markRunning(jobId, nowIso());
@@ -144,6 +162,11 @@ export class TrainingJobsService implements TrainingJobReports {
       }
       return true;
     });
+    if (stored && (type === 'training_ended' || type === 'training_failed')) {
+      const job = this.store.jobs.getById(jobId)!;
+      for (const listener of this.terminalListeners) listener(job);
+    }
+    return stored;
   }
 
   fail(jobId: string, message: string): boolean {

@@ -65,4 +65,51 @@ export interface UsageRecord {
   completionTokens: number;
 }
 
+export type NativeRunStatus = 'open' | 'closing' | 'closed' | 'failed';
+
+/** A native training run (`/v1/training/runs…`): one learner lineage per (entity, run_name). */
+export interface NativeRunRecord {
+  id: string;
+  entity: string;
+  runName: string;
+  /** The wire spec as resolved (compared by value on every resolve). */
+  spec: Record<string, unknown>;
+  status: NativeRunStatus;
+  /** The hidden model whose checkpoint N is learner version N. */
+  learnerModelId: string;
+  nextSequenceId: number;
+  projectedLearnerVersion: number;
+  committedLearnerVersion: number;
+  createdAt: string;
+}
+
+export type NativeOperationKind = 'forward' | 'forward_backward' | 'optim_step' | 'save_state' | 'load_state' | 'save_weights_for_sampler';
+export type NativeOperationStatus = 'admitted' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+export interface NativeOperationRecord {
+  id: string;
+  runId: string;
+  requestId: string;
+  /** sha256 of the command's canonical JSON: a replay must match it. */
+  fingerprint: string;
+  sequenceId: number;
+  kind: NativeOperationKind;
+  command: Record<string, unknown>;
+  status: NativeOperationStatus;
+  learnerParentVersion: number;
+  reservedOutputLearnerVersion: number | null;
+  admittedAt: string;
+  executionStartedAt: string | null;
+  executionEndedAt: string | null;
+  cancelRequested: boolean;
+  eventCursor: number;
+  /** The training job that executes it (forward_backward, optim_step). */
+  jobId: string | null;
+  /** forward_backward: the optim_step that applied its gradient. */
+  consumedBy: string | null;
+  result: Record<string, unknown> | null;
+  resultReleased: boolean;
+  error: Record<string, unknown> | null;
+}
+
 export const nowIso = () => new Date().toISOString();

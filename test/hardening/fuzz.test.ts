@@ -168,7 +168,7 @@ function operationsOf(doc: any): Operation[] {
         basicAllowed: security.some((s) => 'HTTPBasic' in s),
         // The Weave trace server's routes (tables, objects, refs) answer {"reason"}.
         reasonStyle: /^\/(table|obj|objs|refs)\//.test(template),
-        openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|health|system-check|system)(\/|$)/.test(template)),
+        openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|training|health|system-check|system)(\/|$)/.test(template)),
       });
     }
   }

@@ -58,6 +58,7 @@ export async function startServer(opts: StartOptions = {}): Promise<TestServer> 
   const policy = opts.realTraining ? await trainingPolicy(config, new TableStore(store.db)) : undefined;
   const ctx = createContext(config, store, { catalog, ...(queue ? { queue, dispatcher: queue } : {}), ...(policy ? { policy } : {}), ...opts.container });
   if (queue) await queue.start(ctx.trainingJobs);
+  if (queue) ctx.nativeRuns.resume();
   const app = await buildApp(ctx);
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   const call: TestServer['call'] = async (method, urlPath, o = {}) => {

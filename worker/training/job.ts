@@ -46,6 +46,8 @@ export interface SftJobSpec extends JobCommon {
   trainJsonl: string;
   /** The request's `config` (SFTTrainingConfig). */
   config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
+  /** Measure the loss at the starting weights; train nothing, write no checkpoint (loop.ts SftJob.forwardOnly). */
+  forwardOnly?: boolean;
 }
 
 export type TrainingJobSpec = RlJobSpec | SftJobSpec;
@@ -105,6 +107,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
       sequences,
       batchSize: spec.config?.batch_size ?? 'auto',
       learningRate: spec.config?.learning_rate ?? DEFAULT_SFT_LEARNING_RATE,
+      forwardOnly: spec.forwardOnly,
     },
     deps,
     emit,

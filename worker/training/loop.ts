@@ -94,6 +94,12 @@ export interface SftJob {
   learningRate: number | number[];
   /** Schedule for a single learning-rate value (default constant, no warmup). */
   schedule?: { warmupSteps: number; kind: 'constant' | 'cosine'; minRatio?: number };
+  /**
+   * Measure, do not train: one pass over all sequences at the starting weights reports the loss and token
+   * counts an optimizer step on them would use, and no checkpoint is written (a native run's forward_backward,
+   * whose gradient its optim_step recomputes from the same inputs and weights: docs/art.md).
+   */
+  forwardOnly?: boolean;
 }
 
 export interface RlJob {
@@ -212,6 +218,7 @@ export function planSftBatches(job: SftJob): { batches: number[][]; learningRate
 export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promise<TrainingResult> {
   const backend = await initTrainingBackend({ prefer: deps.backend, log: deps.log });
   for (const s of job.sequences) validateSequence(s, deps.model.config.vocabSize);
+  if (job.forwardOnly) return measureSft(job, deps, emit, backend);
   const { batches, learningRates } = planSftBatches(job);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
@@ -254,6 +261,41 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
     return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics };
+  } catch (err) {
+    throw explainTrainingError(err);
+  } finally {
+    release(model, optimizer);
+  }
+}
+
+/** The forward half of an SFT step: its mean NLL and token counts at the starting weights, nothing written. */
+async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: TrainingBackend): Promise<TrainingResult> {
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
+  if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
+  const model = buildTrainingModel(deps.model, deps.seed);
+  const optimizer = new AdamW([], DEFAULT_ADAMW);
+  try {
+    await emit({ type: 'training_started', data: { num_sequences: 1 } });
+    await checkCancelled(deps);
+    const indices = job.sequences.map((_, i) => i);
+    const mbs = microBatches(job.sequences, indices, budget);
+    const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
+    let loss = 0;
+    for (const mb of mbs) {
+      if (mb.numTrainableTokens === 0) continue;
+      const at = trainedPositions(mb);
+      const w = new Float32Array(at.index.length).fill(1 / trainable);
+      loss += readAndDispose(tf.tidy(() => weightedNll(logprobsAt(model, mb, at, false), w)))[0];
+    }
+    const lastMetrics = {
+      loss,
+      num_trajectories: job.sequences.length,
+      num_tokens: job.sequences.reduce((a, s) => a + s.ids.length, 0),
+      num_trainable_tokens: trainable,
+      max_sequence_tokens: job.sequences.reduce((a, s) => Math.max(a, s.ids.length), 0),
+    };
+    await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
+    return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
   } catch (err) {
     throw explainTrainingError(err);
   } finally {

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
 import { runTrainingJob, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError, type TrainingEvent } from './loop.js';
+import { parseLoraTargets } from './lora.js';
 import type { TrainingTask } from '../../src/queue/messages.js';
 
 interface RlPayload {
@@ -14,6 +15,10 @@ interface RlPayload {
 interface SftPayload {
   resolved_data_path: string;
   config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
+  /** A native run's forward_backward: measure only, no checkpoint. */
+  forward_only?: boolean;
+  /** A native run's adapter: its rank and PEFT target names (fresh adapters only). */
+  lora?: { rank: number; target_modules: string[] } | null;
 }
 
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
@@ -33,7 +38,8 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   } catch (err) {
     throw new TaskError(400, `cannot read the training data ${p.resolved_data_path}: ${(err as Error).message}`);
   }
-  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null };
+  const lora = p.lora ? { rank: p.lora.rank, alpha: 2 * p.lora.rank, targetModules: parseLoraTargets(p.lora.target_modules) } : undefined;
+  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...(lora ? { lora } : {}) };
 }
 
 export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
@@ -55,6 +61,7 @@ export async function createHandlers(device: string, log: (m: string) => void): 
         if (err instanceof TrainingCancelledError) throw new CancelledError();
         throw err;
       }
+      if (spec.kind === 'sft' && spec.forwardOnly) return;
       if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
       ctx.checkpoint(task.outputDir);
       log(`job ${task.jobId}: checkpoint step ${task.step} written`);

@@ -4,6 +4,7 @@ import type { AppContext } from '../context.js';
 import { healthRoutes } from './health.js';
 import { modelRoutes } from './models.js';
 import { trainingJobRoutes } from './training-jobs.js';
+import { nativeTrainingRoutes } from './native-training.js';
 import { inferenceRoutes } from './inference.js';
 import { hardwareRoutes } from './hardware.js';
 import { tableRoutes } from './tables.js';
@@ -18,6 +19,7 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...healthRoutes(ctx),
     ...modelRoutes(ctx),
     ...trainingJobRoutes(ctx),
+    ...nativeTrainingRoutes(ctx),
     ...inferenceRoutes(ctx),
     ...hardwareRoutes(ctx),
     ...tableRoutes(ctx),

@@ -28,6 +28,7 @@ export async function run(_argv: string[]): Promise<number> {
   });
   if (swept) app.log.warn({ swept }, 'removed checkpoint folders left without a store row');
   await queue.start(ctx.trainingJobs);
+  ctx.nativeRuns.resume();
   const depthTimer = setInterval(() => {
     hearthMetrics.queueDepth.set({ queue: 'inference' }, queue.gateway.inFlight());
     hearthMetrics.queueDepth.set({ queue: 'training' }, store.jobs.countWithStatus('queued'));

@@ -101,4 +101,49 @@ export const migrations: Migration[] = [
     name: 'Weave objects: versions by object id and digest',
     sql: OBJECTS_SCHEMA_SQL,
   },
+  {
+    version: 4,
+    name: 'Native training runs and their sequenced operations',
+    sql: `
+      CREATE TABLE native_runs (
+        id                        TEXT PRIMARY KEY,
+        entity                    TEXT NOT NULL,
+        run_name                  TEXT NOT NULL,
+        spec                      TEXT NOT NULL,
+        status                    TEXT NOT NULL CHECK (status IN ('open', 'closing', 'closed', 'failed')),
+        learner_model_id          TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+        next_sequence_id          INTEGER NOT NULL DEFAULT 0,
+        projected_learner_version INTEGER NOT NULL DEFAULT 0,
+        committed_learner_version INTEGER NOT NULL DEFAULT 0,
+        created_at                TEXT NOT NULL,
+        UNIQUE (entity, run_name)
+      );
+
+      CREATE TABLE native_operations (
+        id                              TEXT PRIMARY KEY,
+        run_id                          TEXT NOT NULL REFERENCES native_runs(id) ON DELETE CASCADE,
+        request_id                      TEXT NOT NULL,
+        fingerprint                     TEXT NOT NULL,
+        sequence_id                     INTEGER NOT NULL,
+        kind                            TEXT NOT NULL,
+        command                         TEXT NOT NULL,
+        status                          TEXT NOT NULL CHECK (status IN ('admitted', 'running', 'succeeded', 'failed', 'cancelled')),
+        learner_parent_version          INTEGER NOT NULL,
+        reserved_output_learner_version INTEGER,
+        admitted_at                     TEXT NOT NULL,
+        execution_started_at            TEXT,
+        execution_ended_at              TEXT,
+        cancel_requested                INTEGER NOT NULL DEFAULT 0,
+        event_cursor                    INTEGER NOT NULL DEFAULT 0,
+        job_id                          TEXT,
+        consumed_by                     TEXT,
+        result                          TEXT,
+        result_released                 INTEGER NOT NULL DEFAULT 0,
+        error                           TEXT,
+        UNIQUE (run_id, request_id),
+        UNIQUE (run_id, sequence_id)
+      );
+      CREATE INDEX native_operations_job ON native_operations(job_id);
+    `,
+  },
 ];

@@ -8,6 +8,7 @@ import { JobsRepo } from './jobs-repo.js';
 import { EventsRepo } from './events-repo.js';
 import { UsageRepo } from './usage-repo.js';
 import { HistoryRepo } from './history-repo.js';
+import { NativeRunsRepo } from './native-runs-repo.js';
 
 export class Store {
   readonly keys: KeysRepo;
@@ -17,6 +18,7 @@ export class Store {
   readonly events: EventsRepo;
   readonly usage: UsageRepo;
   readonly history: HistoryRepo;
+  readonly nativeRuns: NativeRunsRepo;
 
   constructor(readonly db: Db) {
     this.keys = new KeysRepo(db);
@@ -26,6 +28,7 @@ export class Store {
     this.events = new EventsRepo(db);
     this.usage = new UsageRepo(db);
     this.history = new HistoryRepo(db);
+    this.nativeRuns = new NativeRunsRepo(db);
   }
 
   static open(file: string, extraMigrations: Migration[] = []): Store {

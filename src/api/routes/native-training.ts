@@ -1,0 +1,119 @@
+// /v1/training/runs…: the native training-runs API that newer ART ServerlessBackends drive (docs/art.md). Google-style
+// `:verb` suffixes share a path segment with the id (`runs/{id}:close`), so those routes take the segment whole
+// and split it here.
+import { defineRoute, type RouteDef } from '../route.js';
+import type { AppContext } from '../context.js';
+import { notFound } from '../../errors/domain-errors.js';
+import type { NativeOperationKind } from '../../store/records.js';
+import {
+  ForwardBackwardBody, NativeOperationResponse, NativeResultReleaseResponse, NativeResultResponse, NativeRunResponse, OperationParams,
+  OperationResultParams, OptimStepBody, OtherCommandBody, ReleaseResultBody, ResolveRunBody, RunCommandParams, RunParams,
+  SaveWeightsForSamplerBody,
+} from '../../schemas/native-training.js';
+import { z } from 'zod';
+
+/** `abc` → ['abc', null]; `abc:close` → ['abc', 'close']. */
+export function splitVerb(segment: string): [string, string | null] {
+  const at = segment.lastIndexOf(':');
+  return at < 0 ? [segment, null] : [segment.slice(0, at), segment.slice(at + 1)];
+}
+
+const OTHER_COMMANDS: Record<string, NativeOperationKind> = {
+  forward: 'forward', save_state: 'save_state', load_state: 'load_state', load_state_with_optimizer: 'load_state',
+};
+
+const unknownVerb = (method: string, url: string) => notFound(`Not Found: ${method} ${url}`);
+
+export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
+  const tags = ['training-runs'];
+  const runs = ctx.nativeRuns;
+  const commandErrors = {
+    404: 'Unknown run', 409: 'sequence_id gap or rewind (names the expected one), request_id reused with another body, run not open, or a command the run cannot do yet',
+    501: 'A command this server does not execute',
+  };
+  const command = (kind: NativeOperationKind, path: string, body: z.ZodType, summary: string): RouteDef =>
+    defineRoute({
+      method: 'POST', url: `/v1/training/runs/:run_id/${path}`, operationId: `native_${path}`, summary, tags, auth: 'bearer',
+      params: RunCommandParams.pick({ run_id: true }), body, response: NativeOperationResponse, errors: commandErrors,
+      bodyLimit: ctx.config.trainingBodyLimit, bodyLimitSetting: 'HEARTH_TRAINING_BODY_LIMIT',
+      handler: ({ auth, params, body: b }) => runs.submit(auth.entity, params.run_id, kind, b as { request_id: string; sequence_id: number }),
+    });
+  return [
+    defineRoute({
+      method: 'POST', url: '/v1/training/runs::resolve', operationId: 'native_resolve_run', summary: 'Resolve Training Run (by run_name and spec)',
+      tags, auth: 'bearer', body: ResolveRunBody, response: NativeRunResponse,
+      errors: { 404: 'Base model not installed', 409: 'run_name exists with another spec' },
+      handler: ({ auth, body }) => runs.resolve(auth.entity, body),
+    }),
+    defineRoute({
+      method: 'GET', url: '/v1/training/runs/:run_ref', operationId: 'native_get_run', summary: 'Get Training Run', tags, auth: 'bearer',
+      params: RunParams, response: NativeRunResponse, errors: { 404: 'Unknown run' },
+      handler: ({ auth, params, request }) => {
+        const [runId, verb] = splitVerb(params.run_ref);
+        if (verb !== null) throw unknownVerb('GET', request.url);
+        return runs.get(auth.entity, runId);
+      },
+    }),
+    defineRoute({
+      method: 'POST', url: '/v1/training/runs/:run_ref', operationId: 'native_close_run', summary: 'Close Training Run (`{run_id}:close`)', tags,
+      auth: 'bearer', params: RunParams, response: NativeRunResponse, errors: { 404: 'Unknown run' },
+      handler: ({ auth, params, request }) => {
+        const [runId, verb] = splitVerb(params.run_ref);
+        if (verb !== 'close') throw unknownVerb('POST', request.url);
+        return runs.close(auth.entity, runId);
+      },
+    }),
+    command('forward_backward', 'forward_backward', ForwardBackwardBody, 'Forward and backward pass (gradients kept until optim_step)'),
+    command('optim_step', 'optim_step', OptimStepBody, 'Apply the kept gradients (one learner version)'),
+    command('save_weights_for_sampler', 'save_weights_for_sampler', SaveWeightsForSamplerBody, 'Publish the learner weights for sampling'),
+    // The commands ART's ServerlessBackend does not send share one route; each answers 501 (after the run's and the
+    // sequence's checks, like the others).
+    defineRoute({
+      method: 'POST', url: '/v1/training/runs/:run_id/:command', operationId: 'native_other_command',
+      summary: 'forward, save_state, load_state, load_state_with_optimizer (not implemented: 501)', tags, auth: 'bearer',
+      params: RunCommandParams, body: OtherCommandBody, response: NativeOperationResponse, errors: commandErrors,
+      handler: ({ auth, params, body, request }) => {
+        const kind = OTHER_COMMANDS[params.command];
+        if (!kind) throw unknownVerb('POST', request.url);
+        return runs.submit(auth.entity, params.run_id, kind, body);
+      },
+    }),
+    defineRoute({
+      method: 'GET', url: '/v1/training/runs/:run_id/operations/:operation_ref', operationId: 'native_get_operation', summary: 'Get Operation',
+      tags, auth: 'bearer', params: OperationParams, response: NativeOperationResponse, errors: { 404: 'Unknown run or operation' },
+      handler: ({ auth, params, request }) => {
+        const [operationId, verb] = splitVerb(params.operation_ref);
+        if (verb !== null) throw unknownVerb('GET', request.url);
+        return runs.operation(auth.entity, params.run_id, operationId);
+      },
+    }),
+    defineRoute({
+      method: 'POST', url: '/v1/training/runs/:run_id/operations/:operation_ref', operationId: 'native_cancel_operation',
+      summary: 'Cancel Operation (`{operation_id}:cancel`)', tags, auth: 'bearer', params: OperationParams, response: NativeOperationResponse,
+      errors: { 404: 'Unknown run or operation' },
+      handler: ({ auth, params, request }) => {
+        const [operationId, verb] = splitVerb(params.operation_ref);
+        if (verb !== 'cancel') throw unknownVerb('POST', request.url);
+        return runs.cancel(auth.entity, params.run_id, operationId);
+      },
+    }),
+    defineRoute({
+      method: 'GET', url: '/v1/training/runs/:run_id/operations/:operation_id/:result_ref', operationId: 'native_get_result',
+      summary: 'Get Operation Result', tags, auth: 'bearer', params: OperationResultParams, response: NativeResultResponse,
+      errors: { 404: 'Unknown run or operation, or result released', 409: 'Operation has not succeeded' },
+      handler: ({ auth, params, request }) => {
+        if (params.result_ref !== 'result') throw unknownVerb('GET', request.url);
+        return runs.result(auth.entity, params.run_id, params.operation_id);
+      },
+    }),
+    defineRoute({
+      method: 'POST', url: '/v1/training/runs/:run_id/operations/:operation_id/:result_ref', operationId: 'native_release_result',
+      summary: 'Release Operation Result (`result:release`)', tags, auth: 'bearer', params: OperationResultParams, body: ReleaseResultBody,
+      response: NativeResultReleaseResponse, errors: { 404: 'Unknown run or operation', 409: 'Operation still running' },
+      handler: ({ auth, params, body, request }) => {
+        if (params.result_ref !== 'result:release') throw unknownVerb('POST', request.url);
+        return runs.release(auth.entity, params.run_id, params.operation_id, body.request_id);
+      },
+    }),
+  ];
+}

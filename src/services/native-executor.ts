@@ -1,0 +1,278 @@
+// Executes a native run's operations on Hearth's trainer, one at a time per run in sequence_id order
+// (docs/art.md "How Hearth executes them"):
+// - a run's learner state is a hidden model (project `hearth-native-runs`) whose checkpoint N is learner
+//   version N, so each optim_step is one ordinary training job of that model and can only land once;
+// - forward_backward is a measuring SFT job (loss and token counts at the current weights, nothing written);
+//   its inputs are kept, and optim_step runs one SFT optimizer step over the inputs of every forward_backward
+//   since the last optim_step, which recomputes the same gradient from the same inputs and weights;
+// - save_weights_for_sampler copies the learner's current adapter into the model named by the publication's
+//   alias as its next checkpoint, which `/v1/chat/completions` then serves by name.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Store } from '../store/sqlite/store.js';
+import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRecord, type TrainingJobRecord } from '../store/records.js';
+import { notImplemented } from '../errors/domain-errors.js';
+import { pendingGradients } from './native-admission.js';
+import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
+import type { ModelsService } from './models.js';
+import type { TrainingJobsService } from './training-jobs.js';
+import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../schemas/native-training.js';
+
+/** Project of the hidden models that hold each run's learner versions. */
+export const LEARNER_PROJECT = 'hearth-native-runs';
+
+export class NativeExecutor {
+  private readonly pumping = new Set<string>();
+  private readonly pumpAgain = new Set<string>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly models: ModelsService,
+    private readonly jobs: TrainingJobsService,
+    private readonly dataRoot: string,
+  ) {
+    jobs.onTerminal((job) => this.jobFinished(job));
+  }
+
+  /** After a restart: settle operations whose job ended meanwhile, redo interrupted copies, start what is next. */
+  resume(): void {
+    for (const run of this.store.nativeRuns.openRuns()) {
+      for (const op of this.store.nativeRuns.ops(run.id)) {
+        if (op.status !== 'running') continue;
+        const job = op.jobId ? this.store.jobs.getById(op.jobId) : null;
+        if (job && TERMINAL_OPERATION_STATUSES.has(job.status)) this.settle(op, job);
+        // Stopped before its job existed (or a sampler copy, which has none): it starts again from the top.
+        else if (!job) this.store.nativeRuns.updateOp(op.id, { status: 'admitted', executionStartedAt: null, jobId: null });
+      }
+      void this.pump(run.id);
+    }
+  }
+
+  private jobFinished(job: TrainingJobRecord): void {
+    const op = this.store.nativeRuns.opByJob(job.id);
+    if (!op || op.status !== 'running') return;
+    this.settle(op, job);
+    void this.pump(op.runId);
+  }
+
+  /** Start the run's next operation once the one before it has finished (strict sequence order). */
+  async pump(runId: string): Promise<void> {
+    if (this.pumping.has(runId)) {
+      this.pumpAgain.add(runId);
+      return;
+    }
+    this.pumping.add(runId);
+    try {
+      do {
+        this.pumpAgain.delete(runId);
+        const run = this.store.nativeRuns.runById(runId);
+        if (!run) return;
+        const ops = this.store.nativeRuns.ops(runId);
+        if (ops.some((o) => o.status === 'running')) continue;
+        const next = ops.find((o) => o.status === 'admitted');
+        if (!next) {
+          if (run.status === 'closing') this.store.nativeRuns.updateRun(run.id, { status: 'closed' });
+          continue;
+        }
+        await this.start(run, next, ops);
+        this.pumpAgain.add(runId);
+      } while (this.pumpAgain.has(runId));
+    } finally {
+      this.pumping.delete(runId);
+    }
+  }
+
+  private async start(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): Promise<void> {
+    this.store.nativeRuns.updateOp(op.id, { status: 'running', executionStartedAt: nowIso(), eventCursor: op.eventCursor + 1 });
+    const running = this.store.nativeRuns.op(run.id, op.id)!;
+    try {
+      if (op.kind === 'forward_backward') await this.startForwardBackward(run, running);
+      else if (op.kind === 'optim_step') await this.startOptimStep(run, running, ops);
+      else if (op.kind === 'save_weights_for_sampler') this.saveWeightsForSampler(run, running);
+      else throw notImplemented(`${op.kind} is not implemented by this server`);
+    } catch (err) {
+      // A job that failed while being handed over has already settled its operation.
+      const current = this.store.nativeRuns.op(run.id, op.id)!;
+      if (current.status !== 'running') return;
+      const message = err instanceof Error ? err.message : String(err);
+      this.store.tx(() => this.finish(current, 'failed', { error: { message } }));
+      if (op.kind === 'optim_step') this.resyncVersions(run.id);
+    }
+  }
+
+  /** Where an operation's training inputs are kept until an optim_step applies them (or they can no longer be). */
+  private dataFile(op: NativeOperationRecord): string {
+    return path.join(this.dataRoot, op.runId, `${op.sequenceId}-${op.id}.jsonl`);
+  }
+
+  dropInputs(op: NativeOperationRecord): void {
+    fs.rmSync(this.dataFile(op), { force: true });
+  }
+
+  private loraPayload(run: NativeRunRecord) {
+    const spec = run.spec as { lora_rank: number; lora_target_modules: string[] };
+    return { rank: spec.lora_rank, target_modules: peftTargets(spec.lora_target_modules) };
+  }
+
+  private async startForwardBackward(run: NativeRunRecord, op: NativeOperationRecord): Promise<void> {
+    const command = op.command as unknown as ForwardBackwardBodyT;
+    if (command.batch.kind !== 'sft') throw notImplemented('only sft batches are executed');
+    const rows = command.batch.trajectories.map((t) => sftRow(t));
+    const file = this.dataFile(op);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n'));
+    await this.runJob(run, op, {
+      resolved_data_path: file, config: { batch_size: rows.length, learning_rate: 0 }, forward_only: true, lora: this.loraPayload(run),
+      native_operation_id: op.id,
+    });
+  }
+
+  private async startOptimStep(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): Promise<void> {
+    const command = op.command as unknown as OptimStepBodyT;
+    const contributing = pendingGradients(ops.filter((o) => o.sequenceId < op.sequenceId)).filter(
+      (o) => o.status === 'succeeded' && (o.result as { produced_gradient?: boolean } | null)?.produced_gradient === true,
+    );
+    if (contributing.length === 0) throw new Error('optim_step has no gradients to apply: every forward_backward since the last optim_step failed, was cancelled or had no trainable tokens');
+    const file = this.dataFile(op);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, contributing.map((o) => fs.readFileSync(this.dataFile(o), 'utf8')).join('\n'));
+    // The job continues from the learner's latest checkpoint and writes the next step: that must be this version.
+    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
+    if (latest !== op.learnerParentVersion) {
+      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this optim_step would not produce version ${op.reservedOutputLearnerVersion}`);
+    }
+    await this.runJob(run, op, {
+      // One optimizer step over all accumulated inputs: "auto" with a one-entry schedule makes one batch of everything.
+      resolved_data_path: file, config: { batch_size: 'auto', learning_rate: [command.optimizer.learning_rate] }, lora: this.loraPayload(run),
+      native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
+    });
+  }
+
+  /** Hand the operation's work to a training job of the run's learner model; its id is stored with the operation first. */
+  private async runJob(run: NativeRunRecord, op: NativeOperationRecord, payload: Record<string, unknown>): Promise<void> {
+    const jobId = crypto.randomUUID();
+    this.store.nativeRuns.updateOp(op.id, { jobId });
+    const job = await this.jobs.createNative(run.entity, run.learnerModelId, payload, jobId);
+    // A job can fail while being handed over, before this operation followed it: settle it now.
+    if (TERMINAL_OPERATION_STATUSES.has(job.status) || TERMINAL_OPERATION_STATUSES.has(this.store.jobs.getById(jobId)!.status)) {
+      const current = this.store.nativeRuns.op(op.runId, op.id)!;
+      if (current.status === 'running') this.settle(current, this.store.jobs.getById(jobId)!);
+    }
+  }
+
+  /** Turn a finished job into its operation's outcome. */
+  private settle(op: NativeOperationRecord, job: TrainingJobRecord): void {
+    const events = this.store.events.all(job.id);
+    const step = events.find((e) => e.type === 'gradient_step')?.data as Record<string, number> | undefined;
+    if (job.status === 'cancelled' || (job.status !== 'succeeded' && op.cancelRequested)) {
+      this.store.tx(() => this.finish(op, 'cancelled', { error: { message: 'cancelled while running' } }));
+      if (op.kind === 'optim_step') this.resyncVersions(op.runId);
+      return;
+    }
+    if (job.status !== 'succeeded' || !step) {
+      const message = job.errorMessage ?? 'the training job ended without reporting a step';
+      this.store.tx(() => this.finish(op, 'failed', { error: { message, training_job_id: job.id } }));
+      if (op.kind === 'optim_step') this.resyncVersions(op.runId);
+      return;
+    }
+    if (op.kind === 'forward_backward') {
+      this.store.tx(() => this.finish(op, 'succeeded', { result: forwardBackwardResult(op, step) }));
+      return;
+    }
+    const run = this.store.nativeRuns.runById(op.runId)!;
+    const version = op.reservedOutputLearnerVersion!;
+    const checkpoint = this.store.checkpoints.byStep(run.learnerModelId, version);
+    if (!checkpoint) {
+      this.store.tx(() => this.finish(op, 'failed', { error: { message: `the optimizer step wrote no checkpoint for learner version ${version}` } }));
+      this.resyncVersions(op.runId);
+      return;
+    }
+    const contributing = ((job.payload as { contributing_operation_ids?: string[] }).contributing_operation_ids ?? []);
+    this.store.tx(() => {
+      for (const id of contributing) this.store.nativeRuns.updateOp(id, { consumedBy: op.id });
+      this.store.nativeRuns.updateRun(run.id, { committedLearnerVersion: version });
+      this.finish(op, 'succeeded', {
+        result: {
+          operation_id: op.id, kind: 'optim_step', contributing_forward_backward_operation_ids: contributing,
+          checkpoint: { run_id: run.id, learner_version: version, checkpoint_id: checkpoint.id },
+          metrics: pick(step, ['loss', 'grad_norm', 'learning_rate', 'num_tokens', 'num_trainable_tokens']),
+        },
+      });
+    });
+    // Applied inputs are in the learner's weights now: their files go (after the rows say so).
+    const ops = this.store.nativeRuns.ops(run.id);
+    for (const o of ops.filter((x) => x.id === op.id || contributing.includes(x.id))) this.dropInputs(o);
+  }
+
+  /**
+   * A failed or cancelled optim_step leaves its reserved version unused: the projection goes back to the committed
+   * version, so a client that counted on it is told ("divergent command") and a re-resolved one continues.
+   */
+  private resyncVersions(runId: string): void {
+    const run = this.store.nativeRuns.runById(runId)!;
+    const pending = this.store.nativeRuns.ops(runId).filter((o) => o.kind === 'optim_step' && (o.status === 'admitted' || o.status === 'running'));
+    if (pending.length === 0) this.store.nativeRuns.updateRun(runId, { projectedLearnerVersion: run.committedLearnerVersion });
+  }
+
+  private saveWeightsForSampler(run: NativeRunRecord, op: NativeOperationRecord): void {
+    const command = op.command as unknown as SaveWeightsForSamplerBodyT;
+    const version = run.committedLearnerVersion;
+    const learner = this.store.checkpoints.byStep(run.learnerModelId, version);
+    if (!learner?.path) throw new Error(`learner version ${version} has no saved weights`);
+    const { mode, model_alias: alias } = command.publication;
+    const checkpointRef = { run_id: run.id, learner_version: version, checkpoint_id: learner.id };
+    const common = { operation_id: op.id, kind: 'save_sampler', checkpoint: checkpointRef, training_session_id: run.id, publication_metrics: {} };
+    if (mode === 'none') {
+      const model = this.store.models.getById(run.learnerModelId)!;
+      this.store.tx(() => this.finish(op, 'succeeded', {
+        result: { ...common, lora: `${run.entity}/${model.project}/${model.name}:step${version}`, generation_id: learner.id, lora_bytes: folderBytes(learner.path!) },
+      }));
+      return;
+    }
+    const target = this.publicationTarget(run, alias!);
+    const step = (this.store.checkpoints.latest(target.id)?.step ?? 0) + 1;
+    const dir = path.join(this.models.modelCheckpointDir(target.id), `step-${step}`);
+    const staging = `${dir}.staging-${op.id}`;
+    fs.rmSync(staging, { recursive: true, force: true });
+    fs.mkdirSync(path.dirname(dir), { recursive: true });
+    fs.cpSync(learner.path, staging, { recursive: true });
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.renameSync(staging, dir);
+    const checkpointId = crypto.randomUUID();
+    this.store.tx(() => {
+      this.store.checkpoints.insert({ id: checkpointId, modelId: target.id, step, metrics: learner.metrics, path: dir, createdAt: nowIso() });
+      this.finish(op, 'succeeded', {
+        result: { ...common, lora: `${target.entity}/${target.project}/${target.name}:step${step}`, generation_id: checkpointId, lora_bytes: folderBytes(dir) },
+      });
+    });
+  }
+
+  /** The model a sampler checkpoint is published to: the entity's model named by the alias, over the run's base. */
+  private publicationTarget(run: NativeRunRecord, alias: string): ModelRecord {
+    const base = (run.spec as { base_model: string }).base_model;
+    const named = this.store.models.listByEntity(run.entity).filter((m) => m.name === alias && m.project !== LEARNER_PROJECT && m.baseModel === base);
+    if (named.length === 0) {
+      throw new Error(`no model named "${alias}" over ${base} is registered for entity ${run.entity}: register it (POST /v1/preview/models) before publishing to it`);
+    }
+    if (named.length > 1) throw new Error(`model alias "${alias}" names ${named.length} models (projects ${named.map((m) => m.project).join(', ')}); rename one`);
+    return named[0];
+  }
+
+  finish(op: NativeOperationRecord, status: 'succeeded' | 'failed' | 'cancelled', outcome: { result?: Record<string, unknown>; error?: Record<string, unknown> }): void {
+    this.store.nativeRuns.updateOp(op.id, {
+      status, executionEndedAt: nowIso(), result: outcome.result ?? null, error: outcome.error ?? null, eventCursor: op.eventCursor + 1,
+    });
+    const noGradient = op.kind === 'forward_backward' && (outcome.result as { produced_gradient?: boolean } | undefined)?.produced_gradient === false;
+    if (status !== 'succeeded' || noGradient) this.dropInputs(op);
+  }
+}
+
+function folderBytes(dir: string): number {
+  let total = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    total += entry.isDirectory() ? folderBytes(p) : fs.statSync(p).size;
+  }
+  return total;
+}

@@ -1,0 +1,189 @@
+// Native training runs (`/v1/training/runs…`, ART's RemoteTrainingClient), as the API sees them: runs resolved
+// by name and spec, commands admitted in sequence_id order and idempotent by request_id (native-admission.ts),
+// operations read, cancelled and their results released; native-executor.ts runs them on Hearth's trainer.
+import crypto from 'node:crypto';
+import type { Store } from '../store/sqlite/store.js';
+import { nowIso, type ModelRecord, type NativeOperationKind, type NativeOperationRecord, type NativeRunRecord } from '../store/records.js';
+import { conflict, invalid, notFound, notImplemented } from '../errors/domain-errors.js';
+import { admit, canonicalJson, commandFingerprint } from './native-admission.js';
+import { LEARNER_PROJECT, NativeExecutor } from './native-executor.js';
+import { operationResponse, peftTargets, runResponse, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
+import type { BaseModelCatalog } from '../models/base-models.js';
+import type { ModelsService } from './models.js';
+import type { TrainingJobsService } from './training-jobs.js';
+import type { ForwardBackwardBodyT, ResolveRunBodyT, SaveWeightsForSamplerBodyT } from '../schemas/native-training.js';
+
+export class NativeRunsService {
+  private readonly executor: NativeExecutor;
+
+  constructor(
+    private readonly store: Store,
+    models: ModelsService,
+    private readonly catalog: BaseModelCatalog,
+    private readonly jobs: TrainingJobsService,
+    dataRoot: string,
+  ) {
+    this.executor = new NativeExecutor(store, models, jobs, dataRoot);
+  }
+
+  /** At start: settle what a restart interrupted and start each run's next operation. */
+  resume(): void {
+    this.executor.resume();
+  }
+
+  // ---- runs ----
+
+  resolve(entity: string, body: ResolveRunBodyT) {
+    const spec = body.spec as Record<string, unknown>;
+    const existing = this.store.nativeRuns.runByName(entity, body.run_name);
+    if (existing) {
+      if (canonicalJson(existing.spec) !== canonicalJson(spec)) {
+        throw conflict(`training run "${body.run_name}" exists with another spec (${canonicalJson(existing.spec)}); nothing was changed`);
+      }
+      // ART's backend.close() closes the run at the end of every script; the next script resolves the same name
+      // and must find it open (ART refuses a run that is not), so a closed run reopens where it stopped.
+      if (existing.status === 'closing') throw conflict(`training run "${body.run_name}" is closing (an operation is finishing); resolve it again shortly`);
+      if (existing.status === 'closed') this.store.nativeRuns.updateRun(existing.id, { status: 'open' });
+      return runResponse(this.store.nativeRuns.runById(existing.id)!);
+    }
+    if (!this.catalog.get(body.spec.base_model)) {
+      throw notFound(`Base model "${body.spec.base_model}" is not installed on this server (import it with "hearth models import")`);
+    }
+    peftTargets(body.spec.lora_target_modules);
+    const id = crypto.randomUUID();
+    const learner: ModelRecord = {
+      id: crypto.randomUUID(), entity, project: LEARNER_PROJECT, name: id, baseModel: body.spec.base_model, runId: id, createdAt: nowIso(),
+    };
+    const run: NativeRunRecord = {
+      id, entity, runName: body.run_name, spec, status: 'open', learnerModelId: learner.id, nextSequenceId: 0,
+      projectedLearnerVersion: 0, committedLearnerVersion: 0, createdAt: nowIso(),
+    };
+    this.store.tx(() => {
+      this.store.models.insert(learner);
+      this.store.nativeRuns.insertRun(run);
+    });
+    return runResponse(run);
+  }
+
+  private requireRun(entity: string, runId: string): NativeRunRecord {
+    const run = this.store.nativeRuns.run(entity, runId);
+    if (!run) throw notFound(`Training run ${runId} not found`);
+    return run;
+  }
+
+  get(entity: string, runId: string) {
+    return runResponse(this.requireRun(entity, runId));
+  }
+
+  /** Commands not started are cancelled, a running one finishes, then the run is closed; it takes no more commands. */
+  close(entity: string, runId: string) {
+    const run = this.requireRun(entity, runId);
+    if (run.status === 'open') {
+      this.store.tx(() => {
+        for (const op of this.store.nativeRuns.ops(run.id)) {
+          if (op.status === 'admitted') this.executor.finish(op, 'cancelled', { error: { message: 'the run was closed before this operation started' } });
+        }
+        this.store.nativeRuns.updateRun(run.id, { status: 'closing' });
+      });
+      void this.executor.pump(run.id);
+    }
+    return runResponse(this.store.nativeRuns.runById(run.id)!);
+  }
+
+  // ---- commands ----
+
+  submit(entity: string, runId: string, kind: NativeOperationKind, body: { request_id: string; sequence_id: number } & Record<string, unknown>) {
+    const run = this.requireRun(entity, runId);
+    const ops = this.store.nativeRuns.ops(run.id);
+    const batchKind = kind === 'forward_backward' ? String((body.batch as { kind?: unknown } | undefined)?.kind) : undefined;
+    const decision = admit(run, ops, { kind, requestId: body.request_id, sequenceId: body.sequence_id, fingerprint: commandFingerprint(body), batchKind });
+    if (decision.type === 'replay') return operationResponse(decision.op);
+    if (decision.type === 'refuse') {
+      const { status, message } = decision.refusal;
+      throw status === 501 ? notImplemented(message) : status === 404 ? notFound(message) : conflict(message, { code: 'command_refused' });
+    }
+    if (kind === 'forward_backward') this.checkForwardBackward(body as unknown as ForwardBackwardBodyT);
+    if (kind === 'save_weights_for_sampler') this.checkPublication(body as unknown as SaveWeightsForSamplerBodyT);
+    const op: NativeOperationRecord = {
+      id: crypto.randomUUID(), runId: run.id, requestId: body.request_id, fingerprint: commandFingerprint(body), sequenceId: body.sequence_id,
+      kind, command: body, status: 'admitted', learnerParentVersion: decision.learnerParentVersion,
+      reservedOutputLearnerVersion: decision.reservedOutputLearnerVersion, admittedAt: nowIso(), executionStartedAt: null,
+      executionEndedAt: null, cancelRequested: false, eventCursor: 0, jobId: null, consumedBy: null, result: null, resultReleased: false, error: null,
+    };
+    this.store.tx(() => {
+      this.store.nativeRuns.insertOp(op);
+      this.store.nativeRuns.updateRun(run.id, {
+        nextSequenceId: run.nextSequenceId + 1,
+        ...(op.reservedOutputLearnerVersion !== null ? { projectedLearnerVersion: op.reservedOutputLearnerVersion } : {}),
+      });
+    });
+    void this.executor.pump(run.id);
+    return operationResponse(this.store.nativeRuns.op(run.id, op.id)!);
+  }
+
+  private checkForwardBackward(body: ForwardBackwardBodyT): void {
+    if (body.retain_packed_input) {
+      throw notImplemented('retain_packed_input is not implemented by this server (no packed-input captures: packed_input_capture is always null)');
+    }
+    if (body.batch.kind !== 'sft') return;
+    if (body.loss.name !== 'cross_entropy') throw invalid(`sft batches take the cross_entropy loss, not ${JSON.stringify(body.loss.name)}`);
+    if (body.batch.assistant_turns === 'last') {
+      throw notImplemented('assistant_turns="last" is not implemented by this server (every assistant turn is trained)');
+    }
+  }
+
+  private checkPublication(body: SaveWeightsForSamplerBodyT): void {
+    const { mode, model_alias: alias } = body.publication;
+    if ((mode === 'none') !== (alias == null)) throw invalid('publication.model_alias is required exactly when publication.mode is not "none"');
+    if (mode === 'external_lora' || mode === 'merged_weights') {
+      throw notImplemented(`publication mode "${mode}" is not implemented by this server (supported: none, versioned_lora, in_flight_lora)`);
+    }
+  }
+
+  // ---- operations ----
+
+  private requireOp(entity: string, runId: string, operationId: string): NativeOperationRecord {
+    const run = this.requireRun(entity, runId);
+    const op = this.store.nativeRuns.op(run.id, operationId);
+    if (!op) throw notFound(`Operation ${operationId} not found in training run ${runId}`);
+    return op;
+  }
+
+  operation(entity: string, runId: string, operationId: string) {
+    return operationResponse(this.requireOp(entity, runId, operationId));
+  }
+
+  /**
+   * Not started: cancelled, nothing applied. Running: its job is stopped and it ends cancelled (an optim_step whose
+   * job already wrote its checkpoint ends succeeded). Finished: only `cancel_requested` is set; a succeeded
+   * forward_backward not yet applied by an optim_step is then left out of it (ART cancels the ones without gradient).
+   */
+  async cancel(entity: string, runId: string, operationId: string) {
+    const op = this.requireOp(entity, runId, operationId);
+    if (op.status === 'admitted') {
+      this.store.tx(() => this.executor.finish(op, 'cancelled', { error: { message: 'cancelled before it started' } }));
+      void this.executor.pump(op.runId);
+    } else {
+      this.store.nativeRuns.updateOp(op.id, { cancelRequested: true, eventCursor: op.eventCursor + 1 });
+      if (op.status === 'succeeded' && op.kind === 'forward_backward' && op.consumedBy === null) this.executor.dropInputs(op);
+      // The job may have just finished (409): its outcome then stands.
+      if (op.status === 'running' && op.jobId) await this.jobs.cancel(entity, op.jobId).catch(() => undefined);
+    }
+    return operationResponse(this.store.nativeRuns.op(op.runId, op.id)!);
+  }
+
+  result(entity: string, runId: string, operationId: string) {
+    const op = this.requireOp(entity, runId, operationId);
+    if (op.status !== 'succeeded') throw conflict(`Operation ${operationId} is ${op.status}; only a succeeded operation has a result`);
+    if (op.resultReleased || op.result === null) throw notFound(`The result of operation ${operationId} was released`);
+    return { operation_id: op.id, kind: op.kind, result: op.result };
+  }
+
+  /** Drop the kept result (idempotent: releasing again with the same request_id answers the same). */
+  release(entity: string, runId: string, operationId: string, requestId: string) {
+    const op = this.requireOp(entity, runId, operationId);
+    if (!TERMINAL_OPERATION_STATUSES.has(op.status)) throw conflict(`Operation ${operationId} is ${op.status}; its result can be released once it has finished`);
+    if (op.status === 'succeeded' && !op.resultReleased) this.store.nativeRuns.updateOp(op.id, { resultReleased: true, eventCursor: op.eventCursor + 1 });
+    return { operation_id: op.id, request_id: requestId, released: true as const };
+  }
+}
