@@ -169,6 +169,10 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         const loading = loadingModels(w);
         this.log(`worker ${w.id} closed its connection while loading ${loading}`);
         this.registry.remove(w.id);
+        for (const id of w.tasks.filter((t) => this.scheduler.isActive(t))) {
+          this.jobs.fail(id, `the training worker's connection closed while it was loading ${loading} (the worker died)`);
+          this.scheduler.finished(id);
+        }
         this.gateway.workerGone(w.id, `the inference worker's connection closed while it was loading ${loading} (the worker died); retry`);
       }),
     )

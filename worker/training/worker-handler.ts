@@ -3,6 +3,8 @@
 // folder is reported before the host sends `training_ended` (ART reads the new step right after it).
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
+import { faultPointBlocking } from '../fault-points.js';
+import { ModelLoads } from '../model-loads.js';
 import { runTrainingJob, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError, type TrainingEvent } from './loop.js';
 import type { TrainingTask } from '../../src/queue/messages.js';
@@ -36,17 +38,27 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null };
 }
 
-export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
+/**
+ * @param loads where the job's load is announced. From the job's start to its `training_started` event (backend
+ *   start, reading and decoding the base model and the checkpoint it continues from, building the model, RL's
+ *   reference logprobs) the worker's event loop is blocked for long stretches, as an inference worker's is by its
+ *   model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the BullMQ transport holds the job's
+ *   lock that long (worker/job-locks.ts).
+ */
+export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads()): Promise<Handlers> {
   // The backend module tries tfjs-node-gpu, then tfjs-node, then wasm, and says in one log line what it
   // chose and why; a cuda worker without tfjs-node-gpu thus trains on the CPU instead of failing.
   if (device.startsWith('cuda')) log(`training on ${device} needs @tensorflow/tfjs-node-gpu (see docs/gpu.md); otherwise the CPU is used`);
   return {
     async training(task, ctx) {
       const spec = specFromTask(task);
+      const endLoad = await loads.begin(task.baseModel);
       try {
+        faultPointBlocking('training-model-load');
         // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
         // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
         const emit = async (event: TrainingEvent) => {
+          endLoad(); // the first event is training_started: loading is over
           ctx.emit(event.type, event.data);
           await new Promise((resolve) => setImmediate(resolve));
         };
@@ -54,6 +66,8 @@ export async function createHandlers(device: string, log: (m: string) => void): 
       } catch (err) {
         if (err instanceof TrainingCancelledError) throw new CancelledError();
         throw err;
+      } finally {
+        endLoad();
       }
       if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
       ctx.checkpoint(task.outputDir);
