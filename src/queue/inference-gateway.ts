@@ -46,6 +46,8 @@ export class InferenceGateway {
     private readonly adapter: QueueAdapter,
     private readonly maxPerKey: number,
     private readonly queueTimeoutMs: number,
+    /** The API host's HEARTH_HOME, sent with each task: a worker host maps the model's paths onto its own home. */
+    private readonly home?: { home: string; homeId: string },
   ) {}
 
   inFlight(): number {
@@ -64,7 +66,7 @@ export class InferenceGateway {
     this.depth.set(call.queueKey, d + 1);
     // After the call has settled, cancelling finds nothing pending and does nothing.
     call.cancelWith?.(() => this.cancel(requestId, new DomainError('client_closed', 'client closed the request')));
-    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream };
+    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream, ...this.home };
     this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}`)));
     return done;
   }

@@ -10,6 +10,7 @@ import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { TrainingDispatcher, TrainingJobsService } from '../services/training-jobs.js';
 import type { BaseModelCatalog } from '../services/base-models.js';
 import { overCapacity } from '../errors/domain-errors.js';
+import { ensureHomeId } from '../artifacts/manifest.js';
 import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../metrics/metrics.js';
 
 export interface QueueServiceOptions {
@@ -33,6 +34,8 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   private timer: NodeJS.Timeout | null = null;
   private resubmitting = false;
   private checkingLoads = false;
+  /** This API host's home id (src/artifacts/manifest.ts): tells worker hosts whether they share its storage. */
+  private readonly homeId: string;
   private readonly log: (msg: string) => void;
 
   constructor(
@@ -42,14 +45,15 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     private readonly opts: QueueServiceOptions,
   ) {
     this.registry = new WorkerRegistry(opts.heartbeatTimeoutMs, opts.loadTimeoutMs);
-    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs);
+    this.homeId = ensureHomeId(opts.home);
+    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs, { home: opts.home, homeId: this.homeId });
     this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
   }
 
   /** Connect the service that owns job state (it needs us as its dispatcher, so this comes after). */
   async start(jobs: TrainingJobsService): Promise<void> {
     this.jobs = jobs;
-    this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, (id, msg) => {
+    this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, this.homeId, (id, msg) => {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
     });

@@ -21,6 +21,8 @@ export class TrainingScheduler {
     private readonly catalog: BaseModelCatalog,
     private readonly home: string,
     private readonly checkpointsRoot: string,
+    /** Sent with each task (TrainingTask.homeId). */
+    private readonly homeId: string,
     private readonly fail: (jobId: string, message: string) => void,
   ) {}
 
@@ -107,7 +109,7 @@ export class TrainingScheduler {
     fs.mkdirSync(path.dirname(outputDir), { recursive: true });
     return {
       jobId: job.id, kind: job.kind, entity: job.entity, modelId: model.id, baseModel: model.baseModel, baseModelDir: base.dir,
-      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, klReferenceDir: klReference.dir, home: this.home,
+      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, klReferenceDir: klReference.dir, home: this.home, homeId: this.homeId,
       ...(experimental?.scale_learning_rate_by_reward_std_dev === true ? { rewardStdDevHistory: rewardStdDevHistory(this.store.history.all(model.id)) } : {}),
     };
   }

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
 import { faultPointBlocking } from '../fault-points.js';
 import { ModelLoads } from '../model-loads.js';
+import { LocalArtifacts } from '../artifacts/local-artifacts.js';
 import { runTrainingJob, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError, type TrainingEvent } from './loop.js';
 import type { TrainingTask } from '../../src/queue/messages.js';
@@ -45,12 +46,33 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
  *   model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the BullMQ transport holds the job's
  *   lock that long (worker/job-locks.ts).
  */
-export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads()): Promise<Handlers> {
+/**
+ * The task with this host's paths: the base model, the checkpoints it reads and the SFT data are fetched from the
+ * API host first when this host lacks them; the output folder is this host's (uploaded by publishCheckpoint after).
+ */
+export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts): Promise<TrainingTask> {
+  const at = (p: string) => artifacts.localize(task, p);
+  const payload = task.payload as Partial<SftPayload> | null;
+  return {
+    ...task,
+    baseModelDir: task.baseModelDir && (await at(task.baseModelDir)),
+    initCheckpointDir: task.initCheckpointDir && (await at(task.initCheckpointDir)),
+    klReferenceDir: task.klReferenceDir && (await at(task.klReferenceDir)),
+    outputDir: artifacts.outputPathOf(task, task.outputDir),
+    payload: task.kind === 'sft' && payload?.resolved_data_path ? { ...payload, resolved_data_path: await at(payload.resolved_data_path) } : task.payload,
+  };
+}
+
+export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
   // The backend module tries tfjs-node-gpu, then tfjs-node, then wasm, and says in one log line what it
   // chose and why; a cuda worker without tfjs-node-gpu thus trains on the CPU instead of failing.
   if (device.startsWith('cuda')) log(`training on ${device} needs @tensorflow/tfjs-node-gpu (see docs/gpu.md); otherwise the CPU is used`);
   return {
-    async training(task, ctx) {
+    async training(apiTask, ctx) {
+      const task = await localizeTask(apiTask, artifacts);
+      const pins = [task.baseModelDir, task.initCheckpointDir, task.klReferenceDir].filter((p): p is string => !!p).map((p) => artifacts.pin(p));
+      // A folder left at this host's output path by a crash before its upload: the API has no row for this step.
+      if (!artifacts.sharesStorage(apiTask)) fs.rmSync(task.outputDir, { recursive: true, force: true });
       const spec = specFromTask(task);
       const endLoad = await loads.begin(task.baseModel);
       try {
@@ -68,9 +90,12 @@ export async function createHandlers(device: string, log: (m: string) => void, l
         throw err;
       } finally {
         endLoad();
+        for (const unpin of pins) unpin();
       }
       if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
-      ctx.checkpoint(task.outputDir);
+      // On the API host, verified, before the API hears of it: it stores training_ended after the checkpoint.
+      await artifacts.publishCheckpoint(apiTask, apiTask.outputDir, task.outputDir);
+      ctx.checkpoint(apiTask.outputDir);
       log(`job ${task.jobId}: checkpoint step ${task.step} written`);
     },
   };
