@@ -39,6 +39,18 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   // Named, so that the API can see this process is still there while a model load keeps it from beating.
   const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true, connectionName: workerConnectionName(prefix, opts.identity.id) });
   const sub = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  // ioredis reconnects by itself; without a listener each failed attempt prints a stack ("Unhandled error event").
+  let down = false;
+  for (const conn of [redis, sub]) {
+    conn.on('error', (err: Error) => {
+      if (!down) opts.log(`Redis connection lost (${err.message}); reconnecting`);
+      down = true;
+    });
+  }
+  redis.on('ready', () => {
+    if (down) opts.log('Redis connection back');
+    down = false;
+  });
   const stream = reportsStream(prefix);
   // One connection, commands in order: reports reach the stream in the order they were made.
   const report = async (msg: WorkerMessage) => {

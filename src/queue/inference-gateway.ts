@@ -59,6 +59,9 @@ export class InferenceGateway {
     if (d >= this.maxPerKey) {
       return Promise.reject(overCapacity(`Too many requests queued for ${call.queueKey} (${d}); retry later`, { retryAfterSec: 1 }));
     }
+    if (this.adapter.reachable?.() === false) {
+      return Promise.reject(unavailable('the queue (Redis) is unreachable; retry shortly', { retryAfterSec: 2 }));
+    }
     const requestId = this.idPrefix + (++this.submitted).toString(36);
     const done = new Promise<unknown>((resolve, reject) => {
       this.pending.set(requestId, { call, resolve, reject, workerId: null, submittedMs: Date.now() });
@@ -67,7 +70,7 @@ export class InferenceGateway {
     // After the call has settled, cancelling finds nothing pending and does nothing.
     call.cancelWith?.(() => this.cancel(requestId, new DomainError('client_closed', 'client closed the request')));
     const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream, ...this.home };
-    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}`)));
+    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}; retry shortly`, { retryAfterSec: 2 })));
     return done;
   }
 

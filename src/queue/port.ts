@@ -63,6 +63,12 @@ export interface QueueAdapter {
    * need: a child's exit is heard at once.
    */
   workerConnected?(workerId: string): Promise<boolean | null>;
+  /**
+   * False while the transport is known to be unreachable (Redis: the connection is down and reconnecting). New
+   * inference requests are then refused at once with 503 and Retry-After instead of waiting for it (and running,
+   * later, for a client that gave up).
+   */
+  reachable?(): boolean;
   /** The transport itself answers (Redis PING; embedded: always). */
   health(): Promise<QueueHealth>;
   close(): Promise<void>;
