@@ -75,16 +75,16 @@ const startApi = () =>
     HOST: ip('api'), PORT: '8080', HEARTH_HOME: path.join(dir, 'api'), REDIS_URL: REDIS, HEARTH_QUEUE_PREFIX: 'cluster', HEARTH_API_KEY: KEY, HEARTH_ENTITY: 'alice',
     HEARTH_WORKER_TOKEN: TOKEN, HEARTH_HEARTBEAT_TIMEOUT: String(HEARTBEAT_TIMEOUT_S), HEARTH_QUEUE_TIMEOUT: String(QUEUE_TIMEOUT_S), LOG_LEVEL: 'warn',
   });
-const startWorker = (host: 'w1' | 'w2') =>
-  start(host, host, process.execPath, [BIN, 'worker', '--kind', 'inference', '--redis', REDIS], {
+const startWorker = (host: 'w1' | 'w2', kind: 'inference' | 'training' = 'inference') =>
+  start(host, kind === 'inference' ? host : `${host}t`, process.execPath, [BIN, 'worker', '--kind', kind, '--redis', REDIS], {
     HEARTH_HOME: path.join(dir, host), HEARTH_STORAGE: 'fetch', HEARTH_API_URL: API, HEARTH_WORKER_TOKEN: TOKEN, HEARTH_QUEUE_PREFIX: 'cluster',
     HEARTH_HEARTBEAT_INTERVAL_MS: '500', HEARTH_JOB_LOCK_MS: '5000', HEARTH_MAX_CONTEXT: '1024', HEARTH_MAX_NUM_SEQS: '8',
   });
 
-async function call(method: string, url: string, body?: unknown): Promise<{ status: number; body: any; headers: Headers }> {
+async function call(method: string, url: string, body?: unknown, raw?: { text: string; type: string }): Promise<{ status: number; body: any; headers: Headers }> {
   const res = await fetch(API + url, {
-    method, headers: { authorization: `Bearer ${KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined, signal: AbortSignal.timeout(10_000),
+    method, headers: { authorization: `Bearer ${KEY}`, ...(body ? { 'content-type': 'application/json' } : {}), ...(raw ? { 'content-type': raw.type } : {}) },
+    body: raw ? raw.text : body ? JSON.stringify(body) : undefined, signal: AbortSignal.timeout(10_000),
   });
   const text = await res.text();
   let parsed: unknown = text;
@@ -96,7 +96,7 @@ async function call(method: string, url: string, body?: unknown): Promise<{ stat
   return { status: res.status, body: parsed, headers: res.headers };
 }
 const livePids = async (): Promise<number[]> => ((await call('GET', '/v1/system')).body.workers as { pid: number }[]).map((w) => w.pid);
-const workerLive = (host: 'w1' | 'w2') => waitFor(`${host} live at the API`, 60_000, async () => (await livePids()).includes(procs.get(host)!.pid!));
+const workerLive = (name: string) => waitFor(`${name} live at the API`, 60_000, async () => (await livePids()).includes(procs.get(name)!.pid!));
 const apiUp = () => waitFor('the API', 60_000, async () => (await fetch(`${API}/v1/health`, { signal: AbortSignal.timeout(2000) })).ok);
 
 // ---- traffic ----
@@ -185,8 +185,9 @@ async function main(): Promise<number> {
   await apiUp();
   startWorker('w1');
   startWorker('w2');
-  await workerLive('w1');
-  await workerLive('w2');
+  startWorker('w1', 'training');
+  startWorker('w2', 'training');
+  for (const w of ['w1', 'w2', 'w1t', 'w2t']) await workerLive(w);
   // Both hosts fetch the model (their homes are empty) and load it.
   const warm = await Promise.all(Array.from({ length: 8 }, () => bounded(streamChat(API, KEY, body(8)), 120_000)));
   if (!warm.every((o) => o.done)) throw new Error(`warm-up failed: ${JSON.stringify(warm.map((o) => o.error ?? o.broken))}`);
@@ -221,6 +222,60 @@ async function main(): Promise<number> {
     const t = tally(outcomes);
     const ok = t.hung === 0 && t.broken === 0 && outcomes.every((o) => o.done || o.status === 503 || JSON.stringify(o.error).includes('503')) && worst <= bound;
     return { ...t, worstAfterFaultMs: worst, boundMs: bound, ok, notes: 'each request served by the other host or failed with 503, within the queue timeout' };
+  });
+
+
+  await scenario('training host partitioned, then killed, mid-job', async () => {
+    const model = (await call('POST', '/v1/preview/models', { project: 'p', name: 'cluster-train', base_model: BASE })).body;
+    const rows = Array.from({ length: 90 }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `Question ${i}?` }, { role: 'assistant', content: `Answer ${i % 7} `.repeat(40) }] }));
+    const data = (await call('POST', '/v1/preview/datasets?project=p&name=cluster', undefined, { text: rows.join('\n'), type: 'application/x-ndjson' })).body;
+    const events = async (id: string) => (await call('GET', `/v1/preview/training-jobs/${id}/events?limit=100`)).body.data as { type: string; data: Record<string, unknown> }[];
+    const ended = (id: string, ms: number) =>
+      waitFor(`job ${id} to end`, ms, async () => (await events(id)).find((e) => e.type === 'training_ended' || e.type === 'training_failed') ?? null, 250);
+    const job = (await call('POST', '/v1/preview/sft-training-jobs', { model_id: model.id, training_data_url: data.url, config: { batch_size: 1 } })).body;
+    if (!job?.id) throw new Error(`the job was not accepted: ${JSON.stringify(job)} (dataset: ${JSON.stringify(data)})`);
+    await waitFor('two gradient steps', 120_000, async () => (await events(job.id)).filter((e) => e.type === 'gradient_step').length >= 2, 250).catch(async (err: Error) => {
+      throw new Error(`${err.message}; job: ${JSON.stringify((await call('GET', `/v1/preview/training-jobs/${job.id}`)).body)}; events: ${JSON.stringify((await events(job.id)).slice(-3))}`);
+    });
+    const runner = ((await call('GET', '/v1/system')).body.workers as { pid: number; kind: string; tasks: number }[]).find((w) => w.kind === 'training' && w.tasks > 0);
+    const name = ['w1t', 'w2t'].find((n) => procs.get(n)!.pid === runner?.pid);
+    if (!name) throw new Error('no training worker reports the job');
+    const host = name.slice(0, 2) as 'w1' | 'w2';
+    setLink(topo, host, 'down');
+    const faultAt = Date.now();
+    const end = await ended(job.id, 60_000);
+    const failedAfter = Date.now() - faultAt;
+    kill(name);
+    await stopped(name);
+    setLink(topo, host, 'up');
+    startWorker(host, 'training');
+    await workerLive(host);
+    await workerLive(name);
+    // Gradient steps carry no step number: each job's count is checked against the sequences it announced.
+    const stepCount = async (id: string) => {
+      const evs = await events(id);
+      const planned = Number(evs.find((e) => e.type === 'training_started')?.data.num_sequences);
+      return { planned, steps: evs.filter((e) => e.type === 'gradient_step').length };
+    };
+    const first = await stepCount(job.id);
+    const apiCkpts = path.join(dir, 'api', 'checkpoints', model.id);
+    // Hidden staging folders (an upload cut by the partition) are no checkpoint: never listed, never served, and
+    // cleared when the step's next job starts; no visible step folder may exist without its row.
+    const leftovers = fs.existsSync(apiCkpts) ? fs.readdirSync(apiCkpts) : [];
+    const noHalf = leftovers.every((n) => n.startsWith('.'));
+    // The next job of the model, on whichever host takes it, continues from the same (base) state: step 1.
+    const small = (await call('POST', '/v1/preview/datasets?project=p&name=cluster-small', undefined, { text: rows.slice(0, 4).join('\n'), type: 'application/x-ndjson' })).body;
+    const next = (await call('POST', '/v1/preview/sft-training-jobs', { model_id: model.id, training_data_url: small.url, config: { batch_size: 4 } })).body;
+    const nextEnd = await ended(next.id, 180_000);
+    const ckpts = (await call('GET', `/v1/preview/models/${model.id}/checkpoints`)).body.data as { step: number }[];
+    const second = await stepCount(next.id);
+    const afterNext = fs.readdirSync(apiCkpts);
+    const stepsOk = first.steps >= 2 && first.steps <= first.planned && second.steps === second.planned;
+    const ok = end.type === 'training_failed' && /heartbeat/.test(String(end.data.error_message)) && stepsOk && noHalf && nextEnd.type === 'training_ended' && JSON.stringify(ckpts.map((c) => c.step)) === '[1]' && JSON.stringify(afterNext) === '["step-1"]';
+    return {
+      sent: 2, done: nextEnd.type === 'training_ended' ? 1 : 0, failed: { [end.type]: 1 }, broken: 0, hung: 0, worstAfterFaultMs: failedAfter, boundMs: LOST_STREAM_BOUND_MS, ok,
+      notes: `job on ${host} failed "${String(end.data.error_message)}" after ${first.steps} of ${first.planned} gradient steps; the API host's checkpoint folder then held ${JSON.stringify(leftovers)}; the next job ${nextEnd.type === 'training_ended' ? 'succeeded' : 'failed'} with ${second.steps} of ${second.planned} steps, checkpoint steps ${JSON.stringify(ckpts.map((c) => c.step))}, folder ${JSON.stringify(afterNext)}`,
+    };
   });
 
   await scenario('Redis killed (kill -9) and restarted from its AOF', async () => {

@@ -33,6 +33,12 @@ export type Manifest = z.infer<typeof Manifest>;
 export class ArtifactPathError extends Error {}
 
 /**
+ * Where an upload to the folder `abs` is staged on the API host until its commit: a hidden sibling, so it never shows
+ * as an artifact or a step (src/api/plugins/artifacts.ts); cleared with the step folder when a job starts.
+ */
+export const uploadStagingOf = (abs: string) => path.join(path.dirname(abs), `.${path.basename(abs)}.upload`);
+
+/**
  * Check a relative path from the network: forward slashes, no empty, `.` or `..` segment, no absolute path, no
  * backslash or NUL, no hidden (dot) name (temporary and staging folders). Returns its segments.
  */

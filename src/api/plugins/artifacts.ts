@@ -14,7 +14,7 @@ import { pipeline } from 'node:stream/promises';
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError } from '../errors.js';
-import { ArtifactPathError, artifactPath, buildManifest, entryPath, parseManifest, type Manifest } from '../../artifacts/manifest.js';
+import { ArtifactPathError, artifactPath, buildManifest, entryPath, parseManifest, uploadStagingOf, type Manifest } from '../../artifacts/manifest.js';
 import { hearthMetrics } from '../../metrics/metrics.js';
 
 export interface ArtifactRoutesOptions {
@@ -25,8 +25,6 @@ export interface ArtifactRoutesOptions {
 
 const digestOf = (s: string) => crypto.createHash('sha256').update(s).digest();
 
-/** The staging folder of an upload to `abs`: a hidden sibling, so it never shows as an artifact or a step. */
-const stagingOf = (abs: string) => path.join(path.dirname(abs), `.${path.basename(abs)}.upload`);
 
 /** `bytes=N-` or `bytes=N-M` of a file of `size` bytes → [start, end] inclusive; null: no usable range. */
 export function parseRange(header: string | undefined, size: number): [number, number] | null | 'unsatisfiable' {
@@ -116,7 +114,7 @@ export function registerArtifactRoutes(app: FastifyInstance, opts: ArtifactRoute
       const abs = resolve(request, q.path, true);
       if (!/^[0-9a-f]{64}$/.test(q.sha256 ?? '')) throw new HttpError(400, 'sha256 must be 64 lowercase hex digits');
       if (fs.existsSync(abs)) throw new HttpError(409, `checkpoint ${q.path} already exists on the API host`);
-      const staging = stagingOf(abs);
+      const staging = uploadStagingOf(abs);
       const dest = entry(request, staging, q.file);
       fs.mkdirSync(path.dirname(dest), { recursive: true });
       const hash = crypto.createHash('sha256');
@@ -147,7 +145,7 @@ export function registerArtifactRoutes(app: FastifyInstance, opts: ArtifactRoute
         if (JSON.stringify(there.files) === JSON.stringify([...manifest.files].sort((a, b) => a.path.localeCompare(b.path)))) return { path: q.path, committed: true };
         throw new HttpError(409, `checkpoint ${q.path} already exists on the API host with other contents`);
       }
-      const staging = stagingOf(abs);
+      const staging = uploadStagingOf(abs);
       if (!fs.existsSync(staging)) throw new HttpError(409, `nothing uploaded for ${q.path}`);
       const staged = await buildManifest(staging, q.path!);
       const want = new Map(manifest.files.map((f) => [f.path, f]));
