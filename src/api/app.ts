@@ -169,7 +169,14 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
 
   const defs = [...allRoutes(ctx), ...(opts.extraRoutes ?? [])];
   registerRoutes(app, defs, authFor);
-  registerArtifactRoutes(app, { home: ctx.config.home, workerToken: ctx.config.workerToken });
+  registerArtifactRoutes(app, {
+    home: ctx.config.home,
+    workerToken: ctx.config.workerToken,
+    runningJob: (id) => {
+      const job = ctx.store.jobs.getById(id);
+      return job?.status === 'running' ? { modelId: job.modelId } : null;
+    },
+  });
 
   const document = buildOpenApi(defs);
   app.get('/openapi.json', async () => document);

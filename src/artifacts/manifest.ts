@@ -33,10 +33,19 @@ export type Manifest = z.infer<typeof Manifest>;
 export class ArtifactPathError extends Error {}
 
 /**
- * Where an upload to the folder `abs` is staged on the API host until its commit: a hidden sibling, so it never shows
- * as an artifact or a step (src/api/plugins/artifacts.ts); cleared with the step folder when a job starts.
+ * Where training job `jobId`'s upload to the folder `abs` is staged on the API host until its commit: a hidden
+ * sibling, so it never shows as an artifact or a step (src/api/plugins/artifacts.ts), one per job, so a stale
+ * worker's upload never mixes with the step's next job's; all are cleared with the step folder when a job starts.
  */
-export const uploadStagingOf = (abs: string) => path.join(path.dirname(abs), `.${path.basename(abs)}.upload`);
+export const uploadStagingOf = (abs: string, jobId: string) => path.join(path.dirname(abs), `.${path.basename(abs)}.upload-${jobId}`);
+
+/** Remove every upload staging folder of the step folder `abs` (whatever job left it). */
+export function clearUploadStaging(abs: string): void {
+  const prefix = `.${path.basename(abs)}.upload-`;
+  const parent = path.dirname(abs);
+  if (!fs.existsSync(parent)) return;
+  for (const name of fs.readdirSync(parent)) if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true });
+}
 
 /**
  * Check a relative path from the network: forward slashes, no empty, `.` or `..` segment, no absolute path, no

@@ -9,7 +9,7 @@ import type { TrainingJobRecord } from '../store/records.js';
 import type { QueueAdapter } from './port.js';
 import type { TrainingTask } from './messages.js';
 import type { BaseModelCatalog } from '../services/base-models.js';
-import { uploadStagingOf } from '../artifacts/manifest.js';
+import { clearUploadStaging } from '../artifacts/manifest.js';
 
 export class TrainingScheduler {
   /** Jobs handed to the adapter and not finished yet: job id → model id. */
@@ -69,7 +69,7 @@ export class TrainingScheduler {
         // the worker's rename and its report. Workers never overwrite a checkpoint, so clear it first.
         fs.rmSync(task.outputDir, { recursive: true, force: true });
         // Likewise an upload a worker host left unfinished for this step (cut, or its job failed meanwhile).
-        fs.rmSync(uploadStagingOf(task.outputDir), { recursive: true, force: true });
+        clearUploadStaging(task.outputDir);
         try {
           await this.adapter.startTraining(task);
         } catch (err) {

@@ -97,29 +97,39 @@ describe('the artifact routes', () => {
     expect(metrics).toMatch(/hearth_artifact_refusals_total\{reason="bad_path"\} \d+/);
   });
 
-  it('take a checkpoint upload only under checkpoints/, verify every file, and commit it whole or not at all', async () => {
-    const rel = 'checkpoints/upload-test/step-1';
+  it("take a checkpoint upload only under checkpoints/, from its running job, verify every file, and commit it whole or not at all", async () => {
+    // A running job of the model, as the API records one a worker started (no worker runs it here).
+    const model = (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name: 'upload-test', base_model: BASE } })).body;
+    const jobId = crypto.randomUUID();
+    const now = new Date().toISOString();
+    s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'sft', status: 'running', payload: {}, dedupKey: null, errorMessage: null, createdAt: now, startedAt: now, finishedAt: null });
+    const rel = `checkpoints/${model.id}/step-1`;
     const body = Buffer.from('weights');
     const good = crypto.createHash('sha256').update(body).digest('hex');
-    const put = (file: string, data: Buffer, digest: string, p = rel) =>
-      api('file', { path: p, file, sha256: digest }, { method: 'PUT', body: new Uint8Array(data), headers: { 'content-type': 'application/octet-stream' } });
-    const commit = (manifest: unknown) => api('commit', { path: rel }, { method: 'POST', body: JSON.stringify(manifest), headers: { 'content-type': 'application/json' } });
+    const put = (file: string, data: Buffer, digest: string, p = rel, job = jobId) =>
+      api('file', { path: p, file, sha256: digest, job }, { method: 'PUT', body: new Uint8Array(data), headers: { 'content-type': 'application/octet-stream' } });
+    const commit = (manifest: unknown, job = jobId) => api('commit', { path: rel, job }, { method: 'POST', body: JSON.stringify(manifest), headers: { 'content-type': 'application/json' } });
+    const one = { path: rel, kind: 'dir', files: [{ path: 'a.bin', size: 7, sha256: good }] };
 
     expect((await put('x', body, good, `models/${BASE}`)).status).toBe(400); // models are not uploadable
+    expect((await put('a.bin', body, good, rel, crypto.randomUUID())).status).toBe(409); // no such running job
+    expect((await put('a.bin', body, good, `checkpoints/other-model/step-1`)).status).toBe(409); // not its model
     expect((await put('a.bin', body.subarray(0, 3), good)).status).toBe(422); // truncated: digest mismatch
     expect((await put('a.bin', body, good)).status).toBe(200);
-    expect((await commit({ path: rel, kind: 'dir', files: [{ path: '../../escape', size: 7, sha256: good }] })).status).toBe(422);
-    expect((await commit({ path: rel, kind: 'dir', files: [{ path: 'a.bin', size: 7, sha256: 'f'.repeat(64) }] })).status).toBe(422); // forged digest
+    expect((await commit({ ...one, files: [{ path: '../../escape', size: 7, sha256: good }] })).status).toBe(422);
+    expect((await commit({ ...one, files: [{ path: 'a.bin', size: 7, sha256: 'f'.repeat(64) }] })).status).toBe(422); // forged digest
     expect(fs.existsSync(path.join(s.home, rel))).toBe(false);
     expect((await put('a.bin', body, good)).status).toBe(200);
     expect((await put('b.bin', body, good)).status).toBe(200);
-    expect((await commit({ path: rel, kind: 'dir', files: [{ path: 'a.bin', size: 7, sha256: good }] })).status).toBe(422); // b.bin not in it
+    expect((await commit(one)).status).toBe(422); // b.bin is not in the manifest
     expect(fs.existsSync(path.join(s.home, rel))).toBe(false);
     expect((await put('a.bin', body, good)).status).toBe(200);
-    const ok = await commit({ path: rel, kind: 'dir', files: [{ path: 'a.bin', size: 7, sha256: good }] });
-    expect(ok.status).toBe(200);
+    expect((await commit(one)).status).toBe(200);
     expect(fs.readFileSync(path.join(s.home, rel, 'a.bin'), 'utf8')).toBe('weights');
-    expect((await commit({ path: rel, kind: 'dir', files: [{ path: 'a.bin', size: 7, sha256: good }] })).status).toBe(200); // a retried commit
+    expect((await commit(one)).status).toBe(200); // a retried commit
+    // Once the job has ended (its worker presumed lost), a late upload for it is refused.
+    s.store.jobs.finish(jobId, 'failed', new Date().toISOString(), 'the worker running this job stopped sending heartbeats');
+    expect((await put('a.bin', body, good, `checkpoints/${model.id}/step-2`)).status).toBe(409);
   });
 });
 

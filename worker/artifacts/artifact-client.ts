@@ -125,21 +125,21 @@ export class ArtifactClient {
     if (got !== file.size) throw new Error(`transfer ended at ${got} of ${file.size} bytes`);
   }
 
-  /** Upload the finished checkpoint folder `dir` as artifact `rel`, and have the API verify and commit it. */
-  async uploadCheckpoint(rel: string, dir: string): Promise<Manifest> {
+  /** Upload training job `jobId`'s finished checkpoint folder `dir` as artifact `rel`; the API verifies and commits it. */
+  async uploadCheckpoint(rel: string, dir: string, jobId: string): Promise<Manifest> {
     const manifest = await buildManifest(dir, rel);
     for (const f of manifest.files) {
       await this.retrying(`upload of ${rel}/${f.path}`, async () => {
         // Streamed from disk: a full fine-tune's checkpoint is the model's size.
         const body = Readable.toWeb(fs.createReadStream(path.join(dir, ...f.path.split('/')))) as ReadableStream;
-        const res = await this.request(this.url('file', { path: rel, file: f.path, sha256: f.sha256 }), {
+        const res = await this.request(this.url('file', { path: rel, file: f.path, sha256: f.sha256, job: jobId }), {
           method: 'PUT', body, duplex: 'half', headers: { 'content-type': 'application/octet-stream' },
         } as RequestInit);
         if (!res.ok) throw new Error(`HTTP ${res.status}`);
       });
     }
     await this.retrying(`commit of ${rel}`, async () => {
-      const res = await this.request(this.url('commit', { path: rel }), { method: 'POST', body: JSON.stringify(manifest), headers: { 'content-type': 'application/json' } });
+      const res = await this.request(this.url('commit', { path: rel, job: jobId }), { method: 'POST', body: JSON.stringify(manifest), headers: { 'content-type': 'application/json' } });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
     });
     return manifest;

@@ -116,13 +116,13 @@ export class LocalArtifacts {
    * A checkpoint this host wrote at `localDir` for the API host's `apiDir`: uploaded and verified there before the
    * job may report it (nothing to do when both are the same folder).
    */
-  async publishCheckpoint(api: ApiHome, apiDir: string, localDir: string): Promise<void> {
+  async publishCheckpoint(api: ApiHome, apiDir: string, localDir: string, jobId: string): Promise<void> {
     if (this.sharesStorage(api)) return;
     const rel = relativeArtifactPath(api.home, apiDir);
     if (rel === null) throw new Error(`checkpoint folder ${apiDir} is not under the API host's checkpoints folder`);
     if (!this.opts.client) throw new Error(this.noClientMessage(rel));
     const t0 = performance.now();
-    const manifest = await this.opts.client.uploadCheckpoint(rel, localDir);
+    const manifest = await this.opts.client.uploadCheckpoint(rel, localDir, jobId);
     this.opts.log(`uploaded checkpoint ${rel} (${manifest.files.length} files, ${manifestBytes(manifest)} bytes) in ${Math.round(performance.now() - t0)} ms; verified by the API host`);
     this.record(rel, manifestBytes(manifest));
   }

@@ -94,7 +94,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
       }
       if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
       // On the API host, verified, before the API hears of it: it stores training_ended after the checkpoint.
-      await artifacts.publishCheckpoint(apiTask, apiTask.outputDir, task.outputDir);
+      await artifacts.publishCheckpoint(apiTask, apiTask.outputDir, task.outputDir, apiTask.jobId);
       ctx.checkpoint(apiTask.outputDir);
       log(`job ${task.jobId}: checkpoint step ${task.step} written`);
     },

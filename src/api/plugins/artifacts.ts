@@ -5,8 +5,8 @@
 //
 //   GET  /v1/worker/artifacts/manifest?path=<artifact>
 //   GET  /v1/worker/artifacts/file?path=<artifact>&file=<entry>          (Range: bytes=N- or N-M → 206)
-//   PUT  /v1/worker/artifacts/file?path=<checkpoint>&file=<entry>&sha256=<hex>   (application/octet-stream)
-//   POST /v1/worker/artifacts/commit?path=<checkpoint>                   (body: the manifest)
+//   PUT  /v1/worker/artifacts/file?path=<checkpoint>&file=<entry>&sha256=<hex>&job=<id>   (application/octet-stream)
+//   POST /v1/worker/artifacts/commit?path=<checkpoint>&job=<id>          (body: the manifest)
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,6 +21,11 @@ export interface ArtifactRoutesOptions {
   home: string;
   /** HEARTH_WORKER_TOKEN; null: the routes answer 503 saying how to turn them on. */
   workerToken: string | null;
+  /**
+   * The model of training job `jobId` when the job is running, else null: a checkpoint upload names its job, and one
+   * from a worker whose job was already failed (presumed lost in a partition, back now) is refused.
+   */
+  runningJob: (jobId: string) => { modelId: string } | null;
 }
 
 const digestOf = (s: string) => crypto.createHash('sha256').update(s).digest();
@@ -75,6 +80,16 @@ export function registerArtifactRoutes(app: FastifyInstance, opts: ArtifactRoute
     }
   };
 
+  /** The upload's job must be running and own the checkpoint's model folder (checkpoints/<model id>/step-N). */
+  const uploadingJob = (request: FastifyRequest, rel: string, jobId: unknown): string => {
+    if (typeof jobId !== 'string' || !/^[A-Za-z0-9-]{1,64}$/.test(jobId)) throw new HttpError(422, 'job must name the training job the checkpoint belongs to');
+    const job = opts.runningJob(jobId);
+    if (!job || rel.split('/')[1] !== job.modelId) {
+      refuse(request, 409, `training job ${jobId} is not running or does not train this model: its checkpoint is not taken (was its worker presumed lost?)`, 'stale_upload');
+    }
+    return jobId;
+  };
+
   app.register(async (scope) => {
     // Uploads stream to disk as they arrive: no body limit, no buffering of a multi-GB checkpoint.
     scope.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
@@ -113,8 +128,9 @@ export function registerArtifactRoutes(app: FastifyInstance, opts: ArtifactRoute
       const q = request.query as Record<string, string | undefined>;
       const abs = resolve(request, q.path, true);
       if (!/^[0-9a-f]{64}$/.test(q.sha256 ?? '')) throw new HttpError(400, 'sha256 must be 64 lowercase hex digits');
+      const jobId = uploadingJob(request, q.path!, q.job);
       if (fs.existsSync(abs)) throw new HttpError(409, `checkpoint ${q.path} already exists on the API host`);
-      const staging = uploadStagingOf(abs);
+      const staging = uploadStagingOf(abs, jobId);
       const dest = entry(request, staging, q.file);
       fs.mkdirSync(path.dirname(dest), { recursive: true });
       const hash = crypto.createHash('sha256');
@@ -131,6 +147,7 @@ export function registerArtifactRoutes(app: FastifyInstance, opts: ArtifactRoute
     scope.post('/v1/worker/artifacts/commit', { config }, async (request) => {
       const q = request.query as Record<string, string | undefined>;
       const abs = resolve(request, q.path, true);
+      const jobId = uploadingJob(request, q.path!, q.job);
       let manifest: Manifest;
       try {
         manifest = parseManifest(request.body, q.path!);
@@ -145,7 +162,7 @@ export function registerArtifactRoutes(app: FastifyInstance, opts: ArtifactRoute
         if (JSON.stringify(there.files) === JSON.stringify([...manifest.files].sort((a, b) => a.path.localeCompare(b.path)))) return { path: q.path, committed: true };
         throw new HttpError(409, `checkpoint ${q.path} already exists on the API host with other contents`);
       }
-      const staging = uploadStagingOf(abs);
+      const staging = uploadStagingOf(abs, jobId);
       if (!fs.existsSync(staging)) throw new HttpError(409, `nothing uploaded for ${q.path}`);
       const staged = await buildManifest(staging, q.path!);
       const want = new Map(manifest.files.map((f) => [f.path, f]));
