@@ -307,6 +307,50 @@ async function main(): Promise<number> {
     };
   });
 
+
+  await scenario('Redis killed and restarted (AOF) with training jobs queued and running', async () => {
+    const events = async (id: string) => (await call('GET', `/v1/preview/training-jobs/${id}/events?limit=100`)).body.data as { type: string; data: Record<string, unknown> }[];
+    const rows = Array.from({ length: 12 }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `Q${i}?` }, { role: 'assistant', content: `A${i % 5} `.repeat(40) }] }));
+    const data = (await call('POST', '/v1/preview/datasets?project=p&name=redis-jobs', undefined, { text: rows.join('\n'), type: 'application/x-ndjson' })).body;
+    const jobs: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const model = (await call('POST', '/v1/preview/models', { project: 'p', name: `redis-${i}`, base_model: BASE })).body;
+      const job = (await call('POST', '/v1/preview/sft-training-jobs', { model_id: model.id, training_data_url: data.url, config: { batch_size: 1 } })).body;
+      jobs.push(job.id);
+    }
+    await waitFor('a job to start', 60_000, async () => (await Promise.all(jobs.map(events))).some((e) => e.some((x) => x.type === 'gradient_step')), 250);
+    kill('redis');
+    await stopped('redis');
+    const accepted: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      // Accepted while Redis is down: stored first, handed over when it is back.
+      const model = (await call('POST', '/v1/preview/models', { project: 'p', name: `redis-down-${i}`, base_model: BASE })).body;
+      const job = await call('POST', '/v1/preview/sft-training-jobs', { model_id: model.id, training_data_url: data.url, config: { batch_size: 4 } });
+      if (job.status === 200) accepted.push(job.body.id);
+    }
+    await sleep(1000);
+    startRedis();
+    const all = [...jobs, ...accepted];
+    const ends = await waitFor('every job to end', 240_000, async () => {
+      const evs = await Promise.all(all.map(events));
+      return evs.every((e) => e.some((x) => x.type === 'training_ended' || x.type === 'training_failed')) ? evs : null;
+    }, 500);
+    const summary = ends.map((e) => {
+      const planned = Number(e.find((x) => x.type === 'training_started')?.data.num_sequences);
+      const terminal = e.filter((x) => x.type === 'training_ended' || x.type === 'training_failed');
+      return { planned, steps: e.filter((x) => x.type === 'gradient_step').length, starts: e.filter((x) => x.type === 'training_started').length, terminal: terminal.map((x) => x.type), reason: terminal[0]?.data.error_message };
+    });
+    const succeeded = summary.filter((x) => x.terminal[0] === 'training_ended');
+    const ok = accepted.length === 2 && summary.every((x) => x.terminal.length === 1 && x.starts <= 1) && succeeded.every((x) => x.steps === x.planned) &&
+      summary.every((x) => x.terminal[0] === 'training_ended' || typeof x.reason === 'string');
+    const failed: Record<string, number> = {};
+    for (const x of summary) if (x.terminal[0] !== 'training_ended') failed.training_failed = (failed.training_failed ?? 0) + 1;
+    return {
+      sent: all.length, done: succeeded.length, failed, broken: 0, hung: 0, worstAfterFaultMs: null, boundMs: null, ok,
+      notes: `${jobs.length} submitted before, ${accepted.length}/2 accepted while Redis was down; each job: one terminal event, at most one training_started; steps of succeeded jobs = planned (${succeeded.map((x) => `${x.steps}/${x.planned}`).join(', ')})${summary.some((x) => x.reason) ? `; failed: ${summary.filter((x) => x.reason).map((x) => String(x.reason)).join(' | ')}` : ''}`,
+    };
+  });
+
   await scenario('API host restarted (kill -9) with streams open and an artifact fetch cut half-way', async () => {
     // A fetch of the model over the API host's link, slowed by tbf so the restart lands in the middle of it.
     const tbf = process.env.HEARTH_CLUSTER_TBF === '1';
