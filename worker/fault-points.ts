@@ -16,7 +16,9 @@ export type FaultPoint =
    * An inference worker has announced a model load and is about to load it. Reached with faultPointBlocking: the
    * wait blocks the event loop, as graph build and session creation do, so no heartbeat leaves meanwhile.
    */
-  | 'inference-model-load';
+  | 'inference-model-load'
+  /** A training worker has announced its job's load (worker/training/worker-handler.ts); blocking, as above. */
+  | 'training-model-load';
 
 /** The arm file of `point` when the point is armed (after recording that it was reached), else null. */
 function reached(point: FaultPoint): string | null {

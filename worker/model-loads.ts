@@ -4,7 +4,10 @@
 // says "loading <model>" in a heartbeat sent *before* the load begins, and the API gives a worker in that state
 // HEARTH_LOAD_TIMEOUT instead of HEARTH_HEARTBEAT_TIMEOUT to speak again (src/queue/worker-directory.ts). A worker
 // that dies while loading is still caught: at once when its process exits (embedded queue), after the load
-// timeout otherwise.
+// timeout otherwise. The BullMQ transport listens too: it extends its job locks for the load (worker/job-locks.ts).
+
+/** Longest a load waits for its announcement to leave (Redis reconnecting): the load goes ahead after it. */
+const ANNOUNCE_WAIT_MS = 5000;
 
 export interface ModelLoad {
   model: string;
@@ -13,12 +16,20 @@ export interface ModelLoad {
 }
 
 export class ModelLoads {
-  private readonly underway = new Map<string, ModelLoad>();
-  private announce: () => Promise<void> | void = () => {};
+  private readonly underway = new Map<symbol, ModelLoad>();
+  private readonly listeners: (() => Promise<void> | void)[] = [];
 
-  /** The host's way to send a heartbeat now (worker/host.ts sets it). */
-  onChange(announce: () => Promise<void> | void): void {
-    this.announce = announce;
+  /**
+   * Called when a load starts (awaited, up to ANNOUNCE_WAIT_MS, before the load begins) and when it ends: the host
+   * sends a heartbeat (worker/host.ts), the BullMQ transport renews its job locks (worker/job-locks.ts).
+   */
+  onChange(listener: () => Promise<void> | void): void {
+    this.listeners.push(listener);
+  }
+
+  private announce(): Promise<unknown> {
+    // A listener that fails (Redis down) does not stop the load; the next heartbeat says it.
+    return Promise.all(this.listeners.map((l) => Promise.resolve().then(l).catch(() => {})));
   }
 
   current(): ModelLoad[] {
@@ -26,18 +37,30 @@ export class ModelLoads {
   }
 
   /**
+   * Announce a load of `model` and resolve once the announcement has been handed to the transport (the load may
+   * block from then on); the returned function ends the load (announced at once; calling it again does nothing).
+   */
+  async begin(model: string): Promise<() => void> {
+    const key = Symbol(model);
+    this.underway.set(key, { model, sinceMs: Date.now() });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.announce(), new Promise<void>((resolve) => (timer = setTimeout(resolve, ANNOUNCE_WAIT_MS)))]);
+    clearTimeout(timer);
+    return () => {
+      if (this.underway.delete(key)) void this.announce();
+    };
+  }
+
+  /**
    * Run `load` as an announced load of `model`: the heartbeat saying so has been handed to the transport before
    * `load` starts blocking, and the one saying it ended goes out as soon as it returns or throws.
    */
   async during<T>(model: string, load: () => Promise<T>): Promise<T> {
-    this.underway.set(model, { model, sinceMs: Date.now() });
-    // A transport that cannot send now (Redis reconnecting) does not stop the load; the next heartbeat says it.
-    await Promise.resolve(this.announce()).catch(() => {});
+    const end = await this.begin(model);
     try {
       return await load();
     } finally {
-      this.underway.delete(model);
-      void Promise.resolve(this.announce()).catch(() => {});
+      end();
     }
   }
 }

@@ -1,12 +1,21 @@
 // Redis mode: pull tasks from BullMQ, report through the installation's reports stream, hear cancellations
 // on its control channel. Many `hearth worker` processes on many hosts share the queues.
-import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
 import { controlChannel, REPORTS_MAXLEN, reportsStream, workerConnectionName } from '../src/queue/redis-keys.js';
 import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
-import type { ModelLoads } from './model-loads.js';
+import { ModelLoads } from './model-loads.js';
+import { createLoadAwareWorker } from './job-locks.js';
+
+/** A whole number of milliseconds from the environment, at least 1000 (BullMQ locks); `fallback` when unset. */
+function lockSetting(name: string, fallback: number, scale = 1): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const ms = Number(raw) * scale;
+  if (!Number.isFinite(ms) || ms < 1000) throw new Error(`${name} must be a number of at least ${1000 / scale}, got "${raw}"`);
+  return Math.floor(ms);
+}
 
 export interface BullmqWorkerOptions {
   identity: WorkerIdentity;
@@ -30,6 +39,18 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   // Named, so that the API can see this process is still there while a model load keeps it from beating.
   const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true, connectionName: workerConnectionName(prefix, opts.identity.id) });
   const sub = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  // ioredis reconnects by itself; without a listener each failed attempt prints a stack ("Unhandled error event").
+  let down = false;
+  for (const conn of [redis, sub]) {
+    conn.on('error', (err: Error) => {
+      if (!down) opts.log(`Redis connection lost (${err.message}); reconnecting`);
+      down = true;
+    });
+  }
+  redis.on('ready', () => {
+    if (down) opts.log('Redis connection back');
+    down = false;
+  });
   const stream = reportsStream(prefix);
   // One connection, commands in order: reports reach the stream in the order they were made.
   const report = async (msg: WorkerMessage) => {
@@ -50,7 +71,11 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   });
 
   const kind = opts.identity.kind;
-  const worker = new Worker(
+  // BullMQ's job lock (HEARTH_JOB_LOCK_MS, default 30 s; stalled checks as often), held for HEARTH_LOAD_TIMEOUT while
+  // a model load blocks this process (worker/job-locks.ts).
+  const lockMs = lockSetting('HEARTH_JOB_LOCK_MS', 30_000);
+  const loadLockMs = lockSetting('HEARTH_LOAD_TIMEOUT', 600_000, 1000);
+  const worker = createLoadAwareWorker(
     kind,
     async (job) => {
       if (kind === 'training') await host.runTraining(job.data as TrainingTask);
@@ -60,10 +85,12 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
       connection: { url: opts.redisUrl, maxRetriesPerRequest: null },
       prefix,
       concurrency: kind === 'training' ? 1 : (opts.concurrency ?? Number(process.env.HEARTH_WORKER_CONCURRENCY || 64)),
-      lockDuration: 30_000,
+      lockDuration: lockMs,
+      stalledInterval: lockMs,
       // A job whose worker died is failed, never run twice: the API already reported it failed.
       maxStalledCount: 0,
     },
+    { loads: opts.loads ?? new ModelLoads(), loadLockMs },
   );
   worker.on('error', (err) => opts.log(`bullmq worker error: ${err.message}`));
 

@@ -14,6 +14,7 @@ import { buildOpenApi } from './openapi.js';
 import { allRoutes } from './routes/index.js';
 import { registerMetrics } from './plugins/metrics.js';
 import { registerConsole } from './plugins/console.js';
+import { registerArtifactRoutes } from './plugins/artifacts.js';
 import { lazyChildLogger } from './logger.js';
 
 export interface BuildAppOptions {
@@ -168,6 +169,14 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
 
   const defs = [...allRoutes(ctx), ...(opts.extraRoutes ?? [])];
   registerRoutes(app, defs, authFor);
+  registerArtifactRoutes(app, {
+    home: ctx.config.home,
+    workerToken: ctx.config.workerToken,
+    runningJob: (id) => {
+      const job = ctx.store.jobs.getById(id);
+      return job?.status === 'running' ? { modelId: job.modelId } : null;
+    },
+  });
 
   const document = buildOpenApi(defs);
   app.get('/openapi.json', async () => document);

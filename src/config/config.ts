@@ -39,6 +39,11 @@ export interface Config {
   shutdownGraceSec: number;
   /** Folders whose files SFT jobs may name as file:// training data (empty: file:// only for uploaded datasets). */
   dataDirs: string[];
+  /**
+   * HEARTH_WORKER_TOKEN: the worker credential. Worker hosts without the API host's files fetch artifacts and upload
+   * checkpoints with it (src/api/plugins/artifacts.ts); it opens no other route. null: those routes are off.
+   */
+  workerToken: string | null;
   /** What inference workers compute with (HEARTH_WEIGHTS; read by the workers, checked here so serve fails fast). */
   servedWeights: ServedWeights;
 }
@@ -94,6 +99,15 @@ function trainingBodyLimitOf(env: NodeJS.ProcessEnv): number {
   return limit;
 }
 
+/** HEARTH_WORKER_TOKEN: at least 32 characters, and not a user's key (a worker credential is no API key). */
+export function workerTokenOf(env: NodeJS.ProcessEnv): string | null {
+  const token = env.HEARTH_WORKER_TOKEN;
+  if (!token) return null;
+  if (token.length < 32) throw new Error('HEARTH_WORKER_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)');
+  if (token === env.HEARTH_API_KEY) throw new Error('HEARTH_WORKER_TOKEN must differ from HEARTH_API_KEY: a worker credential opens no user route');
+  return token;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: env.HOST || '127.0.0.1',
@@ -117,6 +131,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceSec: int(env, 'HEARTH_SHUTDOWN_GRACE', 60),
     dataDirs: (env.HEARTH_DATA_DIRS ?? '').split(':').filter(Boolean).map((d) => path.resolve(d)),
     servedWeights: parseServedWeights(env.HEARTH_WEIGHTS),
+    workerToken: workerTokenOf(env),
   };
 }
 

@@ -23,6 +23,10 @@ export interface HearthMetrics {
   trainingSteps: Counter<'model'>;
   /** hearth_worker_last_seen_timestamp_seconds{kind, device, host}: unix time of the last heartbeat. */
   workerLastSeen: Gauge<'kind' | 'device' | 'host'>;
+  /** hearth_artifact_bytes_served_total: artifact bytes sent to worker hosts (src/api/plugins/artifacts.ts). */
+  artifactBytesServed: Counter<string>;
+  /** hearth_artifact_refusals_total{reason}: artifact requests refused (no_credential, not_worker_credential, bad_path, bad_manifest, digest_mismatch). */
+  artifactRefusals: Counter<'reason'>;
 }
 
 export interface CreateMetricsOptions {
@@ -63,6 +67,8 @@ export function createMetrics(opts: CreateMetricsOptions = {}): HearthMetrics {
       name: 'hearth_worker_last_seen_timestamp_seconds', help: 'Unix time of the last heartbeat of a worker',
       labelNames: ['kind', 'device', 'host'], registers,
     }),
+    artifactBytesServed: new Counter({ name: 'hearth_artifact_bytes_served_total', help: 'Artifact bytes sent to worker hosts', registers }),
+    artifactRefusals: new Counter({ name: 'hearth_artifact_refusals_total', help: 'Artifact requests refused, by reason', labelNames: ['reason'], registers }),
   };
 }
 

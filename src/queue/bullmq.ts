@@ -13,6 +13,9 @@ export interface BullmqOptions {
   log?: (msg: string) => void;
 }
 
+/** Longest an inference request waits for Redis to take it before it fails with 503 (Redis unreachable). */
+const HANDOVER_TIMEOUT_MS = 3000;
+
 type StreamReply = [string, [string, string[]][]][] | null;
 
 export class BullmqQueue implements QueueAdapter {
@@ -100,6 +103,10 @@ export class BullmqQueue implements QueueAdapter {
     }
   }
 
+  reachable(): boolean {
+    return this.redis.status === 'ready';
+  }
+
   canStartTraining(): boolean {
     return true;
   }
@@ -123,7 +130,21 @@ export class BullmqQueue implements QueueAdapter {
   }
 
   async startInference(task: InferenceTask): Promise<void> {
-    await this.inference.add('infer', task, { jobId: task.requestId, removeOnComplete: true, removeOnFail: true, attempts: 1 });
+    const added = this.inference.add('infer', task, { jobId: task.requestId, removeOnComplete: true, removeOnFail: true, attempts: 1 });
+    // Redis gone between the gateway's reachable() check and this command: ioredis would hold the command until
+    // Redis is back. The client hears 503 now, and the job, if it lands later, is taken off the queue again.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`Redis did not take the request within ${HANDOVER_TIMEOUT_MS / 1000} s`)), HANDOVER_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([added, late]);
+    } catch (err) {
+      void added.then(() => this.inference.remove(task.requestId)).catch(() => {});
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async cancelInference(requestId: string): Promise<void> {

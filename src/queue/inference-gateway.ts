@@ -46,6 +46,8 @@ export class InferenceGateway {
     private readonly adapter: QueueAdapter,
     private readonly maxPerKey: number,
     private readonly queueTimeoutMs: number,
+    /** The API host's HEARTH_HOME, sent with each task: a worker host maps the model's paths onto its own home. */
+    private readonly home?: { home: string; homeId: string },
   ) {}
 
   inFlight(): number {
@@ -57,6 +59,9 @@ export class InferenceGateway {
     if (d >= this.maxPerKey) {
       return Promise.reject(overCapacity(`Too many requests queued for ${call.queueKey} (${d}); retry later`, { retryAfterSec: 1 }));
     }
+    if (this.adapter.reachable?.() === false) {
+      return Promise.reject(unavailable('the queue (Redis) is unreachable; retry shortly', { retryAfterSec: 2 }));
+    }
     const requestId = this.idPrefix + (++this.submitted).toString(36);
     const done = new Promise<unknown>((resolve, reject) => {
       this.pending.set(requestId, { call, resolve, reject, workerId: null, submittedMs: Date.now() });
@@ -64,8 +69,8 @@ export class InferenceGateway {
     this.depth.set(call.queueKey, d + 1);
     // After the call has settled, cancelling finds nothing pending and does nothing.
     call.cancelWith?.(() => this.cancel(requestId, new DomainError('client_closed', 'client closed the request')));
-    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream };
-    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}`)));
+    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream, ...this.home };
+    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}; retry shortly`, { retryAfterSec: 2 })));
     return done;
   }
 

@@ -21,6 +21,8 @@ export const TrainingTask = z.object({
   /** RL with scale_learning_rate_by_reward_std_dev: the model's `train/reward_std_dev` by checkpoint step. */
   rewardStdDevHistory: z.array(z.object({ step: z.number(), reward_std_dev: z.number() })).optional(),
   home: z.string(),
+  /** The id in the API host's `<home>/.hearth-home-id`: a worker that reads the same there shares its storage. */
+  homeId: z.string().optional(),
 });
 export type TrainingTask = z.infer<typeof TrainingTask>;
 
@@ -35,6 +37,10 @@ export const InferenceTask = z.object({
     .object({ baseModel: z.string(), baseModelDir: z.string().nullable(), adapterDir: z.string().nullable(), name: z.string() })
     .nullable(),
   stream: z.boolean(),
+  /** The API host's HEARTH_HOME: the model's folders are under it (a worker host with its own home maps them). */
+  home: z.string().optional(),
+  /** As TrainingTask.homeId. */
+  homeId: z.string().optional(),
 });
 export type InferenceTask = z.infer<typeof InferenceTask>;
 

@@ -88,6 +88,12 @@ export interface QueueAdapter {
    * heartbeat). Transports that do not start workers (Redis) leave it out: they cannot know of one.
    */
   startingWorkers?(kind: WorkerKind): number;
+  /**
+   * False while the transport is known to be unreachable (Redis: the connection is down and reconnecting). New
+   * inference requests are then refused at once with 503 and Retry-After instead of waiting for it (and running,
+   * later, for a client that gave up).
+   */
+  reachable?(): boolean;
   /** The transport itself answers (Redis PING; embedded: always). */
   health(): Promise<QueueHealth>;
   close(): Promise<void>;

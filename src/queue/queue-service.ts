@@ -9,6 +9,7 @@ import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { overCapacity } from '../errors/domain-errors.js';
+import { ensureHomeId } from '../artifacts/manifest.js';
 import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../metrics/metrics.js';
 
 export interface QueueServiceOptions {
@@ -32,6 +33,8 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   private timer: NodeJS.Timeout | null = null;
   private resubmitting = false;
   private checkingLoads = false;
+  /** This API host's home id (src/artifacts/manifest.ts): tells worker hosts whether they share its storage. */
+  private readonly homeId: string;
   private readonly log: (msg: string) => void;
 
   constructor(
@@ -41,14 +44,15 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     private readonly opts: QueueServiceOptions,
   ) {
     this.registry = new WorkerRegistry(opts.heartbeatTimeoutMs, opts.loadTimeoutMs);
-    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs);
+    this.homeId = ensureHomeId(opts.home);
+    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs, { home: opts.home, homeId: this.homeId });
     this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
   }
 
   /** Connect the service that owns job state (it needs us as its dispatcher, so this comes after). */
   async start(jobs: TrainingJobReports): Promise<void> {
     this.jobs = jobs;
-    this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, (id, msg) => {
+    this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, this.homeId, (id, msg) => {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
     });
@@ -173,6 +177,10 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         const loading = loadingModels(w);
         this.log(`worker ${w.id} closed its connection while loading ${loading}`);
         this.registry.remove(w.id);
+        for (const id of w.tasks.filter((t) => this.scheduler.isActive(t))) {
+          this.jobs.fail(id, `the training worker's connection closed while it was loading ${loading} (the worker died)`);
+          this.scheduler.finished(id);
+        }
         this.gateway.workerGone(w.id, `the inference worker's connection closed while it was loading ${loading} (the worker died); retry`);
       }),
     )

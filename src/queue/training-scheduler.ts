@@ -9,6 +9,7 @@ import type { TrainingJobRecord } from '../store/records.js';
 import type { QueueAdapter } from './port.js';
 import type { TrainingTask } from './messages.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
+import { clearUploadStaging } from '../artifacts/manifest.js';
 
 export class TrainingScheduler {
   /** Jobs handed to the adapter and not finished yet: job id → model id. */
@@ -21,6 +22,8 @@ export class TrainingScheduler {
     private readonly catalog: BaseModelCatalog,
     private readonly home: string,
     private readonly checkpointsRoot: string,
+    /** Sent with each task (TrainingTask.homeId). */
+    private readonly homeId: string,
     private readonly fail: (jobId: string, message: string) => void,
   ) {}
 
@@ -65,6 +68,8 @@ export class TrainingScheduler {
         // The step folder has no row (the step comes after the latest one): it is what a crash left between
         // the worker's rename and its report. Workers never overwrite a checkpoint, so clear it first.
         fs.rmSync(task.outputDir, { recursive: true, force: true });
+        // Likewise an upload a worker host left unfinished for this step (cut, or its job failed meanwhile).
+        clearUploadStaging(task.outputDir);
         try {
           await this.adapter.startTraining(task);
         } catch (err) {
@@ -107,7 +112,7 @@ export class TrainingScheduler {
     fs.mkdirSync(path.dirname(outputDir), { recursive: true });
     return {
       jobId: job.id, kind: job.kind, entity: job.entity, modelId: model.id, baseModel: model.baseModel, baseModelDir: base.dir,
-      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, klReferenceDir: klReference.dir, home: this.home,
+      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, klReferenceDir: klReference.dir, home: this.home, homeId: this.homeId,
       ...(experimental?.scale_learning_rate_by_reward_std_dev === true ? { rewardStdDevHistory: rewardStdDevHistory(this.store.history.all(model.id)) } : {}),
     };
   }

@@ -17,6 +17,19 @@ function recordingAdapter() {
 const call = (extra: object = {}) => ({ op: 'completion' as const, body: { model: 'm' }, model: { baseModel: 'm', baseModelDir: '/m', adapterDir: null, name: 'm' }, stream: true, queueKey: 'm', ...extra });
 
 describe('InferenceGateway', () => {
+  it('refuses at once with 503 and a retry-after while the queue is unreachable, and queues nothing', async () => {
+    const { adapter, started } = recordingAdapter();
+    let reachable = false;
+    (adapter as { reachable?: () => boolean }).reachable = () => reachable;
+    const gateway = new InferenceGateway(adapter, 10, 60_000);
+    await expect(gateway.submit(call())).rejects.toMatchObject({ kind: 'unavailable', retryAfterSec: 2 });
+    expect(started).toEqual([]);
+    expect(gateway.inFlight()).toBe(0);
+    reachable = true;
+    void gateway.submit(call());
+    expect(started).toHaveLength(1);
+  });
+
   it('gives each request its own id, one prefix per gateway', async () => {
     const { adapter, started } = recordingAdapter();
     const a = new InferenceGateway(adapter, 10, 60_000), b = new InferenceGateway(adapter, 10, 60_000);

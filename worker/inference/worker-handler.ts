@@ -16,9 +16,10 @@ import { deviceKeyOf } from '../../src/hardware/device-config.js';
 import { parseServedWeights } from '../../src/config/config.js';
 import { detectDevices } from '../../src/hardware/detect.js';
 import { calibrate } from './calibrate.js';
-import { CancelledError, TaskError, type Handlers } from '../handlers.js';
+import { CancelledError, TaskError, type Handlers, type InferenceContext } from '../handlers.js';
 import { faultPointBlocking } from '../fault-points.js';
 import { ModelLoads } from '../model-loads.js';
+import { LocalArtifacts } from '../artifacts/local-artifacts.js';
 import { loadModel, type LoadedModel } from '../runtime/load-model.js';
 import { createEngineFromRuntime, type HearthEngine, type InferenceEvent, type InferenceHandle } from './serve-loop.js';
 
@@ -51,7 +52,7 @@ function prefillChunkSetting(): number | 'auto' | undefined {
  * @param loads where model loads are announced: a load blocks this process's event loop (graph build, ORT session
  *   creation), so the API is told before it starts and waits HEARTH_LOAD_TIMEOUT instead of the heartbeat timeout.
  */
-export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads()): Promise<Handlers> {
+export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
   const weightType = parseServedWeights(process.env.HEARTH_WEIGHTS); // checked when the worker starts, not at first use
   const models = new Map<string, Promise<ServedModel>>();
   const loadedEngines = new Set<ServedModel>();
@@ -60,6 +61,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
     const key = model.baseModelDir ?? model.baseModel;
     let served = models.get(key);
     if (!served) {
+      const unpin = artifacts.pin(key); // a loaded model's files stay on this host (ORT may map them)
       served = loads.during(model.baseModel, async () => {
         faultPointBlocking('inference-model-load');
         const loaded = await loadModel(key, { device, lora: true, weightType, maxContext: envNumber('HEARTH_MAX_CONTEXT'), intraOpThreads: envNumber('HEARTH_INTRA_OP_THREADS'), log });
@@ -80,47 +82,75 @@ export async function createHandlers(device: string, log: (m: string) => void, l
         return ready;
       });
       models.set(key, served);
-      served.catch(() => models.delete(key)); // let a later request retry a failed load
+      served.catch(() => (models.delete(key), unpin())); // let a later request retry a failed load
     }
     return served;
+  };
+
+  /** The task's model with this host's paths: fetched from the API host first when this host lacks them. */
+  const localModel = async (task: InferenceTask): Promise<NonNullable<InferenceTask['model']>> => {
+    const model = task.model!;
+    if (!task.home) return model;
+    const api = { home: task.home, homeId: task.homeId };
+    try {
+      return {
+        ...model,
+        baseModelDir: model.baseModelDir && (await artifacts.localize(api, model.baseModelDir)),
+        adapterDir: model.adapterDir && (await artifacts.localize(api, model.adapterDir)),
+      };
+    } catch (err) {
+      log(`model ${model.name} is not available on this host: ${(err as Error).message}`);
+      throw new TaskError(503, `model ${model.name} could not be fetched to the worker host: ${(err as Error).message}`);
+    }
+  };
+
+  /** Run one request on this host's copy of its model. */
+  const infer = async (task: InferenceTask, ctx: InferenceContext, model: NonNullable<InferenceTask['model']>): Promise<unknown> => {
+    let served: ServedModel;
+    try {
+      served = await serve(model);
+    } catch (err) {
+      throw new TaskError(503, `model ${model.baseModel} could not be loaded: ${(err as Error).message}`);
+    }
+    if (task.op === 'calibrate') {
+      const deviceKey = deviceKeyOf(await detectDevices(), served.loaded.runner.device);
+      return { deviceKey, ...(await calibrate(served.hearth, served.loaded.config.vocabSize)) };
+    }
+    return new Promise<unknown>((resolve, reject) => {
+      let handle: InferenceHandle | null = null;
+      const onAbort = () => {
+        handle?.cancel();
+        reject(new CancelledError());
+      };
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      const settle = () => ctx.signal.removeEventListener('abort', onAbort);
+      const onEvent = (e: InferenceEvent) => {
+        if (e.type === 'chunk') ctx.delta(e.data);
+        else if (e.type === 'end') (settle(), resolve({ usage: e.usage }));
+        else if (e.type === 'response') (settle(), resolve(e.data));
+        else (settle(), reject(new TaskError(e.status, e.message, { param: e.param, code: e.code })));
+      };
+      void served.hearth
+        // The API's route parsed the body with the same schema before it enqueued the task (InferenceTask.body).
+        .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: model.name, adapter: model.adapterDir, validated: true }, onEvent)
+        .then((h) => {
+          handle = h;
+          if (ctx.signal.aborted) h.cancel();
+        });
+    });
   };
 
   return {
     async inference(task, ctx) {
       if (task.op !== 'chat' && task.op !== 'completion' && task.op !== 'calibrate') throw new TaskError(400, `unknown inference op ${task.op}`);
       if (!task.model) throw new TaskError(404, 'no model given for this request');
-      let served: ServedModel;
+      const model = await localModel(task);
+      const unpin = model.adapterDir ? artifacts.pin(model.adapterDir) : () => {};
       try {
-        served = await serve(task.model);
-      } catch (err) {
-        throw new TaskError(503, `model ${task.model.baseModel} could not be loaded: ${(err as Error).message}`);
+        return await infer(task, ctx, model);
+      } finally {
+        unpin();
       }
-      if (task.op === 'calibrate') {
-        const deviceKey = deviceKeyOf(await detectDevices(), served.loaded.runner.device);
-        return { deviceKey, ...(await calibrate(served.hearth, served.loaded.config.vocabSize)) };
-      }
-      return new Promise<unknown>((resolve, reject) => {
-        let handle: InferenceHandle | null = null;
-        const onAbort = () => {
-          handle?.cancel();
-          reject(new CancelledError());
-        };
-        ctx.signal.addEventListener('abort', onAbort, { once: true });
-        const settle = () => ctx.signal.removeEventListener('abort', onAbort);
-        const onEvent = (e: InferenceEvent) => {
-          if (e.type === 'chunk') ctx.delta(e.data);
-          else if (e.type === 'end') (settle(), resolve({ usage: e.usage }));
-          else if (e.type === 'response') (settle(), resolve(e.data));
-          else (settle(), reject(new TaskError(e.status, e.message, { param: e.param, code: e.code })));
-        };
-        void served.hearth
-          // The API's route parsed the body with the same schema before it enqueued the task (InferenceTask.body).
-          .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: task.model!.name, adapter: task.model!.adapterDir, validated: true }, onEvent)
-          .then((h) => {
-            handle = h;
-            if (ctx.signal.aborted) h.cancel();
-          });
-      });
     },
 
     stats() {

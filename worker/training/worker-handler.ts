@@ -3,6 +3,9 @@
 // folder is reported before the host sends `training_ended` (ART reads the new step right after it).
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
+import { faultPointBlocking } from '../fault-points.js';
+import { ModelLoads } from '../model-loads.js';
+import { LocalArtifacts } from '../artifacts/local-artifacts.js';
 import { runTrainingJob, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError, type TrainingEvent } from './loop.js';
 import { parseLoraTargets } from './lora.js';
@@ -42,17 +45,48 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...(lora ? { lora } : {}) };
 }
 
-export async function createHandlers(device: string, log: (m: string) => void): Promise<Handlers> {
+/**
+ * @param loads where the job's load is announced. From the job's start to its `training_started` event (backend
+ *   start, reading and decoding the base model and the checkpoint it continues from, building the model, RL's
+ *   reference logprobs) the worker's event loop is blocked for long stretches, as an inference worker's is by its
+ *   model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the BullMQ transport holds the job's
+ *   lock that long (worker/job-locks.ts).
+ */
+/**
+ * The task with this host's paths: the base model, the checkpoints it reads and the SFT data are fetched from the
+ * API host first when this host lacks them; the output folder is this host's (uploaded by publishCheckpoint after).
+ */
+export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts): Promise<TrainingTask> {
+  const at = (p: string) => artifacts.localize(task, p);
+  const payload = task.payload as Partial<SftPayload> | null;
+  return {
+    ...task,
+    baseModelDir: task.baseModelDir && (await at(task.baseModelDir)),
+    initCheckpointDir: task.initCheckpointDir && (await at(task.initCheckpointDir)),
+    klReferenceDir: task.klReferenceDir && (await at(task.klReferenceDir)),
+    outputDir: artifacts.outputPathOf(task, task.outputDir),
+    payload: task.kind === 'sft' && payload?.resolved_data_path ? { ...payload, resolved_data_path: await at(payload.resolved_data_path) } : task.payload,
+  };
+}
+
+export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
   // The backend module tries tfjs-node-gpu, then tfjs-node, then wasm, and says in one log line what it
   // chose and why; a cuda worker without tfjs-node-gpu thus trains on the CPU instead of failing.
   if (device.startsWith('cuda')) log(`training on ${device} needs @tensorflow/tfjs-node-gpu (see docs/gpu.md); otherwise the CPU is used`);
   return {
-    async training(task, ctx) {
+    async training(apiTask, ctx) {
+      const task = await localizeTask(apiTask, artifacts);
+      const pins = [task.baseModelDir, task.initCheckpointDir, task.klReferenceDir].filter((p): p is string => !!p).map((p) => artifacts.pin(p));
+      // A folder left at this host's output path by a crash before its upload: the API has no row for this step.
+      if (!artifacts.sharesStorage(apiTask)) fs.rmSync(task.outputDir, { recursive: true, force: true });
       const spec = specFromTask(task);
+      const endLoad = await loads.begin(task.baseModel);
       try {
+        faultPointBlocking('training-model-load');
         // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
         // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
         const emit = async (event: TrainingEvent) => {
+          endLoad(); // the first event is training_started: loading is over
           ctx.emit(event.type, event.data);
           await new Promise((resolve) => setImmediate(resolve));
         };
@@ -60,10 +94,15 @@ export async function createHandlers(device: string, log: (m: string) => void): 
       } catch (err) {
         if (err instanceof TrainingCancelledError) throw new CancelledError();
         throw err;
+      } finally {
+        endLoad();
+        for (const unpin of pins) unpin();
       }
       if (spec.kind === 'sft' && spec.forwardOnly) return;
       if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
-      ctx.checkpoint(task.outputDir);
+      // On the API host, verified, before the API hears of it: it stores training_ended after the checkpoint.
+      await artifacts.publishCheckpoint(apiTask, apiTask.outputDir, task.outputDir, apiTask.jobId);
+      ctx.checkpoint(apiTask.outputDir);
       log(`job ${task.jobId}: checkpoint step ${task.step} written`);
     },
   };

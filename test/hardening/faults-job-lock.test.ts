@@ -1,0 +1,159 @@
+// A model load longer than BullMQ's job lock, on real `hearth worker --redis` processes (real Redis, generated demo
+// model, real engines). BullMQ renews a job's lock from a timer on the worker's event loop, and a load blocks that
+// loop: without worker/job-locks.ts the lock expires mid-load, another worker's stalled check fails the job ("job
+// stalled more than allowable limit") and the loading worker's completion fails with "Missing lock for job".
+//
+// The property does not depend on the lock's length, so the lock is shortened to 2 s (HEARTH_JOB_LOCK_MS; stalled
+// checks as often) and the load held 7 s, three lock lengths, instead of the 30 s lock and a 45 s load (FAULTS_LOCK_MS and
+// FAULTS_HOLD_MS below run it at those). The test process stands in for the other worker hosts:
+// a BullMQ Worker that takes no jobs and only runs the stalled check every 2 s, and a QueueEvents listener that hears
+// every `stalled`, `failed` and `completed` event of the queue.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { QueueEvents, Worker } from 'bullmq';
+import { ensureDemoModel } from '../../src/models/demo-model.js';
+import { startServer, tempHome, type TestServer } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
+import { HEARTH_BIN } from '../helpers/process.js';
+import { streamChat } from './faults-helpers.js';
+
+const BASE = 'hearth/tiny-random-llama';
+// FAULTS_LOCK_MS=30000 FAULTS_HOLD_MS=45000 runs it at BullMQ's real lock and a 45 s load (about 2 minutes).
+const LOCK_MS = Number(process.env.FAULTS_LOCK_MS || 2000);
+const HOLD_MS = Number(process.env.FAULTS_HOLD_MS || 7000);
+const TEST_TIMEOUT_MS = 90_000 + 3 * HOLD_MS;
+const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const prefix = `faults-lock-${crypto.randomBytes(4).toString('hex')}`;
+const connection = { url: redisUrl, maxRetriesPerRequest: null };
+
+let s: TestServer;
+let key: string;
+const faultDir = tempHome('hearth-faults-lock-');
+const children: ChildProcess[] = [];
+const watchers: { close(): Promise<void> }[] = [];
+
+interface QueueEventLog {
+  events: { event: string; jobId: string; reason?: string }[];
+}
+
+/** Another host's view of queue `name`: its stalled check every LOCK_MS, and every event the queue publishes. */
+async function watchQueue(name: 'inference' | 'training'): Promise<QueueEventLog> {
+  const log: QueueEventLog = { events: [] };
+  const events = new QueueEvents(name, { connection, prefix });
+  for (const event of ['stalled', 'failed', 'completed'] as const) {
+    events.on(event, (args: { jobId: string; failedReason?: string }) => log.events.push({ event, jobId: args.jobId, reason: args.failedReason }));
+  }
+  await events.waitUntilReady();
+  const checker = new Worker(name, null, { connection, prefix, autorun: false, lockDuration: LOCK_MS, stalledInterval: LOCK_MS, maxStalledCount: 0 });
+  await checker.startStalledCheckTimer();
+  watchers.push(events, checker);
+  return log;
+}
+
+/** A `hearth worker --redis` of `kind` with the short lock; its stderr is kept for the lock errors BullMQ logs. */
+function spawnWorker(kind: 'inference' | 'training'): { child: ChildProcess; stderr: () => string } {
+  let stderr = '';
+  const child = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', kind, '--redis', redisUrl], {
+    env: {
+      ...process.env, HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_QUEUE_PREFIX: prefix, HEARTH_HOME: s.home, HEARTH_MAX_CONTEXT: '1024',
+      HEARTH_FAULT_DIR: faultDir, HEARTH_JOB_LOCK_MS: String(LOCK_MS), HEARTH_LOAD_TIMEOUT: '60', LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  children.push(child);
+  return { child, stderr: () => stderr };
+}
+
+/** Arm the blocking load point `point`; resolves once a worker is blocked in it, with when that was seen. */
+async function armAndReach(point: 'inference-model-load' | 'training-model-load', start: () => void): Promise<{ arm: string; reachedAt: number }> {
+  const arm = path.join(faultDir, point);
+  fs.rmSync(`${arm}.reached`, { force: true });
+  fs.writeFileSync(arm, '');
+  start();
+  await waitFor(() => fs.existsSync(`${arm}.reached`), `a worker to block in ${point}`, 60_000, 20);
+  return { arm, reachedAt: Date.now() };
+}
+
+beforeAll(async () => {
+  const home = tempHome();
+  await ensureDemoModel(home);
+  s = await startServer({
+    home, queue: {}, realTraining: true,
+    env: { REDIS_URL: redisUrl, HEARTH_QUEUE_PREFIX: prefix, HEARTH_HEARTBEAT_TIMEOUT: '2', HEARTH_LOAD_TIMEOUT: '60' },
+  });
+  key = s.key('alice');
+}, 60_000);
+
+afterAll(async () => {
+  for (const point of ['inference-model-load', 'training-model-load']) fs.rmSync(path.join(faultDir, point), { force: true });
+  for (const c of children) c.kill('SIGKILL');
+  for (const w of watchers) await w.close().catch(() => {});
+  await s?.close();
+});
+
+const LOCK_ERRORS = /Missing lock|could not renew lock|job stalled/i;
+
+describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s BullMQ job lock (Redis mode)`, () => {
+  it('inference: the request runs once and succeeds; the job never stalls or fails in BullMQ', async () => {
+    const log = await watchQueue('inference');
+    const w = spawnWorker('inference');
+    await waitFor(() => s.ctx.queue!.liveWorkers('inference').some((x) => x.pid === w.child.pid), 'the inference worker', 30_000);
+
+    let outcome!: ReturnType<typeof streamChat>;
+    const body = { model: BASE, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, ignore_eos: true, temperature: 0 };
+    const { arm, reachedAt } = await armAndReach('inference-model-load', () => (outcome = streamChat(s.url, key, body)));
+    await new Promise((r) => setTimeout(r, HOLD_MS - (Date.now() - reachedAt)));
+    fs.rmSync(arm);
+    const o = await outcome;
+    expect(o.error).toBeNull();
+    expect(o.broken).toBeNull();
+    expect(o.done).toBe(true);
+
+    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
+    await new Promise((r) => setTimeout(r, 2 * LOCK_MS)); // two more stalled checks after the job ended
+    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
+    expect(log.events.filter((e) => e.event === 'completed')).toHaveLength(1);
+    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+  }, TEST_TIMEOUT_MS);
+
+  it('training: the job runs once and succeeds with one checkpoint; it announced its load to the API meanwhile', async () => {
+    const log = await watchQueue('training');
+    const w = spawnWorker('training');
+    await waitFor(() => s.ctx.queue!.liveWorkers('training').some((x) => x.pid === w.child.pid), 'the training worker', 30_000);
+
+    const model = (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name: 'long-load', base_model: BASE } })).body;
+    const rows = Array.from({ length: 4 }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `Question ${i}?` }, { role: 'assistant', content: `Answer ${i}` }] }));
+    const upload = await s.call('POST', '/v1/preview/datasets?project=p&name=lock', { key, rawBody: rows.join('\n'), headers: { 'content-type': 'application/x-ndjson' } });
+    expect(upload.status).toBe(200);
+    let job!: Awaited<ReturnType<TestServer['call']>>;
+    const { arm, reachedAt } = await armAndReach('training-model-load', () => {
+      void s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: model.id, training_data_url: upload.body.url, config: { batch_size: 4 } } }).then((r) => (job = r));
+    });
+    // Silent past the heartbeat timeout (2 s), still live: its last heartbeat announced the load.
+    await waitFor(() => Date.now() - reachedAt > 4000, 'the heartbeat timeout to pass', 10_000, 100);
+    const worker = s.ctx.queue!.liveWorkers('training').find((x) => x.pid === w.child.pid);
+    expect(worker?.loading?.map((l) => l.model)).toEqual([BASE]);
+    expect(worker?.tasks).toEqual([job.body.id]);
+    await new Promise((r) => setTimeout(r, HOLD_MS - (Date.now() - reachedAt)));
+    fs.rmSync(arm);
+
+    const events = await waitFor(async () => {
+      const e = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}/events?limit=100`, { key })).body.data as { type: string }[];
+      return e.some((x) => x.type === 'training_failed' || x.type === 'training_ended') ? e : null;
+    }, 'the job to end', 60_000, 100);
+    expect(events.at(-1)).toMatchObject({ type: 'training_ended' });
+    expect(events.filter((e) => e.type === 'training_started')).toHaveLength(1);
+    expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('succeeded');
+    expect(s.store.checkpoints.all(model.id).map((c) => c.step)).toEqual([1]);
+    await waitFor(() => s.ctx.queue!.liveWorkers('training').find((x) => x.pid === w.child.pid && !x.loading), 'a heartbeat without the load', 10_000);
+
+    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
+    await new Promise((r) => setTimeout(r, 2 * LOCK_MS));
+    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
+    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+  }, TEST_TIMEOUT_MS + 30_000);
+});
