@@ -56,11 +56,22 @@ export async function speeds<K>(decodeTokens: number, e: Engine<K>, opts: { same
  */
 export async function llamaCppSpeeds(file: string, opts: { threads: number; decodeTokens: number; gpu: false | 'vulkan' | 'cuda'; sameShapeWarmup?: boolean }): Promise<Record<string, unknown>> {
   const { getLlama } = await import('node-llama-cpp');
-  const llama = await getLlama({ gpu: opts.gpu, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
+  const get = (gpu: false | 'vulkan' | 'cuda') => getLlama({ gpu, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
+  let llama: Awaited<ReturnType<typeof get>>;
+  let note: string | undefined;
+  try {
+    llama = await get(opts.gpu);
+  } catch (err) {
+    // Where only the Vulkan build is installed (the GPU bundle), the CPU run uses it with no layers offloaded.
+    if (opts.gpu !== false || (err as Error).name !== 'NoBinaryFoundError') throw err;
+    llama = await get('vulkan');
+    note = 'no CPU build installed: the Vulkan build with 0 layers offloaded';
+  }
+  const offload = opts.gpu !== false;
   const t = performance.now();
-  const model = await llama.loadModel({ modelPath: file, gpuLayers: opts.gpu ? 'max' : 0 });
-  const out: Record<string, unknown> = { load_s: round((performance.now() - t) / 1000, 2), gpu: llama.gpu, gpu_layers: model.gpuLayers };
-  if (llama.gpu) out.gpu_device_names = await llama.getGpuDeviceNames();
+  const model = await llama.loadModel({ modelPath: file, gpuLayers: offload ? 'max' : 0 });
+  const out: Record<string, unknown> = { load_s: round((performance.now() - t) / 1000, 2), gpu: offload ? llama.gpu : false, build: llama.gpu || 'cpu', gpu_layers: model.gpuLayers, ...(note ? { note } : {}) };
+  if (offload && llama.gpu) out.gpu_device_names = await llama.getGpuDeviceNames();
   const context = await model.createContext({ contextSize: 8 * 1024, batchSize: 512, threads: opts.threads, sequences: 8 });
   type Seq = ReturnType<typeof context.getSequence>;
   Object.assign(out, await speeds<Seq>(opts.decodeTokens, {
