@@ -63,7 +63,7 @@ export async function llamaCppSpeeds(file: string, opts: { threads: number; deco
     llama = await get(opts.gpu);
   } catch (err) {
     // Where only the Vulkan build is installed (the GPU bundle), the CPU run uses it with no layers offloaded.
-    if (opts.gpu !== false || (err as Error).name !== 'NoBinaryFoundError') throw err;
+    if (opts.gpu !== false || !/NoBinaryFound/.test(`${(err as Error).name} ${(err as Error).message} ${(err as Error).constructor?.name}`)) throw err;
     llama = await get('vulkan');
     note = 'no CPU build installed: the Vulkan build with 0 layers offloaded';
   }

@@ -401,7 +401,9 @@ function torchPeer(ctx: Ctx, task: Json, capS: number): Promise<Json> {
   if (!ctx.python) return Promise.resolve({ error: 'no python3 that imports torch' });
   ctx.log(`pytorch ${task.task} ${task.role ?? ''} (up to ${Math.round(Math.min(capS, left))} s)`);
   const device = ctx.device === 'cpu' ? 'cpu' : 'cuda';
-  return runJson(ctx.python, [peerScript(), JSON.stringify({ ...task, device })], Math.min(capS, left), { ...process.env, PYTHONUNBUFFERED: '1' });
+  // On a shared CPU, spinning OpenMP threads slowed PyTorch 3x (bench-train.ts); a GPU run keeps torch's defaults.
+  const env = { ...process.env, PYTHONUNBUFFERED: '1', ...(device === 'cpu' ? { OMP_WAIT_POLICY: process.env.OMP_WAIT_POLICY ?? 'PASSIVE' } : {}) };
+  return runJson(ctx.python, [peerScript(), JSON.stringify({ ...task, device })], Math.min(capS, left), env);
 }
 
 function relL2(a: Float32Array, b: Float32Array): number {
