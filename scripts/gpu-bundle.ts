@@ -106,9 +106,17 @@ function vulkanLoader(): string {
   if (!existsSync(lib)) {
     mkdirSync(dir, { recursive: true });
     log('apt-get download libvulkan1:amd64');
-    execFileSync('apt-get', ['download', 'libvulkan1:amd64'], { cwd: dir, stdio: 'inherit' });
-    const deb = readdirSync(dir).find((f) => f.endsWith('.deb'))!;
-    execFileSync('dpkg-deb', ['-x', join(dir, deb), join(dir, 'root')]);
+    try {
+      execFileSync('apt-get', ['download', 'libvulkan1:amd64'], { cwd: dir, stdio: 'inherit' });
+      const deb = readdirSync(dir).find((f) => f.endsWith('.deb'))!;
+      execFileSync('dpkg-deb', ['-x', join(dir, deb), join(dir, 'root')]);
+    } catch (err) {
+      // No apt (or no mirror): the same package's library where this machine has it installed.
+      const system = '/usr/lib/x86_64-linux-gnu/libvulkan.so.1';
+      if (!existsSync(system)) throw new Error(`cannot get libvulkan1: ${(err as Error).message.split('\n')[0]}, and ${system} is not installed`);
+      log(`apt-get download failed; using the installed ${system}`);
+      return system;
+    }
   }
   return lib;
 }

@@ -484,6 +484,7 @@ async function main(): Promise<void> {
   r.hearth.profile_main = await phaseChild(ctx, 'profile', { role: plan.greedy.role, home, id: 'check/greedy', device: ctx.device }, 60);
   mark('profile');
 
+  r.providers = providers(r);
   r.table = table(r, plan);
   save(ctx);
   process.stdout.write(formatTable(r) + '\n');
@@ -550,12 +551,19 @@ function table(r: Json, plan: Plan): Row[] {
   return rows;
 }
 
+/** The execution providers that ran the profiled steps' heaviest nodes (a CPU entry in a GPU run is a fallback node). */
+function providers(r: Json): string[] {
+  const p = r.hearth.profile_main;
+  if (!p?.prefill_512) return [];
+  return [...new Set([...p.prefill_512.top, ...p.decode_8.top].map((t: { op: string }) => t.op.split('@')[1]))] as string[];
+}
+
 function formatTable(r: Json): string {
   const rows: Row[] = r.table;
   const env = r.environment;
   const used = [r.hearth.greedy_main?.device_used, r.hearth.speed_main?.device_used, r.hearth.speed_big?.device_used].filter(Boolean);
   const head = [
-    `Hearth GPU check, ${r.date}: device asked ${r.device_asked}, inference ran on ${[...new Set(used)].join(', ') || '?'}; training: ${(r.hearth.train?.trainer ?? []).join(' | ') || '?'}`,
+    `Hearth GPU check, ${r.date}: device asked ${r.device_asked}, inference ran on ${[...new Set(used)].join(', ') || '?'} (providers in the profile: ${providers(r).join(', ') || '?'}); training: ${(r.hearth.train?.trainer ?? []).join(' | ') || '?'}`,
     `GPU ${env.gpu}, driver ${env.driver ?? '-'}, memory ${env.gpu_memory_total ?? '-'}; ${env.cpus}; node ${env.node}, onnxruntime-node ${env.onnxruntime_node ?? '?'}`,
     `PyTorch peer: ${r.pytorch.speed_main?.impl ?? why(r.pytorch.speed_main)} (torch ${r.pytorch.speed_main?.torch ?? '?'}, ${r.pytorch.speed_main?.dtype ?? '?'} on ${r.pytorch.speed_main?.device ?? '?'}); llama.cpp: ${r.llama_cpp.speed_main?.build === undefined ? why(r.llama_cpp.speed_main) : `node-llama-cpp ${r.llama_cpp.speed_main.build} build, ${r.llama_cpp.speed_main.gpu ? `all layers on ${r.llama_cpp.speed_main.gpu_device_names?.join(', ') || 'the GPU'}` : 'on the CPU'}`}`,
   ];
