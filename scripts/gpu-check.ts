@@ -204,6 +204,7 @@ async function trainChild(spec: Json): Promise<Json> {
   const logs: string[] = [];
   const handlers = await createHandlers(spec.device, (l) => logs.push(l));
   const root = spec.work as string;
+  rmSync(root, { recursive: true, force: true }); // checkpoints of an earlier run in the same work folder
   mkdirSync(root, { recursive: true });
   const run = async (kind: 'sft' | 'rl', n: number): Promise<Json> => {
     let payload: unknown;
@@ -307,7 +308,9 @@ function runJson(command: string, argv: string[], limitS: number, env: NodeJS.Pr
       try {
         if (code === 0) return done(JSON.parse(last));
       } catch { /* reported below */ }
-      done({ error: signal === 'SIGKILL' ? `timed out after ${Math.round(limitS)} s` : `exit ${code ?? signal}`, stderr_tail: stderr.split('\n').slice(-12).join('\n') });
+      // The error a child died of, for the table (its last "…Error: message" line), and the stderr tail for the JSON.
+      const thrown = stderr.split('\n').reverse().find((l) => /^\w*Error\b.*:/.test(l.trim()))?.trim();
+      done({ error: signal === 'SIGKILL' ? `timed out after ${Math.round(limitS)} s` : thrown ?? `exit ${code ?? signal}`, stderr_tail: stderr.split('\n').slice(-12).join('\n') });
     });
   });
 }
@@ -496,7 +499,7 @@ interface Row { what: string; hearth: string; pytorch: string; llama_cpp: string
 
 const num = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
 const show = (x: unknown, unit = '') => (num(x) !== null ? `${x}${unit}` : typeof x === 'string' ? x : '-');
-const why = (side: Json | undefined) => (side?.error ? `error: ${String(side.error).slice(0, 40)}` : side?.skipped ? `skipped: ${side.skipped}` : '-');
+const why = (side: Json | undefined) => (side?.error ? `error: ${String(side.error).slice(0, 60)}` : side?.skipped ? `skipped: ${side.skipped}` : '-');
 
 function speedRows(r: Json, key: 'speed_main' | 'speed_big', role: string): Row[] {
   const h = r.hearth[key] ?? {}, p = r.pytorch[key] ?? {}, l = r.llama_cpp[key] ?? {};
@@ -565,7 +568,7 @@ function formatTable(r: Json): string {
   const head = [
     `Hearth GPU check, ${r.date}: device asked ${r.device_asked}, inference ran on ${[...new Set(used)].join(', ') || '?'} (providers in the profile: ${providers(r).join(', ') || '?'}); training: ${(r.hearth.train?.trainer ?? []).join(' | ') || '?'}`,
     `GPU ${env.gpu}, driver ${env.driver ?? '-'}, memory ${env.gpu_memory_total ?? '-'}; ${env.cpus}; node ${env.node}, onnxruntime-node ${env.onnxruntime_node ?? '?'}`,
-    `PyTorch peer: ${r.pytorch.speed_main?.impl ?? why(r.pytorch.speed_main)} (torch ${r.pytorch.speed_main?.torch ?? '?'}, ${r.pytorch.speed_main?.dtype ?? '?'} on ${r.pytorch.speed_main?.device ?? '?'}); llama.cpp: ${r.llama_cpp.speed_main?.build === undefined ? why(r.llama_cpp.speed_main) : `node-llama-cpp ${r.llama_cpp.speed_main.build} build, ${r.llama_cpp.speed_main.gpu ? `all layers on ${r.llama_cpp.speed_main.gpu_device_names?.join(', ') || 'the GPU'}` : 'on the CPU'}`}`,
+    `PyTorch peer: ${r.pytorch.speed_main?.impl ?? why(r.pytorch.speed_main)} (torch ${r.pytorch.speed_main?.torch ?? '?'}, ${r.pytorch.speed_main?.dtype ?? '?'} on ${r.pytorch.speed_main?.device ?? '?'}); llama.cpp: ${r.llama_cpp.speed_main?.build === undefined ? why(r.llama_cpp.speed_main) : `node-llama-cpp ${r.llama_cpp.speed_main.build} build, ${r.llama_cpp.speed_main.gpu_device_names?.length ? `all layers on ${r.llama_cpp.speed_main.gpu_device_names.join(', ')}` : r.llama_cpp.speed_main.gpu ? 'no GPU device found: on the CPU' : 'on the CPU'}`}`,
   ];
   const cols: (keyof Row)[] = ['what', 'hearth', 'pytorch', 'llama_cpp', 'ratio', 'bar', 'verdict'];
   const width = cols.map((c) => Math.max(c.length, ...rows.map((x) => String(x[c]).length)));
