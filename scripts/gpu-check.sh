@@ -7,13 +7,20 @@
 #
 # Environment: OUT (result folder, default ./.gpu-check-out), HEARTH_GPU_BUNDLE (the bundle folder, default
 # .gpu-bundle beside scripts/), HEARTH_GPU_ROOT (where it is unpacked, default /tmp/hearth-gpu), HEARTH_GPU_WORK
-# (generated models, default /tmp/hearth-gpu-work; kept, so a second run in the same place skips generation).
+# (generated models, default /tmp/hearth-gpu-work, or ./.gpu-work where the current folder has more room; kept,
+# so a second run in the same place skips generating the files that were not dropped after use).
 # Whatever it measured is in the JSON even when a phase fails or the time budget runs out.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bundle="${HEARTH_GPU_BUNDLE:-$here/../.gpu-bundle}"
 root="${HEARTH_GPU_ROOT:-/tmp/hearth-gpu}"
-work="${HEARTH_GPU_WORK:-/tmp/hearth-gpu-work}"
+# The generated models need about 30 GB at the full shapes' peak: /tmp unless the current folder has more room.
+free_kb() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 { print $4 }'; }
+work="${HEARTH_GPU_WORK:-}"
+if [ -z "$work" ]; then
+  work=/tmp/hearth-gpu-work
+  [ "$(free_kb /tmp || echo 0)" -lt "$(free_kb "$PWD" || echo 0)" ] && work="$PWD/.gpu-work"
+fi
 out="${OUT:-$PWD/.gpu-check-out}"
 device=auto shapes=full budget=450 python=python3
 while [ $# -gt 0 ]; do

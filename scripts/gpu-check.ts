@@ -14,7 +14,7 @@
 // Shapes: `full` is the issue's work (stories260K, TinyLlama-1.1B Q4_0, Llama-3.1-8B Q4_K, Qwen2.5-0.5B LoRA
 // r8, the ~20M s20 for gradients); `small` stands smaller shapes in for each (the CPU test), with the same code.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -315,11 +315,21 @@ function runJson(command: string, argv: string[], limitS: number, env: NodeJS.Pr
   });
 }
 
-function phaseChild(ctx: Ctx, phase: string, spec: Json, capS: number): Promise<Json> {
+function phaseChild(ctx: Ctx, phase: string, spec: Json, capS: number, env: NodeJS.ProcessEnv = {}): Promise<Json> {
   const left = (ctx.deadline - Date.now()) / 1000;
   if (left < 10) return Promise.resolve({ skipped: 'out of time' });
   ctx.log(`${phase} ${spec.role ?? ''} (up to ${Math.round(Math.min(capS, left))} s)`);
-  return runJson(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--phase', phase, '--spec', JSON.stringify(spec)], Math.min(capS, left));
+  return runJson(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--phase', phase, '--spec', JSON.stringify(spec)], Math.min(capS, left), { ...process.env, ...env });
+}
+
+/** Free bytes on the work folder's file system (the full shapes need about 30 GB at their peak). */
+function freeBytes(dir: string): number | null {
+  try {
+    const st = statfsSync(dir);
+    return st.bavail * st.bsize;
+  } catch {
+    return null;
+  }
 }
 
 function save(ctx: Ctx): void {
@@ -438,7 +448,8 @@ async function main(): Promise<void> {
   const stories = flag('stories') ?? [join(dirname(corpusPath()), 'stories260K/stories260K.gguf'), resolve(here, '../../shared/models/stories260K/stories260K.gguf'), resolve(here, '../shared/models/stories260K/stories260K.gguf')]
     .find(existsSync);
   const r = ctx.result;
-  Object.assign(r, { check: 'hearth gpu-check', out_dir: out, date: new Date().toISOString(), device_asked: ctx.device, shapes, environment: environment(ctx), generated: {}, hearth: {}, pytorch: {}, llama_cpp: {}, timings_s: {} });
+  const dropFolder = (dir: string | undefined) => { if (dir) rmSync(dir, { recursive: true, force: true }); };
+  Object.assign(r, { check: 'hearth gpu-check', work_free_gb_at_start: round((freeBytes(work) ?? NaN) / 1e9, 1), out_dir: out, date: new Date().toISOString(), device_asked: ctx.device, shapes, environment: environment(ctx), generated: {}, hearth: {}, pytorch: {}, llama_cpp: {}, timings_s: {} });
   save(ctx);
   const mark = (name: string) => { r.timings_s[name] = round((Date.now() - started) / 1000, 1); save(ctx); };
 
@@ -454,6 +465,7 @@ async function main(): Promise<void> {
   // 2. Speeds of the greedy model: Hearth, PyTorch, llama.cpp.
   r.hearth.speed_main = await phaseChild(ctx, 'speed', { role: plan.greedy.role, file: r.generated.greedy.gguf, home, id: 'check/greedy', device: ctx.device, decodeTokens: plan.decodeTokens }, 150);
   r.pytorch.speed_main = await torchPeer(ctx, { task: 'infer', role: plan.greedy.role, model_dir: r.generated.greedy.hf, decode_tokens: plan.decodeTokens }, 150);
+  dropFolder(r.generated.greedy.hf); // its last reader: disk for the 8B files
   r.llama_cpp.speed_main = await phaseChild(ctx, 'llama', { role: plan.greedy.role, file: r.generated.greedy.gguf, gpu: llamaGpu(ctx.device), decodeTokens: plan.decodeTokens }, 90);
   mark('speed_main');
 
@@ -478,8 +490,11 @@ async function main(): Promise<void> {
   // 4. The big model: generated last (the longest generation), then the three engines.
   r.generated.big = await generate(ctx, plan.big, ctx.device === 'cpu' && shapes === 'full' ? ['gguf'] : ['gguf', 'hf']);
   mark('generated_big');
-  r.hearth.speed_big = await phaseChild(ctx, 'speed', { role: plan.big.role, file: r.generated.big.gguf, home, id: 'check/big', device: ctx.device, decodeTokens: plan.decodeTokens }, 240);
+  // PyTorch first, so that its bf16 folder (16 GB for 8B) is gone before Hearth's store copy and graph exist;
+  // Hearth's graph for it is not kept (HEARTH_GRAPH_CACHE=off: another 6 GB). Disk at the peak: about 30 GB.
   if (r.generated.big.hf) r.pytorch.speed_big = await torchPeer(ctx, { task: 'infer', role: plan.big.role, model_dir: r.generated.big.hf, decode_tokens: plan.decodeTokens }, 180);
+  dropFolder(r.generated.big.hf);
+  r.hearth.speed_big = await phaseChild(ctx, 'speed', { role: plan.big.role, file: r.generated.big.gguf, home, id: 'check/big', device: ctx.device, decodeTokens: plan.decodeTokens }, 240, { HEARTH_GRAPH_CACHE: 'off' });
   r.llama_cpp.speed_big = await phaseChild(ctx, 'llama', { role: plan.big.role, file: r.generated.big.gguf, gpu: llamaGpu(ctx.device), decodeTokens: plan.decodeTokens }, 120);
   mark('speed_big');
 
