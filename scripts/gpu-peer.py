@@ -62,7 +62,9 @@ def load(lora):
         key = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
         # On CUDA the weights load straight into GPU memory (device_map, through accelerate), not through a CPU copy.
         placement = {"device_map": device} if device != "cpu" else {}
-        model = AutoModelForCausalLM.from_pretrained(args["model_dir"], **{key: dtype}, **placement).to(device)
+        model = AutoModelForCausalLM.from_pretrained(args["model_dir"], **{key: dtype}, **placement)
+        if not placement:
+            model = model.to(device)
         impl = f"transformers {transformers.__version__} {type(model).__name__}"
         if lora:
             import peft
