@@ -11,7 +11,7 @@
 //   native.tar.xz  onnxruntime-node's binding + libonnxruntime (CPU and WebGPU/Dawn providers in one library),
 //                  tokenizers' .node, libvulkan.so.1 from Debian's libvulkan1, @node-llama-cpp/linux-x64-vulkan
 //   app.tar.xz     the check's bundle and worker, the JS packages kept external (native loaders), the PyTorch
-//                  peer, the generators' corpus, stories260K
+//                  peer, the generators' corpus, stories260K, GLVND's libraries (NVIDIA's Vulkan driver loads them)
 // Not in it: the API and its store (fastify, better-sqlite3, …): the check runs the engine and the trainer in
 // process, through the worker's handlers; ORT's CUDA provider (libonnxruntime_providers_cuda.so is hundreds
 // of MB and comes from NuGet, not npm), llama.cpp's CUDA build (159 MB of libggml-cuda.so).
@@ -121,6 +121,29 @@ function vulkanLoader(): string {
   return lib;
 }
 
+/**
+ * GLVND's libraries (libGLdispatch, libGLX, libEGL, libGL, libOpenGL, libGLESv2), which NVIDIA's Vulkan driver
+ * (libGLX_nvidia) loads beside it: the set docs of the lent GPU machines name for headless Vulkan there.
+ * Returns [path, soname] pairs; none (with a log line) where apt-get download cannot reach a mirror.
+ */
+function glvndLibraries(): [string, string][] {
+  const packages = ['libglvnd0', 'libglx0', 'libegl1', 'libgl1', 'libopengl0', 'libgles2'];
+  const dir = join(cache, 'glvnd');
+  const libDir = join(dir, 'root', 'usr', 'lib', 'x86_64-linux-gnu');
+  if (!existsSync(join(libDir, 'libGLdispatch.so.0'))) {
+    mkdirSync(dir, { recursive: true });
+    try {
+      log(`apt-get download ${packages.join(' ')} (amd64)`);
+      execFileSync('apt-get', ['download', ...packages.map((p) => `${p}:amd64`)], { cwd: dir, stdio: 'inherit' });
+      for (const deb of readdirSync(dir).filter((f) => f.endsWith('.deb'))) execFileSync('dpkg-deb', ['-x', join(dir, deb), join(dir, 'root')]);
+    } catch (err) {
+      log(`no GLVND libraries in the bundle (${(err as Error).message.split('\n')[0]})`);
+      return [];
+    }
+  }
+  return ['libGLdispatch.so.0', 'libGLX.so.0', 'libEGL.so.1', 'libGL.so.1', 'libOpenGL.so.0', 'libGLESv2.so.2'].map((so) => [join(libDir, so), so]);
+}
+
 /** The check's code: one ESM bundle plus the generator's worker thread, minified; native loaders stay packages. */
 async function buildApp(stage: string): Promise<void> {
   const dist = join(stage, 'app', 'dist');
@@ -147,6 +170,7 @@ async function buildApp(stage: string): Promise<void> {
       copyPackage(dir, join(mods, name), (rel) => jsOnly(rel) && !rel.startsWith('llama/gitRelease.bundle') && !rel.startsWith('templates/'));
     }
   }
+  for (const [file, so] of glvndLibraries()) copyFileSync(file, join(mkdirp(join(stage, 'lib')), so));
   // The generators' corpus (tiny-model.ts reads ../../models/ from the bundle file) and stories260K beside it.
   mkdirSync(join(stage, 'models', 'stories260K'), { recursive: true });
   copyFileSync(join(repo, 'models/tiny-corpus.txt'), join(stage, 'models/tiny-corpus.txt'));

@@ -49,8 +49,9 @@ if [ ! -f "$root/.stamp" ] || [ "$(cat "$root/.stamp")" != "$stamp" ]; then
   echo "gpu-check: unpacked the bundle into $root in $(( $(date +%s) - t0 )) s" >&2
 fi
 
-# The Vulkan loader: the system's if it has one, else the bundle's (Dawn and ggml-vulkan dlopen libvulkan.so.1).
-if ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 '; then
+# The Vulkan loader: the system's if it has one, else the bundle's (Dawn and ggml-vulkan dlopen libvulkan.so.1),
+# with GLVND's libraries, which NVIDIA's Vulkan driver (libGLX_nvidia) loads beside it.
+if ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' && ldconfig -p 2>/dev/null | grep -q 'libGLdispatch.so.0 '; then
   export HEARTH_VULKAN_LOADER=system
 else
   export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HEARTH_VULKAN_LOADER="bundle ($root/lib/libvulkan.so.1)"
