@@ -88,8 +88,9 @@ async function greedyChild(spec: Json): Promise<Json> {
   const { loadModel } = await import('../worker/runtime/load-model.js');
   const { argmax } = await import('../worker/runtime/generate.js');
   await importInto(spec.home, spec.file, spec.id);
+  const logs: string[] = [];
   const run = async (device: string) => {
-    const m = await loadModel(spec.id, { home: spec.home, device, maxContext: 1024, log: (l) => process.stderr.write(`${l}\n`) });
+    const m = await loadModel(spec.id, { home: spec.home, device, maxContext: 1024, log: (l) => { logs.push(l); process.stderr.write(`${l}\n`); } });
     const kv = m.runner.newSequence();
     const tokens: number[] = [];
     const logits: Float32Array[] = [];
@@ -117,7 +118,7 @@ async function greedyChild(spec: Json): Promise<Json> {
     if (cpu.tokens[i] !== dev.tokens[i]) { firstDifference = i; break; }
   }
   return {
-    device_used: dev.device, tokens: cpu.tokens.length, tokens_equal: firstDifference < 0, first_difference: firstDifference,
+    device_used: dev.device, load_log: logs.slice(0, 8), tokens: cpu.tokens.length, tokens_equal: firstDifference < 0, first_difference: firstDifference,
     max_abs_dlogit: Number(maxAbs.toPrecision(3)), max_abs_logit: round(scale, 2), cpu_tokens: cpu.tokens, device_tokens: dev.tokens,
   };
 }
@@ -128,9 +129,11 @@ async function speedChild(spec: Json): Promise<Json> {
   const { speeds } = await import('./engine-speeds.js');
   const before = gpuMemoryUsedMib();
   const import_s = await importInto(spec.home, spec.file, spec.id);
-  const m = await loadModel(spec.id, { home: spec.home, device: spec.device, maxContext: 1024, log: (l) => process.stderr.write(`${l}\n`) });
+  const logs: string[] = [];
+  const m = await loadModel(spec.id, { home: spec.home, device: spec.device, maxContext: 1024, log: (l) => { logs.push(l); process.stderr.write(`${l}\n`); } });
   const out: Json = {
-    device_used: m.runner.device, import_s, load_s: round(m.loadMs / 1000, 2), graph_s: round(m.graphMs / 1000, 2), session_s: round(m.sessionMs / 1000, 2),
+    // The load's own lines: which device `auto` chose and why, how many nodes each provider runs.
+    device_used: m.runner.device, load_log: logs.slice(0, 8), import_s, load_s: round(m.loadMs / 1000, 2), graph_s: round(m.graphMs / 1000, 2), session_s: round(m.sessionMs / 1000, 2),
     gpu_mem_before_mib: before, gpu_mem_loaded_mib: gpuMemoryUsedMib(),
   };
   type Seq = ReturnType<typeof m.runner.newSequence>;
