@@ -11,6 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { machineLabel, speedProbe } from './machine.js';
+import { llamaCppSpeeds, prompt, speeds } from './engine-speeds.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string) => { const i = args.indexOf(`--${name}`); return i >= 0 ? args[i + 1] : undefined; };
@@ -18,7 +19,6 @@ const threads = Number(flag('threads') ?? 2);
 const decodeTokens = Number(flag('decode') ?? 32);
 const dir = flag('dir') ?? '/tmp/hearth-peer';
 
-const prompt = (n: number, offset = 0) => Array.from({ length: n }, (_, i) => 3 + ((i * 7 + offset * 13) % 1000));
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 const maxRssMb = () => round(process.resourceUsage().maxRSS / 1024, 0);
 
@@ -65,7 +65,7 @@ async function hearthChild(file: string, home: string, mode: 'cold' | 'warm'): P
   out[`${mode}_session_s`] = round(m.sessionMs / 1000, 2); // ORT: read, optimize, pre-pack
   out.cache_bytes = dirBytes(join(modelDir(home, id), '.cache'));
   type Seq = ReturnType<typeof m.runner.newSequence>;
-  Object.assign(out, await speeds<Seq>({
+  Object.assign(out, await speeds<Seq>(decodeTokens, {
     newSeq: () => m.runner.newSequence(),
     run: async (tokens, kv) => { await m.runner.forward([{ tokens, kv }]); },
     batch: async (rows) => { await m.runner.forward(rows.map(([tokens, kv]) => ({ tokens, kv }))); },
@@ -121,64 +121,6 @@ async function hearthProfileChild(home: string): Promise<Record<string, unknown>
   return out;
 }
 
-interface Engine<K> {
-  newSeq(): K;
-  run(tokens: number[], seq: K): Promise<void>;
-  /** One step over several sequences at once. */
-  batch(rows: [number[], K][]): Promise<void>;
-  release(seq: K): Promise<void> | void;
-}
-
-/** Timings shared by both sides: prefill of 128 and 512 tokens, decode of one stream and of eight. */
-async function speeds<K>(e: Engine<K>): Promise<Record<string, number>> {
-  const r: Record<string, number> = {};
-  for (const n of [128, 512]) {
-    const warm = e.newSeq();
-    await e.run(prompt(16, n), warm); // warm-up
-    await e.release(warm);
-    const seq = e.newSeq();
-    const t = performance.now();
-    await e.run(prompt(n), seq);
-    r[`prefill_${n}_tok_s`] = round(n / ((performance.now() - t) / 1000));
-    await e.release(seq);
-  }
-  const seq = e.newSeq();
-  await e.run(prompt(64), seq);
-  let t = performance.now();
-  for (let i = 0; i < decodeTokens; i++) await e.run([5 + i], seq);
-  r.decode_1_tok_s = round(decodeTokens / ((performance.now() - t) / 1000));
-  await e.release(seq);
-  const seqs = Array.from({ length: 8 }, () => e.newSeq());
-  for (let s = 0; s < 8; s++) await e.run(prompt(64, s), seqs[s]);
-  t = performance.now();
-  for (let i = 0; i < decodeTokens; i++) await e.batch(seqs.map((k, s) => [[5 + ((i + s) % 100)], k]));
-  r.decode_8_tok_s = round((8 * decodeTokens) / ((performance.now() - t) / 1000));
-  for (const k of seqs) await e.release(k);
-  return r;
-}
-
-/** llama.cpp's side through node-llama-cpp: memory-mapped load, then the same timings on token ids. */
-async function llamaChild(file: string): Promise<Record<string, unknown>> {
-  const { getLlama } = await import('node-llama-cpp');
-  const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error' as never });
-  const t = performance.now();
-  const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
-  const out: Record<string, unknown> = { load_s: round((performance.now() - t) / 1000, 2) };
-  const context = await model.createContext({ contextSize: 8 * 1024, batchSize: 512, threads, sequences: 8 });
-  type Seq = ReturnType<typeof context.getSequence>;
-  Object.assign(out, await speeds<Seq>({
-    newSeq: () => context.getSequence(),
-    run: async (tokens, seq) => { await seq.evaluateWithoutGeneratingNewTokens(tokens as never); },
-    // Eight sequences' evaluations issued together are batched by node-llama-cpp into one llama_decode.
-    batch: async (rows) => { await Promise.all(rows.map(([tokens, seq]) => seq.evaluateWithoutGeneratingNewTokens(tokens as never))); },
-    release: (seq) => seq.dispose(),
-  }));
-  out.peak_rss_mb = maxRssMb();
-  await context.dispose();
-  await model.dispose();
-  return out;
-}
-
 function child(kind: string, extra: string[]): Record<string, unknown> {
   const stdout = execFileSync(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, '--child', kind, ...extra],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 24 });
@@ -189,7 +131,7 @@ async function main(): Promise<void> {
   const childKind = flag('child');
   if (childKind) {
     const file = flag('file')!;
-    const result = childKind === 'llama' ? await llamaChild(file)
+    const result = childKind === 'llama' ? { ...(await llamaCppSpeeds(file, { threads, decodeTokens, gpu: false })), peak_rss_mb: maxRssMb() }
       : childKind === 'hearth-profile' ? await hearthProfileChild(flag('home')!)
       : await hearthChild(file, flag('home')!, childKind === 'hearth-cold' ? 'cold' : 'warm');
     process.stdout.write(JSON.stringify(result) + '\n');

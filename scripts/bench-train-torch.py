@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch peer of scripts/bench-train.ts: the same Llama-family decoder, shapes, optimizer and
-threads, so that the two can be compared in one run. Not product code: the model lives here.
+threads, so that the two can be compared in one run. Not product code: the model is torch_llama.py's.
 
 Usage: bench-train-torch.py '<json>' with keys
   config   the ModelConfig fields bench-train.ts uses (vocabSize, hiddenSize, ...)
@@ -16,7 +16,6 @@ global-norm clipping at 1, LoRA rank 8 / alpha 16 on q,k,v,o,gate,up,down with t
 8 micro-batches of 4 x 127 tokens with a CISPO loss.
 """
 import json
-import math
 import resource
 import sys
 import time
@@ -24,93 +23,17 @@ import time
 import torch
 import torch.nn.functional as F
 
+from torch_llama import TorchLlama
+
 args = json.loads(sys.argv[1])
 cfg = args["config"]
 torch.set_num_threads(int(args["threads"]))
 torch.manual_seed(0)
 
-V, D, FFN, L = cfg["vocabSize"], cfg["hiddenSize"], cfg["intermediateSize"], cfg["numLayers"]
-H, KV, HD = cfg["numHeads"], cfg["numKvHeads"], cfg["headDim"]
-EPS, THETA, TIED, BIAS = cfg["rmsNormEps"], cfg["ropeTheta"], cfg["tieWordEmbeddings"], cfg["attentionBias"]
+V, D = cfg["vocabSize"], cfg["hiddenSize"]
 LORA = args["phase"] in ("sft_lora", "rl_step")
-RANK, ALPHA = 8, 16
 
-
-def param(*shape, std=0.02, zero=False, one=False):
-    t = torch.zeros(*shape) if zero else torch.ones(*shape) if one else torch.randn(*shape) * std
-    return torch.nn.Parameter(t, requires_grad=not LORA)
-
-
-class Linear(torch.nn.Module):
-    def __init__(self, inp, out, bias=False, std=0.02):
-        super().__init__()
-        self.weight = param(out, inp, std=std)
-        self.bias = param(out, zero=True) if bias else None
-        if LORA:  # PEFT: A kaiming-uniform-like, B zero
-            bound = 1 / math.sqrt(inp)
-            self.lora_a = torch.nn.Parameter(torch.empty(RANK, inp).uniform_(-bound, bound))
-            self.lora_b = torch.nn.Parameter(torch.zeros(out, RANK))
-
-    def forward(self, x):
-        y = F.linear(x, self.weight, self.bias)
-        if LORA:
-            y = y + (ALPHA / RANK) * F.linear(F.linear(x, self.lora_a), self.lora_b)
-        return y
-
-
-def rms_norm(x, w):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
-
-
-class Block(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        out_std = 0.02 / math.sqrt(2 * L)
-        self.ln1, self.ln2 = param(D, one=True), param(D, one=True)
-        self.q, self.k, self.v = Linear(D, H * HD, BIAS), Linear(D, KV * HD, BIAS), Linear(D, KV * HD, BIAS)
-        self.o = Linear(H * HD, D, std=out_std)
-        self.gate, self.up, self.down = Linear(D, FFN), Linear(D, FFN), Linear(FFN, D, std=out_std)
-
-    def forward(self, x, cos, sin, mask):
-        B, T, _ = x.shape
-        h = rms_norm(x, self.ln1)
-        q = self.q(h).view(B, T, H, HD).transpose(1, 2)
-        k = self.k(h).view(B, T, KV, HD).transpose(1, 2)
-        v = self.v(h).view(B, T, KV, HD).transpose(1, 2)
-        rot = lambda t: torch.cat((-t[..., HD // 2:], t[..., : HD // 2]), -1)
-        q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
-        k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
-        att = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(HD) + mask, -1)
-        x = x + self.o((att @ v).transpose(1, 2).reshape(B, T, H * HD))
-        h = rms_norm(x, self.ln2)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
-
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = param(V, D)
-        self.blocks = torch.nn.ModuleList(Block() for _ in range(L))
-        self.norm = param(D, one=True)
-        self.head = None if TIED else param(V, D)
-
-    def hidden(self, ids):
-        T = ids.shape[1]
-        inv = 1.0 / (THETA ** (torch.arange(0, HD, 2).float() / HD))
-        freqs = torch.outer(torch.arange(T).float(), inv)
-        emb = torch.cat((freqs, freqs), -1)
-        cos, sin = emb.cos(), emb.sin()
-        mask = torch.full((T, T), -1e9).triu(1)
-        x = self.embed[ids]
-        for b in self.blocks:
-            x = b(x, cos, sin, mask)
-        return rms_norm(x, self.norm)
-
-    def logits(self, h):
-        return h @ (self.embed if TIED else self.head).t()
-
-
-model = Model()
+model = TorchLlama(cfg, lora=LORA)
 trainable = [p for p in model.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(trainable, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 gen = torch.Generator().manual_seed(42)

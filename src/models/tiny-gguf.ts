@@ -80,37 +80,25 @@ export function ggufTensorType(fileType: GgufFileType, ggufName: string, dims: n
 /** Write a GGUF model; returns what was written. */
 export function writeGgufModel(path: string, opts: GgufModelOptions): GgufModelInfo {
   const { config } = opts;
-  const arch: GgufArchitecture = config.architecture === 'mistral' ? 'llama' : config.architecture;
-  const specs = llamaTensorSpecs(config);
-  if (opts.weights) checkWeights(opts.weights, specs);
+  if (opts.weights) checkWeights(opts.weights, llamaTensorSpecs(config));
   const synth = opts.weights ? null : new SyntheticWeights(config, opts.seed ?? 0, opts.margin ?? 3);
-  const decls: (GgufTensorDecl & { hf: HfTensorSpec; typeName: GgmlTypeName })[] = specs.map((hf) => {
-    const name = ggufTensorName(hf.name);
-    const dims = [...hf.shape].reverse();
-    const typeName = opts.tensorTypes?.[name] ?? ggufTensorType(opts.type, name, dims, config.numLayers);
-    return { name, dims, type: GGML_TYPE[typeName], hf, typeName };
-  });
-  const writer = new GgufWriter(path, { metadata: { ...modelMetadata(opts, arch), ...tokenizerMetadata(config) }, tensors: decls });
+  const decls = ggufTensorDecls(opts);
+  const writer = new GgufWriter(path, { metadata: ggufMetadata(opts), tensors: decls });
   const total = decls.reduce((a, d) => a + (d.dims.reduce((x, y) => x * y, 1) / GGML_TYPES[d.type].blockElems) * GGML_TYPES[d.type].blockBytes, 0);
   let done = 0;
   try {
     for (const d of decls) {
       const cols = d.hf.shape[d.hf.shape.length - 1], rows = d.hf.shape.length > 1 ? d.hf.shape[0] : 1;
-      const permuteHeads = qkPermutationHeads(d.hf.name, config, arch);
       const rowsPerChunk = Math.max(1, Math.floor((1 << 22) / cols));
       const fill = synth?.rows(d.hf.name);
       const source = opts.weights?.get(d.hf.name)?.data;
       const chunk = new Float32Array(Math.min(rows, rowsPerChunk) * cols);
       for (let r0 = 0; r0 < rows; r0 += rowsPerChunk) {
         const n = Math.min(rowsPerChunk, rows - r0);
-        const values = chunk.subarray(0, n * cols);
-        for (let r = 0; r < n; r++) {
-          const hfRow = permuteHeads ? hfRowOfPermutedRow(r0 + r, rows / permuteHeads) : r0 + r;
-          const out = values.subarray(r * cols, (r + 1) * cols);
+        const bytes = ggufRowsBytes(config, d, r0, n, chunk, (hfRow, out) => {
           if (source) out.set(source.subarray(hfRow * cols, (hfRow + 1) * cols));
           else fill!(hfRow, out);
-        }
-        const bytes = quantize(d.type, values);
+        });
         writer.append(bytes);
         done += bytes.length;
       }
@@ -122,6 +110,41 @@ export function writeGgufModel(path: string, opts: GgufModelOptions): GgufModelI
     throw err;
   }
   return { path, bytes: writer.bytesWritten, tensors: decls.map((d) => ({ name: d.name, type: d.typeName, dims: d.dims })) };
+}
+
+/** One tensor of a GGUF model being written: its GGUF declaration, its HF spec and its type's name. */
+export type GgufTensorPlan = GgufTensorDecl & { hf: HfTensorSpec; typeName: GgmlTypeName };
+
+/** The tensors writeGgufModel writes for these options, in file order. */
+export function ggufTensorDecls(opts: Pick<GgufModelOptions, 'config' | 'type' | 'tensorTypes'>): GgufTensorPlan[] {
+  return llamaTensorSpecs(opts.config).map((hf) => {
+    const name = ggufTensorName(hf.name);
+    const dims = [...hf.shape].reverse();
+    const typeName = opts.tensorTypes?.[name] ?? ggufTensorType(opts.type, name, dims, opts.config.numLayers);
+    return { name, dims, type: GGML_TYPE[typeName], hf, typeName };
+  });
+}
+
+/** The GGUF metadata (model and tokenizer keys) writeGgufModel writes for these options. */
+export function ggufMetadata(opts: GgufModelOptions): Record<string, GgufMetaValue> {
+  const arch: GgufArchitecture = opts.config.architecture === 'mistral' ? 'llama' : opts.config.architecture;
+  return { ...modelMetadata(opts, arch), ...tokenizerMetadata(opts.config) };
+}
+
+/**
+ * The stored bytes of GGUF rows r0 … r0+n-1 of one tensor: `fill(hfRow, out)` gives each row's values in
+ * HF order (q/k rows are permuted to llama.cpp's layout here), `scratch` holds at least n rows.
+ */
+export function ggufRowsBytes(config: ModelConfig, d: GgufTensorPlan, r0: number, n: number, scratch: Float32Array, fill: (hfRow: number, out: Float32Array) => void): Uint8Array {
+  const arch: GgufArchitecture = config.architecture === 'mistral' ? 'llama' : config.architecture;
+  const cols = d.hf.shape[d.hf.shape.length - 1], rows = d.hf.shape.length > 1 ? d.hf.shape[0] : 1;
+  const permuteHeads = qkPermutationHeads(d.hf.name, config, arch);
+  const values = scratch.subarray(0, n * cols);
+  for (let r = 0; r < n; r++) {
+    const hfRow = permuteHeads ? hfRowOfPermutedRow(r0 + r, rows / permuteHeads) : r0 + r;
+    fill(hfRow, values.subarray(r * cols, (r + 1) * cols));
+  }
+  return quantize(d.type, values);
 }
 
 /**
@@ -200,7 +223,7 @@ function hashName(s: string): number {
  * Scales: input projections N(0, 1/fan_in) keep activations at unit scale; output projections are scaled
  * so all layers together add about `residual` × the embedding's size to the residual stream.
  */
-class SyntheticWeights {
+export class SyntheticWeights {
   private readonly embedStd: number;
   private readonly outStd: number; // per-layer output projections, before 1/sqrt(fan_in)
   private readonly headSelf: number = 0; // γ: weight of the copied embedding in a head row

@@ -159,15 +159,21 @@ export function makeTinyModel(opts: TinyModelOptions): ModelConfig {
   const tok = tinyTokenizer();
   const config = tinyConfig(opts, tok.size);
   const weights = randomWeights(config, opts.seed ?? 0, opts.std);
-  mkdirSync(opts.dir, { recursive: true });
-  writeFileSync(join(opts.dir, 'config.json'), JSON.stringify(toHfConfig(config), null, 2) + '\n');
+  writeTinyModelFiles(opts.dir, config);
   writeSafetensors(join(opts.dir, 'model.safetensors'), weights, { generator: 'hearth make-tiny-model', seed: String(opts.seed ?? 0) });
-  writeFileSync(join(opts.dir, 'tokenizer.json'), JSON.stringify(tok.json));
-  writeFileSync(join(opts.dir, 'tokenizer_config.json'), JSON.stringify({
+  return config;
+}
+
+/** A HF folder's files besides the weights (config, the tiny tokenizer, its chat template) for a config of the tiny tokenizer. */
+export function writeTinyModelFiles(dir: string, config: ModelConfig): void {
+  const tok = tinyTokenizer();
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(toHfConfig(config), null, 2) + '\n');
+  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tok.json));
+  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({
     bos_token: '<s>', eos_token: '</s>', pad_token: null, unk_token: null, add_bos_token: true, add_eos_token: false,
     clean_up_tokenization_spaces: false, model_max_length: config.maxPositionEmbeddings,
     tokenizer_class: 'PreTrainedTokenizerFast', chat_template: TINY_CHAT_TEMPLATE,
   }, null, 2) + '\n');
-  writeFileSync(join(opts.dir, 'generation_config.json'), JSON.stringify({ bos_token_id: config.bosTokenId, eos_token_id: config.eosTokenIds }, null, 2) + '\n');
-  return config;
+  writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ bos_token_id: config.bosTokenId, eos_token_id: config.eosTokenIds }, null, 2) + '\n');
 }
