@@ -26,6 +26,7 @@ const FLOORS: Record<string, number> = {
   models: 0,
   tables: 0,
   'weave-objects': 0,
+  artifacts: 0, // manifests of the files worker hosts fetch (sha256, safe paths)
 };
 
 /** The top folder of src/ that `file` lies in, or null outside src/ (worker/, packages). */
