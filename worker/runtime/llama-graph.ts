@@ -83,8 +83,12 @@ export interface GraphOptions {
  * (on ~20M/~120M models it tied or beat opset-23 Attention, and the notes measured ~2× the standard
  * graph on ~120M); otherwise the opset-23 Attention graph,
  * 1.3–1.8× faster than the standard graph and zero-padded GQA on stories260K (head_dim 8).
+ * On a GPU always GroupQueryAttention: ORT's WebGPU provider has no kernel for the opset-23 Attention op (it
+ * ran on the CPU, with copies both ways every layer) nor for half of the standard graph's mask and shape ops,
+ * while GroupQueryAttention and every projection/norm ran on WebGPU (ORT 1.30, SwiftShader adapter, 2026-11-26).
  */
-export function defaultAttention(config: ModelConfig): AttentionKind {
+export function defaultAttention(config: ModelConfig, device = 'cpu'): AttentionKind {
+  if (device !== 'cpu') return 'gqa';
   return config.headDim % 16 === 0 ? 'gqa' : 'onnx23';
 }
 

@@ -12,7 +12,7 @@ import { loadLoraAdapter, type LoraAdapter } from './lora.js';
 import { chatTemplateFromConfig, type ChatMessage, type ChatTemplate, type RenderOptions } from './chat-template.js';
 
 export interface LoadOptions {
-  /** 'cpu' (default) or 'cuda:N' (falls back to CPU with a log line). */
+  /** 'cpu' (default), 'cuda:N' or 'webgpu:0' (a provider that does not load falls back to CPU with a log line). */
   device?: string;
   /** HEARTH_HOME for resolving store ids (default env HEARTH_HOME or ./.hearth). */
   home?: string;
@@ -102,7 +102,7 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
     opts.log?.(`${dirOrId}: context capped at the sliding window of ${config.slidingWindow} positions (full attention equals sliding-window attention up to there)`);
     maxPositions = config.slidingWindow;
   }
-  const attention = opts.attention ?? defaultAttention(config);
+  const attention = opts.attention ?? defaultAttention(config, opts.device ?? 'cpu');
   const half = opts.half ?? servesHalf(opts.device ?? 'cpu');
   const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null, half };
   const tGraph = performance.now();

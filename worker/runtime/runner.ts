@@ -13,6 +13,8 @@ import type { ModelConfig } from './model-config.js';
 import { cacheHeadDim, decodeStepInPlace, decodesInPlace, type AttentionKind } from './llama-graph.js';
 import { BatchKv, KV_HEADROOM, SequenceKv } from './kv-cache.js';
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
+import { formatDevice, parseDevice, type DeviceName } from '../../src/hardware/device-name.js';
+import { providerError } from './device-choice.js';
 
 export interface ForwardItem {
   /** New tokens to append (a prompt chunk, or one token when decoding). */
@@ -36,14 +38,25 @@ export interface ForwardRow {
 }
 
 export interface SessionSettings {
-  /** 'cpu' (default) or 'cuda:N'. */
+  /** 'cpu' (default), 'cuda:N' or 'webgpu:0' (see src/hardware/device-name.ts; 'auto' is resolved by the worker first). */
   device?: string;
   intraOpThreads?: number;
   /** Called with a human-readable line when something about the session is worth logging. */
   log?: (line: string) => void;
 }
 
-/** A session over graph bytes, or over a graph file (whose external data ONNX Runtime reads beside it). */
+/** The execution providers for a device: the GPU's provider first, the CPU for the nodes it has no kernel for. */
+export function executionProvidersFor(device: DeviceName): ort.InferenceSession.ExecutionProviderConfig[] {
+  if (device.kind === 'cuda') return [{ name: 'cuda', deviceId: device.index } as ort.InferenceSession.ExecutionProviderConfig, 'cpu'];
+  if (device.kind === 'webgpu') return ['webgpu', 'cpu'];
+  return ['cpu'];
+}
+
+/**
+ * A session over graph bytes, or over a graph file (whose external data ONNX Runtime reads beside it).
+ * A GPU device whose provider does not load falls back to the CPU with a log line (the returned device says
+ * which was used); workers decide their device before loading (worker/runtime/device-choice.ts).
+ */
 export async function createSession(model: Uint8Array | string, settings: SessionSettings = {}): Promise<{ session: ort.InferenceSession; device: string }> {
   const create = (options: ort.InferenceSession.SessionOptions) =>
     typeof model === 'string' ? ort.InferenceSession.create(model, options) : ort.InferenceSession.create(model, options);
@@ -53,26 +66,24 @@ export async function createSession(model: Uint8Array | string, settings: Sessio
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
-    logSeverityLevel: 3, // errors only
+    logSeverityLevel: Number(process.env.HEARTH_ORT_LOG_SEVERITY ?? 3) as 0 | 1 | 2 | 3 | 4, // errors only
     // Spin-waiting threads fight neighbours on small machines; the notes measured 3-5x slowdowns.
     // A host that only serves (no training worker beside it) may turn it on: HEARTH_ORT_SPIN=1.
     extra: { session: { intra_op: { allow_spinning: process.env.HEARTH_ORT_SPIN === '1' ? '1' : '0' } } },
     // Developer tool: ORT's per-node timing profile (JSON) written under this path prefix at endProfiling().
     ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
   };
-  const device = settings.device ?? 'cpu';
-  const cuda = /^cuda(?::(\d+))?$/.exec(device);
-  if (cuda) {
+  const device = parseDevice(settings.device ?? 'cpu');
+  const name = formatDevice(device);
+  if (device.kind !== 'cpu') {
     try {
-      const session = await create({
-        ...base, executionProviders: [{ name: 'cuda', deviceId: Number(cuda[1] ?? 0) } as ort.InferenceSession.ExecutionProviderConfig, 'cpu'],
-      });
-      return { session, device };
+      if (device.kind === 'webgpu' && device.index !== 0) throw new Error('only webgpu:0 can be selected (ONNX Runtime picks the first adapter)');
+      const session = await create({ ...base, executionProviders: executionProvidersFor(device) });
+      return { session, device: name };
     } catch (err) {
-      settings.log?.(`CUDA execution provider unavailable for ${device} (${(err as Error).message.split('\n')[0]}); using CPU`);
+      const provider = device.kind === 'cuda' ? 'CUDA' : 'WebGPU';
+      settings.log?.(`${provider} execution provider unavailable for ${name} (${providerError(err)}); using CPU`);
     }
-  } else if (device !== 'cpu') {
-    throw new Error(`unknown device "${device}" (use cpu or cuda:N)`);
   }
   const session = await create({ ...base, executionProviders: ['cpu'] });
   return { session, device: 'cpu' };
