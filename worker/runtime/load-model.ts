@@ -1,5 +1,6 @@
 // loadModel: a model folder (or a store id) → config, tokenizer, chat template and a ready runner.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ModelConfig } from './model-config.js';
 import { openModelWeights } from './hf-model.js';
@@ -7,6 +8,7 @@ import { buildDecoderGraph, defaultAttention, type AttentionKind, type WeightTyp
 import { cachedGraph, graphCacheKey } from './graph-cache.js';
 import { createSession, ModelRunner } from './runner.js';
 import { servesHalf } from './fast-half.js';
+import { placementLine, placementOf, type Placement, type ProfileEvent } from './placement.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadLoraAdapter, type LoraAdapter } from './lora.js';
 import { chatTemplateFromConfig, type ChatMessage, type ChatTemplate, type RenderOptions } from './chat-template.js';
@@ -57,6 +59,8 @@ export interface LoadedModel {
   graphBuilt: boolean;
   /** Bytes of the built graph and its weights on disk. */
   graphBytes: number;
+  /** On a GPU: which provider ran each node of the warm-up step (see placement.ts); undefined on the CPU. */
+  placement?: Placement;
 }
 
 /**
@@ -109,14 +113,25 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
   const graph = cachedGraph(dir, graphCacheKey(files, graphOptions), (external) =>
     buildDecoderGraph(config, source, { ...graphOptions, lora: opts.lora, q4Block: opts.q4Block, external }));
   const tSession = performance.now();
+  // On a GPU, the first run is profiled to say which nodes had no device kernel (unless the operator profiles).
+  const profileDir = (opts.device ?? 'cpu') !== 'cpu' && !process.env.HEARTH_ORT_PROFILE ? mkdtempSync(join(tmpdir(), 'hearth-placement-')) : undefined;
   let created;
   try {
-    created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log });
+    created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log, profileDir });
   } finally {
     if (process.env.HEARTH_GRAPH_CACHE === 'off') graph.discard();
   }
   const { session, device } = created;
   const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false);
+  let placement: Placement | undefined;
+  if (profileDir) {
+    try {
+      placement = await warmUpAndPlace(runner, profileDir);
+      if (device !== 'cpu') opts.log?.(placementLine(device, placement));
+    } finally {
+      rmSync(profileDir, { recursive: true, force: true });
+    }
+  }
   return {
     id: dirOrId, dir, config, tokenizer, chatTemplate, generationConfig, runner,
     renderChat: (messages, o) => chatTemplate.render(messages, o),
@@ -129,5 +144,20 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
     sessionMs: performance.now() - tSession,
     graphBuilt: graph.built,
     graphBytes: graph.bytes,
+    placement,
   };
+}
+
+/**
+ * One single-token step (on a GPU it also compiles the first shaders), then the profile of it: which provider
+ * ran each node. Profiling stops at endProfiling, so later steps are not slowed by it.
+ */
+async function warmUpAndPlace(runner: ModelRunner, profileDir: string): Promise<Placement> {
+  const kv = runner.newSequence();
+  await runner.forward([{ tokens: [0], kv }]);
+  kv.dispose();
+  await runner.session.endProfiling();
+  const file = readdirSync(profileDir).find((f) => f.endsWith('.json'));
+  if (!file) throw new Error(`ONNX Runtime wrote no profile in ${profileDir}`);
+  return placementOf(JSON.parse(readFileSync(join(profileDir, file), 'utf8')) as ProfileEvent[]);
 }

@@ -8,6 +8,7 @@
 // which are appended in JS; the past is fed to ORT without copying. A batch's caches stay packed in
 // one [B, KV, P, hd] tensor per layer for as long as the same sequences are decoded together.
 import os from 'node:os';
+import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import type { ModelConfig } from './model-config.js';
 import { cacheHeadDim, decodeStepInPlace, decodesInPlace, type AttentionKind } from './llama-graph.js';
@@ -43,6 +44,8 @@ export interface SessionSettings {
   intraOpThreads?: number;
   /** Called with a human-readable line when something about the session is worth logging. */
   log?: (line: string) => void;
+  /** Profile the session's runs into this folder until endProfiling() (to read node placement; see placement.ts). */
+  profileDir?: string;
 }
 
 /** The execution providers for a device: the GPU's provider first, the CPU for the nodes it has no kernel for. */
@@ -72,6 +75,7 @@ export async function createSession(model: Uint8Array | string, settings: Sessio
     extra: { session: { intra_op: { allow_spinning: process.env.HEARTH_ORT_SPIN === '1' ? '1' : '0' } } },
     // Developer tool: ORT's per-node timing profile (JSON) written under this path prefix at endProfiling().
     ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
+    ...(settings.profileDir ? { enableProfiling: true, profileFilePrefix: join(settings.profileDir, 'placement') } : {}),
   };
   const device = parseDevice(settings.device ?? 'cpu');
   const name = formatDevice(device);

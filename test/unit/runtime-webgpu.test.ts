@@ -1,0 +1,102 @@
+// ONNX Runtime's WebGPU provider end to end on a real adapter. On a machine without a GPU the adapter is
+// SwiftShader's Vulkan driver, shipped in Debian's chromium package (which CI installs for the console's
+// browser tests): pointed at it before ONNX Runtime starts Dawn, the WebGPU provider runs every kernel on it.
+// Without any adapter these tests are skipped and say so; the placement summary is tested everywhere.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importModel } from '../../src/models/model-store.js';
+import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
+import { generateIds } from '../../worker/runtime/generate.js';
+import { ortDeviceProbes } from '../../worker/runtime/device-choice.js';
+import { placementLine, placementOf } from '../../worker/runtime/placement.js';
+import { sharedPath } from '../helpers/shared.js';
+import { onnxCuda } from '../helpers/hardware.js';
+
+// The Vulkan loader reads these when Dawn creates its instance (the first WebGPU session of this process).
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+if (!process.env.VK_ICD_FILENAMES && !process.env.VK_DRIVER_FILES && existsSync(SWIFTSHADER_ICD)) {
+  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
+}
+
+describe('placement from an ORT profile', () => {
+  it('counts each node once and lists the operators that ran on the CPU', () => {
+    const ev = (name: string, provider: string, op: string) => ({ cat: 'Node', name, args: { provider, op_name: op } });
+    const events = [
+      ev('a', 'WebGpuExecutionProvider', 'MatMul'), ev('a', 'WebGpuExecutionProvider', 'MatMul'), ev('b', 'WebGpuExecutionProvider', 'GroupQueryAttention'),
+      ev('c', 'CPUExecutionProvider', 'Shape'), ev('d', 'CPUExecutionProvider', 'Cast'), ev('e', 'CPUExecutionProvider', 'Cast'),
+      { cat: 'Session', name: 'model_run' },
+    ];
+    const p = placementOf(events);
+    expect(p).toEqual({ nodesByProvider: { WebGpuExecutionProvider: 2, CPUExecutionProvider: 3 }, cpuOps: { Shape: 1, Cast: 2 } });
+    expect(placementLine('webgpu:0', p)).toBe('webgpu:0 runs 2 nodes on WebGpuExecutionProvider; 3 on the CPU (no device kernel or shape arithmetic ORT keeps there): Cast×2, Shape');
+  });
+});
+
+describe('ORT provider probes on this machine', () => {
+  it.skipIf(onnxCuda)('the CUDA provider does not load without its libraries, and the probe says why', async () => {
+    expect(await ortDeviceProbes().cuda(0)).toMatch(/Failed to load shared library/);
+  });
+});
+
+const adapterProblem = await ortDeviceProbes().webgpu();
+if (adapterProblem) console.log(`runtime-webgpu: WebGPU tests SKIPPED, no adapter (${adapterProblem}); install chromium (SwiftShader's Vulkan ICD) and libvulkan1 to run them`);
+
+describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU adapter)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hearth-webgpu-'));
+  const home = join(dir, 'home');
+  let cpu: LoadedModel, gpu: LoadedModel;
+  const gpuLog: string[] = [];
+  beforeAll(async () => {
+    await importModel(home, sharedPath('models', 'stories260K', 'stories260K.gguf'), { id: 'karpathy/stories260K' });
+    // The same graph form on both (GroupQueryAttention, what a GPU gets), so logits compare closely.
+    cpu = await loadModel('karpathy/stories260K', { home, maxContext: 128, attention: 'gqa' });
+    gpu = await loadModel('karpathy/stories260K', { home, maxContext: 128, device: 'webgpu:0', log: (l) => gpuLog.push(l) });
+  });
+  afterAll(async () => {
+    await cpu?.runner.release();
+    await gpu?.runner.release();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('loads on the device, with GroupQueryAttention and the projections on WebGPU and the fallback nodes named', () => {
+    expect(gpu.runner.device).toBe('webgpu:0');
+    expect(gpu.runner.attention).toBe('gqa');
+    const p = gpu.placement!;
+    expect(p.nodesByProvider.WebGpuExecutionProvider).toBeGreaterThan(20);
+    // No compute-heavy operator fell back to the CPU.
+    for (const op of ['GroupQueryAttention', 'MatMul', 'SkipSimplifiedLayerNormalization', 'MatMulNBits']) expect(p.cpuOps[op], op).toBeUndefined();
+    expect(gpuLog.join('\n')).toMatch(/webgpu:0 runs \d+ nodes on WebGpuExecutionProvider; \d+ on the CPU .*Cast/);
+  });
+
+  it('greedy decoding equals the CPU token for token, logits within 1e-3', async () => {
+    const prompt = await cpu.tokenizer.encode('Once upon a time', { addSpecialTokens: true });
+    const ours = await generateIds(gpu, prompt, { maxTokens: 12, temperature: 0, stopAtEos: false });
+    expect(ours).toEqual(await generateIds(cpu, prompt, { maxTokens: 12, temperature: 0, stopAtEos: false }));
+    const [a] = await cpu.runner.forward([{ tokens: prompt, kv: cpu.runner.newSequence() }]);
+    const [b] = await gpu.runner.forward([{ tokens: prompt, kv: gpu.runner.newSequence() }]);
+    let maxDiff = 0;
+    for (let i = 0; i < a.length; i++) maxDiff = Math.max(maxDiff, Math.abs(a[i] - b[i]));
+    expect(maxDiff).toBeLessThan(1e-3);
+  });
+
+  it('batches sequences of different lengths (continuous batching) as the CPU does', async () => {
+    const run = async (m: LoadedModel) => {
+      const s1 = m.runner.newSequence(), s2 = m.runner.newSequence();
+      await m.runner.forward([{ tokens: [1, 403, 407, 261], kv: s1 }]);
+      await m.runner.forward([{ tokens: [1, 300], kv: s2 }]);
+      const out: number[][] = [];
+      for (let step = 0; step < 3; step++) out.push((await m.runner.forward([{ tokens: [300 + step], kv: s1 }, { tokens: [310 + step], kv: s2 }])).map((l) => argmaxOf(l)));
+      return out;
+    };
+    expect(await run(gpu)).toEqual(await run(cpu));
+  });
+});
+
+function argmaxOf(a: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < a.length; i++) if (a[i] > a[best]) best = i;
+  return best;
+}
