@@ -11,6 +11,7 @@ import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js'
 import { generateIds } from '../../worker/runtime/generate.js';
 import { ortDeviceProbes } from '../../worker/runtime/device-choice.js';
 import { placementLine, placementOf } from '../../worker/runtime/placement.js';
+import type { ResidentSequenceKv } from '../../worker/runtime/resident-kv.js';
 import { sharedPath } from '../helpers/shared.js';
 import { onnxCuda } from '../helpers/hardware.js';
 
@@ -71,6 +72,16 @@ describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU
     expect(gpuLog.join('\n')).toMatch(/webgpu:0 runs \d+ nodes on WebGpuExecutionProvider; \d+ on the CPU .*Cast/);
   });
 
+  it('keeps the KV cache in GPU memory between steps (present outputs as WebGPU buffers)', async () => {
+    expect(gpu.runner.kvResident).toBe(true);
+    const kv = gpu.runner.newSequence() as ResidentSequenceKv;
+    await gpu.runner.forward([{ tokens: [1, 403, 407], kv }]);
+    await gpu.runner.forward([{ tokens: [261], kv }]);
+    expect(kv.length).toBe(4);
+    expect(kv.block!.tensors.every((t) => t.location === 'gpu-buffer')).toBe(true);
+    kv.dispose();
+  });
+
   it('greedy decoding equals the CPU token for token, logits within 1e-3', async () => {
     const prompt = await cpu.tokenizer.encode('Once upon a time', { addSpecialTokens: true });
     const ours = await generateIds(gpu, prompt, { maxTokens: 12, temperature: 0, stopAtEos: false });
@@ -89,6 +100,12 @@ describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU
       await m.runner.forward([{ tokens: [1, 300], kv: s2 }]);
       const out: number[][] = [];
       for (let step = 0; step < 3; step++) out.push((await m.runner.forward([{ tokens: [300 + step], kv: s1 }, { tokens: [310 + step], kv: s2 }])).map((l) => argmaxOf(l)));
+      // A prefix copy and a newcomer join the batch (gathered on the device), one leaves.
+      const s3 = s1.copyPrefix(3), s4 = m.runner.newSequence();
+      await m.runner.forward([{ tokens: [1, 290], kv: s4 }]);
+      s2.dispose();
+      out.push((await m.runner.forward([{ tokens: [320], kv: s1 }, { tokens: [321], kv: s3 }, { tokens: [322], kv: s4 }])).map((l) => argmaxOf(l)));
+      for (const s of [s1, s3, s4]) s.dispose();
       return out;
     };
     expect(await run(gpu)).toEqual(await run(cpu));

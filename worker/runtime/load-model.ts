@@ -4,9 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ModelConfig } from './model-config.js';
 import { openModelWeights } from './hf-model.js';
-import { buildDecoderGraph, defaultAttention, type AttentionKind, type WeightType } from './llama-graph.js';
+import { buildDecoderGraph, cacheHeadDim, defaultAttention, type AttentionKind, type WeightType } from './llama-graph.js';
 import { cachedGraph, graphCacheKey } from './graph-cache.js';
-import { createSession, ModelRunner } from './runner.js';
+import { createSession, executionProvidersFor, ModelRunner } from './runner.js';
+import { KvOps } from './resident-kv.js';
+import { parseDevice } from '../../src/hardware/device-name.js';
 import { servesHalf } from './fast-half.js';
 import { placementLine, placementOf, type Placement, type ProfileEvent } from './placement.js';
 import { Tokenizer } from './tokenizer.js';
@@ -32,6 +34,12 @@ export interface LoadOptions {
   lora?: boolean;
   /** Serve float16 weights at 16 bits (default: where the device has fast fp16 math, see fast-half.ts). */
   half?: boolean;
+  /**
+   * Keep the KV cache where the session computes between steps (resident-kv.ts; GroupQueryAttention graphs).
+   * Default: on webgpu:0, the only device onnxruntime-node can leave outputs on. On the CPU it runs the same
+   * logic over host tensors (for tests; the host cache is faster there).
+   */
+  residentKv?: boolean;
   log?: (line: string) => void;
 }
 
@@ -108,7 +116,9 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
   }
   const attention = opts.attention ?? defaultAttention(config, opts.device ?? 'cpu');
   const half = opts.half ?? servesHalf(opts.device ?? 'cpu');
-  const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null, half };
+  const residentKv = opts.residentKv ?? (opts.device ?? 'cpu').startsWith('webgpu');
+  if (residentKv && attention !== 'gqa') throw new Error(`a resident KV cache needs GroupQueryAttention (attention "${attention}" asked)`);
+  const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null, half, residentKv };
   const tGraph = performance.now();
   const graph = cachedGraph(dir, graphCacheKey(files, graphOptions), (external) =>
     buildDecoderGraph(config, source, { ...graphOptions, lora: opts.lora, q4Block: opts.q4Block, external }));
@@ -117,12 +127,16 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
   const profileDir = (opts.device ?? 'cpu') !== 'cpu' && !process.env.HEARTH_ORT_PROFILE ? mkdtempSync(join(tmpdir(), 'hearth-placement-')) : undefined;
   let created;
   try {
-    created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log, profileDir });
+    const deviceOutputs = residentKv ? Array.from({ length: 2 * config.numLayers }, (_, j) => `present.${j >> 1}.${j & 1 ? 'value' : 'key'}`) : undefined;
+    created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log, profileDir, deviceOutputs });
   } finally {
     if (process.env.HEARTH_GRAPH_CACHE === 'off') graph.discard();
   }
   const { session, device } = created;
-  const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false);
+  const kvOps = residentKv
+    ? await KvOps.create(config.numLayers, config.numKvHeads, cacheHeadDim(config, attention), executionProvidersFor(parseDevice(device)), device.startsWith('webgpu'))
+    : null;
+  const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false, kvOps);
   let placement: Placement | undefined;
   if (profileDir) {
     try {
