@@ -93,6 +93,19 @@ describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU
     expect(maxDiff).toBeLessThan(1e-3);
   });
 
+  it('4-bit weights (MatMulNBits) run on the device and decode as the CPU does', async () => {
+    const load = (device?: string) => loadModel('karpathy/stories260K', { home, maxContext: 64, attention: 'gqa', weightType: 'q4', device });
+    const [c, g] = [await load(), await load('webgpu:0')];
+    try {
+      expect(g.placement!.cpuOps.MatMulNBits).toBeUndefined();
+      const prompt = await c.tokenizer.encode('Once upon a time', { addSpecialTokens: true });
+      expect(await generateIds(g, prompt, { maxTokens: 8, temperature: 0, stopAtEos: false })).toEqual(await generateIds(c, prompt, { maxTokens: 8, temperature: 0, stopAtEos: false }));
+    } finally {
+      await c.runner.release();
+      await g.runner.release();
+    }
+  });
+
   it('batches sequences of different lengths (continuous batching) as the CPU does', async () => {
     const run = async (m: LoadedModel) => {
       const s1 = m.runner.newSequence(), s2 = m.runner.newSequence();
