@@ -1,5 +1,5 @@
 // loadModel: a model folder (or a store id) → config, tokenizer, chat template and a ready runner.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ModelConfig } from './model-config.js';
@@ -10,6 +10,7 @@ import { createSession, executionProvidersFor, ModelRunner } from './runner.js';
 import { KvOps } from './resident-kv.js';
 import { parseDevice } from '../../src/hardware/device-name.js';
 import { servesHalf } from './fast-half.js';
+import { checkFitsDevice, modelMemoryNeed, type DeviceMemory } from './device-memory.js';
 import { placementLine, placementOf, type Placement, type ProfileEvent } from './placement.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadLoraAdapter, type LoraAdapter } from './lora.js';
@@ -40,6 +41,10 @@ export interface LoadOptions {
    * logic over host tensors (for tests; the host cache is faster there).
    */
   residentKv?: boolean;
+  /** The GPU's memory (from detection): a model that would not fit in its free memory is refused before loading. */
+  deviceMemory?: DeviceMemory;
+  /** The KV cache budget the engine will use (counted against deviceMemory). */
+  kvCacheBytes?: number;
   log?: (line: string) => void;
 }
 
@@ -116,6 +121,12 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
   }
   const attention = opts.attention ?? defaultAttention(config, opts.device ?? 'cpu');
   const half = opts.half ?? servesHalf(opts.device ?? 'cpu');
+  if (opts.deviceMemory && (opts.device ?? 'cpu') !== 'cpu') {
+    const weightType = opts.weightType ?? 'stored';
+    const fileBytes = files.reduce((sum, f) => sum + statSync(f).size, 0);
+    const need = modelMemoryNeed({ config, weightType, fileBytes, gguf: files.some((f) => f.endsWith('.gguf')), half, kvCacheBytes: opts.kvCacheBytes ?? 0 });
+    checkFitsDevice(dirOrId, opts.device!, need, opts.deviceMemory, weightType);
+  }
   const residentKv = opts.residentKv ?? (opts.device ?? 'cpu').startsWith('webgpu');
   if (residentKv && attention !== 'gqa') throw new Error(`a resident KV cache needs GroupQueryAttention (attention "${attention}" asked)`);
   const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null, half, residentKv };

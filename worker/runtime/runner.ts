@@ -20,6 +20,8 @@ export type SequenceCache = SequenceKv | ResidentSequenceKv;
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
 import { formatDevice, parseDevice, type DeviceName } from '../../src/hardware/device-name.js';
 import { providerError } from './device-choice.js';
+import { deviceFaultOf, type DeviceFaultError } from './device-fault.js';
+import { injectedError } from '../fault-points.js';
 
 export interface ForwardItem {
   /** New tokens to append (a prompt chunk, or one token when decoding). */
@@ -217,9 +219,22 @@ export class ModelRunner {
     return result;
   }
 
+  /** Told of a device fault (the device lost or out of memory) before the failing step throws it. */
+  onDeviceFault: ((fault: DeviceFaultError) => void) | null = null;
+
   private async run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
     const t0 = performance.now();
-    const out = await this.session.run(feeds);
+    let out: ort.InferenceSession.ReturnType;
+    try {
+      const injected = injectedError('inference-run-error');
+      if (injected !== null) throw new Error(injected);
+      out = await this.session.run(feeds);
+    } catch (err) {
+      const fault = deviceFaultOf(err, this.device);
+      if (!fault) throw err;
+      this.onDeviceFault?.(fault);
+      throw fault;
+    }
     this.timing.ortMs += performance.now() - t0;
     return out;
   }
