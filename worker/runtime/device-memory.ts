@@ -36,6 +36,11 @@ export interface MemoryNeed {
 
 /** 4-bit blocks of 128 with a float scale (and zero point) per block: ~4.5 bits per weight. */
 const Q4_BYTES_PER_PARAM = 4.5 / 8;
+/**
+ * GGUF blocks as the graph holds them (gguf-repack.ts: 4-bit codes, a float32 scale per 32, offsets for K-quants)
+ * take 0.63–0.75 B/weight where a Q4_K file takes 0.56: up to 1.35× the file (docs/architecture.md, model weights).
+ */
+export const GGUF_GRAPH_BYTES_PER_FILE_BYTE = 1.35;
 
 export function modelMemoryNeed(m: ModelMemoryInput): MemoryNeed {
   const params = parameterCount(m.config);
@@ -45,7 +50,8 @@ export function modelMemoryNeed(m: ModelMemoryInput): MemoryNeed {
     // The embedding table stays float32 (a Gather); projections and the LM head go to 4 bits.
     const embedding = m.config.vocabSize * m.config.hiddenSize;
     weights = embedding * 4 + (params - embedding) * Q4_BYTES_PER_PARAM;
-  } else weights = m.gguf || m.half ? m.fileBytes : params * 4;
+  } else if (m.gguf) weights = m.fileBytes * GGUF_GRAPH_BYTES_PER_FILE_BYTE;
+  else weights = m.half ? m.fileBytes : params * 4;
   const weightsMiB = Math.ceil(weights / 2 ** 20);
   const kvCacheMiB = Math.ceil(m.kvCacheBytes / 2 ** 20);
   return { weightsMiB, kvCacheMiB, runtimeMiB: RUNTIME_OVERHEAD_MIB, totalMiB: weightsMiB + kvCacheMiB + RUNTIME_OVERHEAD_MIB };
