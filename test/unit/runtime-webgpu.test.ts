@@ -12,6 +12,7 @@ import { generateIds } from '../../worker/runtime/generate.js';
 import { ortDeviceProbes } from '../../worker/runtime/device-choice.js';
 import { placementLine, placementOf } from '../../worker/runtime/placement.js';
 import type { ResidentSequenceKv } from '../../worker/runtime/resident-kv.js';
+import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from '../../worker/runtime/lora.js';
 import { sharedPath } from '../helpers/shared.js';
 import { onnxCuda } from '../helpers/hardware.js';
 
@@ -53,8 +54,9 @@ describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU
   beforeAll(async () => {
     await importModel(home, sharedPath('models', 'stories260K', 'stories260K.gguf'), { id: 'karpathy/stories260K' });
     // The same graph form on both (GroupQueryAttention, what a GPU gets), so logits compare closely.
-    cpu = await loadModel('karpathy/stories260K', { home, maxContext: 128, attention: 'gqa' });
-    gpu = await loadModel('karpathy/stories260K', { home, maxContext: 128, device: 'webgpu:0', log: (l) => gpuLog.push(l) });
+    // With LoRA inputs, as the inference worker loads every model.
+    cpu = await loadModel('karpathy/stories260K', { home, maxContext: 128, attention: 'gqa', lora: true });
+    gpu = await loadModel('karpathy/stories260K', { home, maxContext: 128, device: 'webgpu:0', lora: true, log: (l) => gpuLog.push(l) });
   });
   afterAll(async () => {
     await cpu?.runner.release();
@@ -93,6 +95,21 @@ describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU
     expect(maxDiff).toBeLessThan(1e-3);
   });
 
+  it('serves a LoRA adapter beside the base model in one batch, as the CPU does', async () => {
+    const adapter = randomAdapter(gpu);
+    const run = async (m: LoadedModel) => {
+      const a = m.runner.newSequence(), b = m.runner.newSequence();
+      const out = await m.runner.forward([{ tokens: [1, 403, 407], kv: a, adapter }, { tokens: [1, 403, 407], kv: b }]);
+      const next = await m.runner.forward([{ tokens: [300], kv: a, adapter }, { tokens: [300], kv: b }]);
+      a.dispose();
+      b.dispose();
+      return [...out, ...next];
+    };
+    const [c, g] = [await run(cpu), await run(gpu)];
+    c.forEach((l, i) => expect(maxDiff(l, g[i]), `row ${i}`).toBeLessThan(1e-3));
+    expect(maxDiff(c[0], c[1])).toBeGreaterThan(1e-2); // the adapter changes the logits
+  });
+
   it('4-bit weights (MatMulNBits) run on the device and decode as the CPU does', async () => {
     const load = (device?: string) => loadModel('karpathy/stories260K', { home, maxContext: 64, attention: 'gqa', weightType: 'q4', device });
     const [c, g] = [await load(), await load('webgpu:0')];
@@ -124,6 +141,25 @@ describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU
     expect(await run(gpu)).toEqual(await run(cpu));
   });
 });
+
+function maxDiff(a: Float32Array, b: Float32Array): number {
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i] - b[i]));
+  return d;
+}
+
+/** A rank-4 adapter on every group, deterministic. */
+function randomAdapter(m: LoadedModel): LoraAdapter {
+  const dims = loraGroupDims(m.config, m.runner.attention);
+  const rank = 4;
+  let seed = 7;
+  const rand = (n: number) => Float32Array.from({ length: n }, () => ((seed = (seed * 16807) % 2147483647) / 2147483647 - 0.5) * 0.5);
+  const groups = Object.fromEntries(LORA_GROUPS.map((g) => {
+    const [inDim, outDim] = dims[g];
+    return [g, { rank, a: Array.from({ length: m.config.numLayers }, () => rand(inDim * rank)), b: Array.from({ length: m.config.numLayers }, () => rand(rank * outDim)) }];
+  })) as LoraAdapter['groups'];
+  return { name: 'random', groups };
+}
 
 function argmaxOf(a: Float32Array): number {
   let best = 0;
