@@ -1,4 +1,4 @@
-// Decode benchmark: `npm run bench:decode` (tsx scripts/bench-decode.ts [--models stories,s20,m120] [--attention gqa|standard] [--weights f32|q4] [--q4-block 128] [--threads N]).
+// Decode benchmark: `npm run bench:decode` (tsx scripts/bench-decode.ts [--models stories,s20,m120] [--attention gqa|standard] [--weights f32|q4] [--q4-block 128] [--threads N] [--device cpu|cuda:N|webgpu:0]).
 // For each model, in its own child process (so peak RSS is per model): load time, prefill tok/s
 // (S = 128, 512), single-stream decode tok/s from context 128 and 512 (median and best of 3), batch-8 decode tok/s, the
 // per-token time outside ORT, and peak RSS. Session: 2 intra-op threads, spinning off. Prints JSON.
@@ -50,11 +50,12 @@ async function decode(m: LoadedModel, ctx: number, steps: number, batch: number)
     seqs.forEach((s, j) => (s.last = argmax(logits[j])));
   }
   const wall = performance.now() - t0;
+  for (const s of seqs) s.kv.dispose(); // a resident cache's device buffers go at once
   const outside = (t.totalMs - before.totalMs) - (t.ortMs - before.ortMs);
   return { tokPerSec: (steps * batch) / (wall / 1000), overheadMs: outside / steps };
 }
 
-async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f32' | 'q4' = 'f32', threads = 2, q4Block = Q4_BLOCK): Promise<Record<string, unknown>> {
+async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f32' | 'q4' = 'f32', threads = 2, q4Block = Q4_BLOCK, device = 'cpu'): Promise<Record<string, unknown>> {
   const work = mkdtempSync(join(tmpdir(), 'hearth-bench-'));
   try {
     let dir: string;
@@ -68,13 +69,15 @@ async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f3
     }
     const probeBefore = speedProbe();
     const t0 = performance.now();
-    const m = await loadModel(dir, { maxContext: 1024, attention, intraOpThreads: threads, weightType, q4Block });
+    const m = await loadModel(dir, { maxContext: 1024, attention, intraOpThreads: threads, weightType, q4Block, device, log: (l) => process.stderr.write(`${l}\n`) });
     const loadMs = performance.now() - t0;
     await prefill(m, 16, 2); // warm-up
     const result: Record<string, unknown> = {
       model: spec,
       params: m.config.vocabSize * m.config.hiddenSize, // overwritten below
       attention: m.runner.attention,
+      device: m.runner.device,
+      kv_resident: m.runner.kvResident,
       weights: weightType,
       ...(weightType === 'q4' ? { q4_block: q4Block } : {}),
       threads,
@@ -117,12 +120,13 @@ async function main(argv: string[]): Promise<void> {
   const weights = (flag('weights') ?? 'f32') as 'f32' | 'q4';
   const threads = Number(flag('threads') ?? 2);
   const q4Block = Number(flag('q4-block') ?? Q4_BLOCK);
+  const device = flag('device') ?? 'cpu';
   const one = flag('one');
-  if (one) { process.stdout.write(JSON.stringify(await benchOne(one, attention, weights, threads, q4Block)) + '\n'); return; }
+  if (one) { process.stdout.write(JSON.stringify(await benchOne(one, attention, weights, threads, q4Block, device)) + '\n'); return; }
   const models = (flag('models') ?? 'stories,s20,m120').split(',');
   const results = [];
   for (const spec of models) {
-    const args = [fileURLToPath(import.meta.url), '--one', spec, '--weights', weights, '--threads', String(threads), '--q4-block', String(q4Block), ...(attention ? ['--attention', attention] : [])];
+    const args = [fileURLToPath(import.meta.url), '--one', spec, '--weights', weights, '--threads', String(threads), '--q4-block', String(q4Block), '--device', device, ...(attention ? ['--attention', attention] : [])];
     const child = spawnSync(process.execPath, ['--import', 'tsx', ...args], { encoding: 'utf8', maxBuffer: 1 << 24 });
     const line = child.stdout.trim().split('\n').pop() ?? '';
     try { results.push(JSON.parse(line)); } catch { results.push({ model: spec, error: (child.stderr || line).slice(-500) }); }

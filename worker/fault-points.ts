@@ -3,7 +3,7 @@
 // point by creating the file <dir>/<point>; a worker reaching an armed point writes <dir>/<point>.reached
 // (its pid) and waits there until the arm file is removed. Without HEARTH_FAULT_DIR (production), a point
 // costs one environment lookup.
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -19,6 +19,22 @@ export type FaultPoint =
   | 'inference-model-load'
   /** A training worker has announced its job's load (worker/training/worker-handler.ts); blocking, as above. */
   | 'training-model-load';
+
+/** Points that throw instead of waiting (injectedError): the arm file's text is the error message. */
+export type ErrorPoint =
+  /** An inference worker's next ONNX Runtime run fails with this message (a device fault's text, e.g. "CUDA out of memory"). */
+  'inference-run-error';
+
+/** The message of an armed error point, disarming it (it fires once), else null. Costs one environment lookup when unarmed. */
+export function injectedError(point: ErrorPoint): string | null {
+  const dir = process.env.HEARTH_FAULT_DIR;
+  if (!dir) return null;
+  const arm = join(dir, point);
+  if (!existsSync(arm)) return null;
+  const message = readFileSync(arm, 'utf8');
+  rmSync(arm, { force: true });
+  return message;
+}
 
 /** The arm file of `point` when the point is armed (after recording that it was reached), else null. */
 function reached(point: FaultPoint): string | null {

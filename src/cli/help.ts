@@ -17,7 +17,7 @@ Every setting is an environment variable: see docs/configuration.md.`,
   hearth keys revoke <prefix>            revoke a key at once
 
 Keys live in HEARTH_HOME's store; the entity defaults to HEARTH_ENTITY (local).`,
-  worker: `usage: hearth worker --kind inference|training [--device cpu|cuda:N] [--redis <url>] [--ipc]
+  worker: `usage: hearth worker --kind inference|training [--device cpu|cuda[:N]|webgpu[:N]|auto] [--redis <url>] [--ipc]
 
 Runs one worker for a Redis-backed installation (REDIS_URL or --redis): it takes inference requests or
 training jobs from the queues of HEARTH_QUEUE_PREFIX and reports back to the API. --ipc is how "hearth serve"
@@ -30,10 +30,10 @@ starts its embedded workers. Settings: docs/configuration.md (Queue and workers,
 
 Base models live under HEARTH_HOME/models; a running server sees imports and removals at once.`,
   generate: `usage: hearth generate --model <publisher/name | folder> --prompt <text> [--max-tokens N] [--temperature T]
-                       [--seed S] [--device cpu|cuda:N] [--weights f32|q4] [--json]
+                       [--seed S] [--device cpu|cuda[:N]|webgpu[:N]] [--weights f32|q4] [--json]
 
 Raw text generation with a local model (no chat template), without a server.`,
-  bench: `usage: hearth bench hardware --model <publisher/name> [--device cpu|cuda:N]
+  bench: `usage: hearth bench hardware --model <publisher/name> [--device cpu|cuda[:N]|webgpu[:N]]
 
 Measures the model on this device (128-token prefill, 32 decoded tokens) and prints the token prices the
 hardware endpoint would answer.`,

@@ -4,7 +4,7 @@ import { COMMAND_HELP, wantsHelp } from './help.js';
 const COMMANDS: Record<string, string> = {
   serve: 'run the HTTP service (embedded store and queue unless REDIS_URL is set)',
   keys: 'create, list and revoke API keys',
-  worker: 'run a worker: --kind inference|training --device cpu|cuda:N --redis <url>',
+  worker: 'run a worker: --kind inference|training --device cpu|cuda[:N]|webgpu[:N]|auto --redis <url>',
   models: 'import, list, remove and export base models',
   generate: 'raw text generation with a local model (no chat template)',
   bench: 'bench hardware --model <id>: measure a model on this device and print its prices',

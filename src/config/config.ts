@@ -1,5 +1,6 @@
 // Everything configurable, read once from the environment (documented in docs/configuration.md).
 import path from 'node:path';
+import { normalizeDeviceRequest } from '../hardware/device-name.js';
 
 export interface Config {
   host: string;
@@ -25,7 +26,7 @@ export interface Config {
    */
   loadTimeoutSec: number;
   logLevel: string;
-  /** Embedded mode: workers `hearth serve` starts, as kind:device pairs ("inference:cpu,training:cpu"). */
+  /** Embedded mode: workers `hearth serve` starts, as kind:device pairs ("inference:cpu,training:cpu"; devices as in src/hardware/device-name.ts, "auto" included). */
   workers: { kind: 'inference' | 'training'; device: string }[];
   /** Redis key prefix of this installation's queues and streams. */
   queuePrefix: string;
@@ -68,8 +69,11 @@ export function parseWorkers(spec: string): Config['workers'] {
     const kind = colon < 0 ? item : item.slice(0, colon);
     const device = colon < 0 ? 'cpu' : item.slice(colon + 1);
     if (kind !== 'inference' && kind !== 'training') throw new Error(`HEARTH_WORKERS: unknown worker kind "${kind}" in "${spec}" (use inference:cpu,training:cpu)`);
-    if (!/^(cpu|cuda:\d+)$/.test(device)) throw new Error(`HEARTH_WORKERS: unknown device "${device}" in "${spec}"`);
-    return { kind, device };
+    try {
+      return { kind, device: normalizeDeviceRequest(device) };
+    } catch (err) {
+      throw new Error(`HEARTH_WORKERS: ${(err as Error).message} in "${spec}"`);
+    }
   });
 }
 

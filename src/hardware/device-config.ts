@@ -36,6 +36,18 @@ export function workerDeviceName(gpu: GpuDevice): string {
   return `${gpu.vendor === 'nvidia' ? 'cuda' : 'rocm'}:${gpu.index}`;
 }
 
+/**
+ * The detected GPU a worker's device name computes on: cuda:N is NVIDIA GPU N, rocm:N AMD GPU N, and
+ * webgpu:N the N-th GPU of the report (the WebGPU provider takes the first adapter Dawn lists, which on a
+ * one-GPU host is that GPU; several GPUs are split one per container, see worker/runtime/device-choice.ts).
+ * undefined for cpu or a GPU the report does not list.
+ */
+export function gpuOfDevice(report: DeviceReport, device: string): GpuDevice | undefined {
+  const webgpu = /^webgpu:(\d+)$/.exec(device);
+  if (webgpu) return report.gpus[Number(webgpu[1])];
+  return report.gpus.find((g) => workerDeviceName(g) === device);
+}
+
 /** A device some worker is bound to: its host and its `--device` name ("cpu", "cuda:0", …). */
 export interface DeviceSlot {
   host: string;
@@ -58,8 +70,16 @@ function cpuConfig(cpu: CpuDevice, host: string): DeviceConfig {
  * runs on "cpu"); without it, every device of every report does.
  */
 export function deviceConfigs(reports: readonly DeviceReport[], serving?: readonly DeviceSlot[]): DeviceConfig[] {
-  const bound = serving && new Set(serving.map((s) => JSON.stringify([s.host, s.device])));
-  const counts = (host: string, device: string) => !bound || bound.has(JSON.stringify([host, device]));
+  // A slot counts for the GPU its device computes on (webgpu:0 and cuda:0 can both name one card).
+  const boundGpus = new Set<GpuDevice>();
+  const boundCpus = new Set<string>();
+  for (const slot of serving ?? []) {
+    if (slot.device === 'cpu') boundCpus.add(slot.host);
+    for (const report of reports) {
+      const gpu = report.host === slot.host ? gpuOfDevice(report, slot.device) : undefined;
+      if (gpu) boundGpus.add(gpu);
+    }
+  }
 
   const byKey = new Map<string, DeviceConfig>();
   const add = (config: DeviceConfig) => {
@@ -70,19 +90,19 @@ export function deviceConfigs(reports: readonly DeviceReport[], serving?: readon
     for (const h of config.hosts) if (!existing.hosts.includes(h)) existing.hosts.push(h);
   };
   for (const report of reports) {
-    for (const gpu of report.gpus) if (counts(report.host, workerDeviceName(gpu))) add(gpuConfig(gpu, report.host));
-    if (counts(report.host, 'cpu')) add(cpuConfig(report.cpu, report.host));
+    for (const gpu of report.gpus) if (!serving || boundGpus.has(gpu)) add(gpuConfig(gpu, report.host));
+    if (!serving || boundCpus.has(report.host)) add(cpuConfig(report.cpu, report.host));
   }
   return [...byKey.values()];
 }
 
 /**
  * The configuration key (calibration fingerprint) of the device a worker runs on, from its own
- * report: `deviceKeyOf(report, "cuda:0")`. Throws if the report has no such device.
+ * report: `deviceKeyOf(report, "cuda:0")` (or "webgpu:0", see gpuOfDevice). Throws if the report has no such device.
  */
 export function deviceKeyOf(report: DeviceReport, device: string): string {
   if (device === 'cpu') return cpuKey(report.cpu);
-  const gpu = report.gpus.find((g) => workerDeviceName(g) === device);
+  const gpu = gpuOfDevice(report, device);
   if (!gpu) throw new Error(`device ${device} is not among the detected devices (${report.gpus.map(workerDeviceName).join(', ') || 'no GPU'})`);
   return gpuKey(gpu);
 }

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { Architecture, ModelConfig, Weights } from '../../worker/runtime/model-config.js';
 import { buildDecoderGraph, type AttentionKind } from '../../worker/runtime/llama-graph.js';
 import { createSession, ModelRunner, PACK_MAX_CHUNK_TOKENS } from '../../worker/runtime/runner.js';
+import type { SequenceKv } from '../../worker/runtime/kv-cache.js';
 import { randomWeights, tinyConfig } from '../../src/models/tiny-model.js';
 import { referenceLogits } from './runtime-reference.js';
 import { logSumExp } from '../../worker/inference/sampler.js';
@@ -174,7 +175,7 @@ describe('decoder graph vs reference forward', () => {
     const m = model('llama');
     const r = await runner(m, 'gqa', 160);
     const seqs = [0, 1].map((b) => Array.from({ length: 40 + b }, (_, i) => (i * 17 + b * 5 + 3) % 300));
-    const kvs = seqs.map(() => r.newSequence());
+    const kvs = seqs.map(() => r.newSequence() as SequenceKv);
     for (const [b, p] of seqs.entries()) await r.forward([{ tokens: p, kv: kvs[b] }]);
     for (let step = 0; step < 12; step++) {
       await r.forward(kvs.map((kv, b) => ({ tokens: [(step * 3 + b) % 300], kv })));
@@ -183,7 +184,7 @@ describe('decoder graph vs reference forward', () => {
     const batch = kvs[0].batch!, P = batch.P;
     expect(P - kvs[1].length).toBeLessThan(PACK_MAX_CHUNK_TOKENS); // less room than a chunk: the old sizing resized here
     const chunk = Array.from({ length: PACK_MAX_CHUNK_TOKENS - 2 }, (_, i) => (i * 29 + 1) % 300);
-    const kvNew = r.newSequence();
+    const kvNew = r.newSequence() as SequenceKv;
     const packed = r.timing.packedCalls;
     const out = await r.forward([...kvs.map((kv) => ({ tokens: [7], kv })), { tokens: chunk, kv: kvNew }]);
     expect(r.timing.packedCalls - packed).toBe(1);
@@ -197,7 +198,7 @@ describe('decoder graph vs reference forward', () => {
   it('gqa: caches grow past their initial capacity, alone and in a batch', async () => {
     const m = model('llama');
     const r = await runner(m, 'gqa', 100); // capacities round up past the rotary table: must still work
-    const a = { tokens: [1, 2, 3], kv: r.newSequence() }, b = { tokens: [4], kv: r.newSequence() };
+    const a = { tokens: [1, 2, 3], kv: r.newSequence() as SequenceKv }, b = { tokens: [4], kv: r.newSequence() as SequenceKv };
     await r.forward([{ tokens: a.tokens, kv: a.kv }]);
     await r.forward([{ tokens: b.tokens, kv: b.kv }]);
     let out: Float32Array[] = [];

@@ -26,8 +26,9 @@ describe('fast fp16 detection', () => {
     expect(cpuinfoHasFastHalf(sapphire, 'ia32')).toBe(false);
   });
 
-  it('CUDA always, HEARTH_F16 overrides, anything else is refused', () => {
+  it('GPUs (CUDA, WebGPU) always, HEARTH_F16 overrides, anything else is refused', () => {
     expect(servesHalf('cuda:0', undefined)).toBe(true);
+    expect(servesHalf('webgpu:0', undefined)).toBe(true);
     expect(servesHalf('cuda:0', 'off')).toBe(false);
     expect(servesHalf('cpu', 'on')).toBe(true);
     expect(() => servesHalf('cpu', 'yes')).toThrow(/auto, on or off/);

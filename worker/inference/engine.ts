@@ -71,7 +71,7 @@ export type EngineEvent =
     }
   /** All choices ended. */
   | { type: 'done'; promptTokens: number; completionTokens: number }
-  | { type: 'error'; message: string };
+  | { type: 'error'; message: string; status?: number };
 
 export interface RequestHandle {
   cancel(): void;
@@ -246,7 +246,9 @@ export class Engine {
           await new Promise<void>((r) => setImmediate(r));
         }
       } catch (err) {
-        this.failAll(err instanceof Error ? err.message : String(err));
+        // An error that carries an HTTP status (a device fault: 503) keeps it; anything else is the server's (500).
+        const status = typeof (err as { status?: unknown })?.status === 'number' ? (err as { status: number }).status : undefined;
+        this.failAll(err instanceof Error ? err.message : String(err), status);
       } finally {
         this.loop = null;
       }
@@ -406,12 +408,12 @@ export class Engine {
     }
   }
 
-  private failAll(message: string): void {
+  private failAll(message: string, status?: number): void {
     const reqs = new Set([...this.streams.values()].map((s) => s.request));
     for (const req of reqs) {
       this.cancelRequest(req);
       try {
-        req.onEvent({ type: 'error', message });
+        req.onEvent({ type: 'error', message, ...(status !== undefined ? { status } : {}) });
       } catch {
         /* nothing left to tell */
       }

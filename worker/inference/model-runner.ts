@@ -10,11 +10,11 @@
 
 import type { LoadedModel } from '../runtime/load-model.js';
 import type { LoraAdapter } from '../runtime/lora.js';
-import type { SequenceKv } from '../runtime/kv-cache.js';
+import type { SequenceCache } from '../runtime/runner.js';
 import type { ChatMessage, ChatTemplatePort, ModelPort, ServableModel, StepItem, StepOutput, TokenizerPort, ToolDefinition } from './model-port.js';
 
 export class RuntimeModelPort implements ModelPort {
-  private readonly kv = new Map<number, SequenceKv>();
+  private readonly kv = new Map<number, SequenceCache>();
   /** Loaded LoRA adapters by folder, most recently used last (a small LRU: RL makes a new one per step). */
   private readonly adapters = new Map<string, LoraAdapter>();
   readonly vocabSize: number;

@@ -180,14 +180,14 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
   if (body.stream) {
     const stream = new ChatChunkStream(meta, tokenizer, { ...formatOpts, includeUsage: body.stream_options?.include_usage ?? false });
     return ctx.engine.submit(genReq, (e) => {
-      if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
+      if (e.type === 'error') return onEvent({ type: 'error', status: e.status ?? 500, message: e.message });
       for (const chunk of stream.onEvent(e)) onEvent({ type: 'chunk', data: ids(chunk) });
       if (e.type === 'done') onEvent({ type: 'end', usage: usageOf(e.promptTokens, e.completionTokens) });
     });
   }
   const finished: FinishedChoice[] = [];
   return ctx.engine.submit(genReq, (e) => {
-    if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
+    if (e.type === 'error') return onEvent({ type: 'error', status: e.status ?? 500, message: e.message });
     if (e.type === 'finished') finished.push(e);
     if (e.type === 'done') onEvent({ type: 'response', data: ids(buildChatCompletion(meta, finished, tokenizer, formatOpts)) });
   });
@@ -236,7 +236,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const handles: { cancel(): void }[] = [];
   const ids = tokenIdsAsAsked(body.return_token_ids);
   const onEngineEvent = (genReq: GenerateRequest, pi: number) => (e: EngineEvent) => {
-    if (e.type === 'error') return onEvent({ type: 'error', status: 500, message: e.message });
+    if (e.type === 'error') return onEvent({ type: 'error', status: e.status ?? 500, message: e.message });
     if (e.type === 'delta' && body.stream && (e.text || e.tokens.length)) {
       const index = pi * n + e.index;
       const lp = completionLogprobs(tokenizer, e.tokens, genReq.promptIds, topLogprobs);

@@ -15,6 +15,8 @@ import type { InferenceTask } from '../../src/queue/messages.js';
 import { deviceKeyOf } from '../../src/hardware/device-config.js';
 import { parseServedWeights } from '../../src/config/config.js';
 import { detectDevices } from '../../src/hardware/detect.js';
+import { gpuOfDevice } from '../../src/hardware/device-config.js';
+import type { DeviceMemory } from '../runtime/device-memory.js';
 import { calibrate } from './calibrate.js';
 import { CancelledError, TaskError, type Handlers, type InferenceContext } from '../handlers.js';
 import { faultPointBlocking } from '../fault-points.js';
@@ -52,7 +54,23 @@ function prefillChunkSetting(): number | 'auto' | undefined {
  * @param loads where model loads are announced: a load blocks this process's event loop (graph build, ORT session
  *   creation), so the API is told before it starts and waits HEARTH_LOAD_TIMEOUT instead of the heartbeat timeout.
  */
-export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
+/** Exit status of a worker whose device was lost (EX_TEMPFAIL): its supervisor starts a new one. */
+export const EXIT_DEVICE_LOST = 75;
+
+/** The detected GPU's memory for `device` (undefined on the CPU, or when detection does not list it). */
+async function deviceMemoryOf(device: string): Promise<DeviceMemory | undefined> {
+  if (device === 'cpu') return undefined;
+  const gpu = gpuOfDevice(await detectDevices(), device);
+  return gpu && { name: gpu.name, totalMiB: gpu.memoryMiB, freeMiB: gpu.memoryMiB - (gpu.memoryUsedMiB ?? 0) };
+}
+
+/**
+ * @param exit how the worker leaves for its supervisor when its device is lost (tests pass their own).
+ */
+export async function createHandlers(
+  device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log),
+  exit: (code: number) => void = (code) => process.exit(code),
+): Promise<Handlers> {
   const weightType = parseServedWeights(process.env.HEARTH_WEIGHTS); // checked when the worker starts, not at first use
   const models = new Map<string, Promise<ServedModel>>();
   const loadedEngines = new Set<ServedModel>();
@@ -64,8 +82,12 @@ export async function createHandlers(device: string, log: (m: string) => void, l
       const unpin = artifacts.pin(key); // a loaded model's files stay on this host (ORT may map them)
       served = loads.during(model.baseModel, async () => {
         faultPointBlocking('inference-model-load');
-        const loaded = await loadModel(key, { device, lora: true, weightType, maxContext: envNumber('HEARTH_MAX_CONTEXT'), intraOpThreads: envNumber('HEARTH_INTRA_OP_THREADS'), log });
         const kvMb = envNumber('HEARTH_KV_CACHE_MB') ?? 1024;
+        const loaded = await loadModel(key, {
+          device, lora: true, weightType, maxContext: envNumber('HEARTH_MAX_CONTEXT'), intraOpThreads: envNumber('HEARTH_INTRA_OP_THREADS'), log,
+          // On a GPU, a model that cannot fit in its free memory is refused here, with the numbers.
+          deviceMemory: await deviceMemoryOf(device), kvCacheBytes: kvMb * 2 ** 20,
+        });
         const hearth = createEngineFromRuntime(loaded, {
           kvCacheBytes: kvMb * 2 ** 20,
           maxNumSeqs: envNumber('HEARTH_MAX_NUM_SEQS'),
@@ -79,6 +101,19 @@ export async function createHandlers(device: string, log: (m: string) => void, l
         );
         const ready = { name: model.baseModel, loaded, hearth };
         loadedEngines.add(ready);
+        // A device fault fails the step's requests (503, naming the device: see device-fault.ts); then this model's
+        // session is dropped so the next request loads a new one, or, the device being lost, the worker exits.
+        loaded.runner.onDeviceFault = (fault) => {
+          if (models.get(key) !== served) return;
+          models.delete(key);
+          loadedEngines.delete(ready);
+          setImmediate(() => void loaded.runner.release().catch(() => {}));
+          if (fault.kind === 'lost') {
+            log(`${fault.message}: exiting (status ${EXIT_DEVICE_LOST}) for the supervisor to start a new worker`);
+            // Let the failed requests' answers leave first.
+            setTimeout(() => exit(EXIT_DEVICE_LOST), 500).unref();
+          } else log(`${fault.message}: the session of ${model.baseModel} is released; the next request loads it anew`);
+        };
         return ready;
       });
       models.set(key, served);

@@ -18,7 +18,9 @@ export function servesHalf(device: string, env = process.env.HEARTH_F16): boolea
   if (env === 'off') return false;
   if (env === 'on') return true;
   if (env !== undefined && env !== '' && env !== 'auto') throw new Error(`HEARTH_F16 must be auto, on or off, got "${env}"`);
-  if (device.startsWith('cuda')) return true;
+  // GPUs: CUDA has float16 kernels; WebGPU has them where the adapter offers shader-f16 (every current NVIDIA/AMD
+  // Vulkan driver; the load's placement line shows any float16 node that fell back to the CPU).
+  if (device.startsWith('cuda') || device.startsWith('webgpu')) return true;
   try {
     return cpuinfoHasFastHalf(readFileSync('/proc/cpuinfo', 'utf8'), process.arch);
   } catch {

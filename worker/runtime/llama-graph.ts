@@ -72,6 +72,13 @@ export interface GraphOptions {
    * memory and bytes per decode step; activations and the residual stream stay float32.
    */
   half?: boolean;
+  /**
+   * Device-resident KV cache (runner graphs on a GPU, GroupQueryAttention only): output GroupQueryAttention's
+   * whole present, `present.{i}.key|value` [rows, KV, present_sequence_length, hp], which the runner keeps in GPU
+   * memory and feeds back as the next step's past (resident-kv.ts), instead of the new positions for the host to
+   * append. No in-place decode or packed forms: they exist to spare host copies that a device cache never makes.
+   */
+  residentKv?: boolean;
   /** Write large initializers to this side file (ONNX external data) instead of into the graph. */
   external?: ExternalData;
   /** Rows of the rotary tables = longest supported context. */
@@ -83,8 +90,12 @@ export interface GraphOptions {
  * (on ~20M/~120M models it tied or beat opset-23 Attention, and the notes measured ~2× the standard
  * graph on ~120M); otherwise the opset-23 Attention graph,
  * 1.3–1.8× faster than the standard graph and zero-padded GQA on stories260K (head_dim 8).
+ * On a GPU always GroupQueryAttention: ORT's WebGPU provider has no kernel for the opset-23 Attention op (it
+ * ran on the CPU, with copies both ways every layer) nor for half of the standard graph's mask and shape ops,
+ * while GroupQueryAttention and every projection/norm ran on WebGPU (ORT 1.30, SwiftShader adapter, 2026-11-26).
  */
-export function defaultAttention(config: ModelConfig): AttentionKind {
+export function defaultAttention(config: ModelConfig, device = 'cpu'): AttentionKind {
+  if (device !== 'cpu') return 'gqa';
   return config.headDim % 16 === 0 ? 'gqa' : 'onnx23';
 }
 
@@ -190,6 +201,7 @@ export function buildDecoderGraph(config: ModelConfig, weights: Weights | Weight
   verifyWeights(config, weights);
   const source = isSource(weights) ? weights : weightsSource(weights);
   const hd = config.headDim;
+  if (opts.residentKv && (opts.attention !== 'gqa' || opts.forExport)) throw new Error('a resident KV cache needs the GroupQueryAttention runner graph');
   if (opts.attention === 'gqa' && hd % 16 !== 0 && config.qkNorm) throw new Error(`GroupQueryAttention needs head_dim % 16 == 0 with q/k norm (head_dim ${hd}); use the standard attention graph`);
   const root = new GraphBuilder();
   root.external = opts.external ?? null;
@@ -259,6 +271,7 @@ function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
       if (opts.forExport) out.push([`present.${i}.${kind}`, ['batch_size', config.numKvHeads, 'total_sequence_length', hp]]);
+      else if (opts.residentKv) out.push([`present.${i}.${kind}`, [rows, config.numKvHeads, 'present_sequence_length', hp]]);
       else out.push([`new_key_values.${i}.${kind}`, [rows, config.numKvHeads, 'new_positions', hp]]);
     }
   }
@@ -314,7 +327,7 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
 
   // Decoding rows (one new token each) take the 'decode' form, chosen per layer by an If on the input's
   // shapes (see decodeStepInPlace); prompt chunks and small decode steps take the graph's own form.
-  const inPlace = !opts.forExport && decodesInPlace(config, opts.attention);
+  const inPlace = !opts.forExport && !opts.residentKv && decodesInPlace(config, opts.attention);
   const shared = attentionShared(g, config, opts, { inputIds, mask, positionIds, cosTable, sinTable }, inPlace);
   const decodeForm = inPlace ? decodeFormCondition(g, inputIds) : null;
   // Mixed steps: rows with different numbers of new tokens, packed (same graphs as the decode form).
@@ -392,8 +405,8 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
     }
     const out: AttentionOutputs = {
       attn: g.fresh('attn'),
-      key: opts.forExport ? `present.${i}.key` : `new_key_values.${i}.key${suffix}`,
-      value: opts.forExport ? `present.${i}.value` : `new_key_values.${i}.value${suffix}`,
+      key: opts.forExport ? `present.${i}.key` : opts.residentKv ? `present.${i}.key${suffix}` : `new_key_values.${i}.key${suffix}`,
+      value: opts.forExport ? `present.${i}.value` : opts.residentKv ? `present.${i}.value${suffix}` : `new_key_values.${i}.value${suffix}`,
     };
     const layer = (sub: GraphBuilder, form: BodyForm, names: AttentionOutputs) => attention(sub, form, config, opts, shared, i, qkv, normWeight, names);
     if (!decodeForm) layer(g, opts.attention, out);
@@ -667,7 +680,7 @@ function attentionShared(
     const totalLen = g.op('Cast', [g.op('Squeeze', [width(mask), axis0])], { to: DataType.INT32 });
     // The runner graph returns only the new positions of each row's present keys/values: row b's
     // new tokens sit at present positions position_ids[b, :], so gather along that axis.
-    const newIndex = opts.forExport ? null : g.op('Expand', [g.op('Unsqueeze', [positionIds, g.int64s([1, 3])]), g.int64s([1, KV, 1, hp])]);
+    const newIndex = opts.forExport || opts.residentKv ? null : g.op('Expand', [g.op('Unsqueeze', [positionIds, g.int64s([1, 3])]), g.int64s([1, KV, 1, hp])]);
     shared.gqa = { seqlensK, totalLen, newIndex };
     return shared;
   }
@@ -729,15 +742,16 @@ function attention(
   };
 
   if (form === 'gqa') {
+    const fullPresent = opts.forExport || opts.residentKv;
     // Rotary inside GQA (do_rotary). onnxruntime-node cannot bind a JS buffer as an output (it
     // copies outputs back), so the runner graph keeps the present to itself and returns the new
     // positions, gathered out of it (2 nodes instead of rotary/split/reshape/transpose: 7).
     const parts = config.qkNorm ? qkvParts() : null;
     const [, presK, presV] = g.node('GroupQueryAttention',
       [parts?.q ?? qkv, parts?.k ?? '', parts?.v ?? '', pastK, pastV, shared.gqa!.seqlensK, shared.gqa!.totalLen, cosTable, sinTable, positionIds],
-      { outputs: [out.attn, opts.forExport ? out.key : g.fresh('present_k'), opts.forExport ? out.value : g.fresh('present_v')], domain: 'com.microsoft',
+      { outputs: [out.attn, fullPresent ? out.key : g.fresh('present_k'), fullPresent ? out.value : g.fresh('present_v')], domain: 'com.microsoft',
         attrs: { num_heads: H, kv_num_heads: KV, do_rotary: 1, rotary_interleaved: 0, scale: float(1 / Math.sqrt(hd)) } });
-    if (!opts.forExport) {
+    if (!fullPresent) {
       g.node('GatherElements', [presK, shared.gqa!.newIndex!], { outputs: [out.key], attrs: { axis: 2 } });
       g.node('GatherElements', [presV, shared.gqa!.newIndex!], { outputs: [out.value], attrs: { axis: 2 } });
     }

@@ -1,18 +1,23 @@
 // loadModel: a model folder (or a store id) → config, tokenizer, chat template and a ready runner.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ModelConfig } from './model-config.js';
 import { openModelWeights } from './hf-model.js';
-import { buildDecoderGraph, defaultAttention, type AttentionKind, type WeightType } from './llama-graph.js';
+import { buildDecoderGraph, cacheHeadDim, defaultAttention, type AttentionKind, type WeightType } from './llama-graph.js';
 import { cachedGraph, graphCacheKey } from './graph-cache.js';
-import { createSession, ModelRunner } from './runner.js';
+import { createSession, executionProvidersFor, ModelRunner } from './runner.js';
+import { KvOps } from './resident-kv.js';
+import { parseDevice } from '../../src/hardware/device-name.js';
 import { servesHalf } from './fast-half.js';
+import { checkFitsDevice, modelMemoryNeed, type DeviceMemory } from './device-memory.js';
+import { placementLine, placementOf, type Placement, type ProfileEvent } from './placement.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadLoraAdapter, type LoraAdapter } from './lora.js';
 import { chatTemplateFromConfig, type ChatMessage, type ChatTemplate, type RenderOptions } from './chat-template.js';
 
 export interface LoadOptions {
-  /** 'cpu' (default) or 'cuda:N' (falls back to CPU with a log line). */
+  /** 'cpu' (default), 'cuda:N' or 'webgpu:0' (a provider that does not load falls back to CPU with a log line). */
   device?: string;
   /** HEARTH_HOME for resolving store ids (default env HEARTH_HOME or ./.hearth). */
   home?: string;
@@ -30,6 +35,16 @@ export interface LoadOptions {
   lora?: boolean;
   /** Serve float16 weights at 16 bits (default: where the device has fast fp16 math, see fast-half.ts). */
   half?: boolean;
+  /**
+   * Keep the KV cache where the session computes between steps (resident-kv.ts; GroupQueryAttention graphs).
+   * Default: on webgpu:0, the only device onnxruntime-node can leave outputs on. On the CPU it runs the same
+   * logic over host tensors (for tests; the host cache is faster there).
+   */
+  residentKv?: boolean;
+  /** The GPU's memory (from detection): a model that would not fit in its free memory is refused before loading. */
+  deviceMemory?: DeviceMemory;
+  /** The KV cache budget the engine will use (counted against deviceMemory). */
+  kvCacheBytes?: number;
   log?: (line: string) => void;
 }
 
@@ -57,6 +72,8 @@ export interface LoadedModel {
   graphBuilt: boolean;
   /** Bytes of the built graph and its weights on disk. */
   graphBytes: number;
+  /** On a GPU: which provider ran each node of the warm-up step (see placement.ts); undefined on the CPU. */
+  placement?: Placement;
 }
 
 /**
@@ -102,21 +119,44 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
     opts.log?.(`${dirOrId}: context capped at the sliding window of ${config.slidingWindow} positions (full attention equals sliding-window attention up to there)`);
     maxPositions = config.slidingWindow;
   }
-  const attention = opts.attention ?? defaultAttention(config);
+  const attention = opts.attention ?? defaultAttention(config, opts.device ?? 'cpu');
   const half = opts.half ?? servesHalf(opts.device ?? 'cpu');
-  const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null, half };
+  if (opts.deviceMemory && (opts.device ?? 'cpu') !== 'cpu') {
+    const weightType = opts.weightType ?? 'stored';
+    const fileBytes = files.reduce((sum, f) => sum + statSync(f).size, 0);
+    const need = modelMemoryNeed({ config, weightType, fileBytes, gguf: files.some((f) => f.endsWith('.gguf')), half, kvCacheBytes: opts.kvCacheBytes ?? 0 });
+    checkFitsDevice(dirOrId, opts.device!, need, opts.deviceMemory, weightType);
+  }
+  const residentKv = opts.residentKv ?? (opts.device ?? 'cpu').startsWith('webgpu');
+  if (residentKv && attention !== 'gqa') throw new Error(`a resident KV cache needs GroupQueryAttention (attention "${attention}" asked)`);
+  const graphOptions = { attention, maxPositions, lora: opts.lora ?? false, weightType: opts.weightType ?? 'stored', q4Block: opts.q4Block ?? null, half, residentKv };
   const tGraph = performance.now();
   const graph = cachedGraph(dir, graphCacheKey(files, graphOptions), (external) =>
     buildDecoderGraph(config, source, { ...graphOptions, lora: opts.lora, q4Block: opts.q4Block, external }));
   const tSession = performance.now();
+  // On a GPU, the first run is profiled to say which nodes had no device kernel (unless the operator profiles).
+  const profileDir = (opts.device ?? 'cpu') !== 'cpu' && !process.env.HEARTH_ORT_PROFILE ? mkdtempSync(join(tmpdir(), 'hearth-placement-')) : undefined;
   let created;
   try {
-    created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log });
+    const deviceOutputs = residentKv ? Array.from({ length: 2 * config.numLayers }, (_, j) => `present.${j >> 1}.${j & 1 ? 'value' : 'key'}`) : undefined;
+    created = await createSession(graph.path, { device: opts.device, intraOpThreads: opts.intraOpThreads ?? defaultIntraOpThreads(config), log: opts.log, profileDir, deviceOutputs });
   } finally {
     if (process.env.HEARTH_GRAPH_CACHE === 'off') graph.discard();
   }
   const { session, device } = created;
-  const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false);
+  const kvOps = residentKv
+    ? await KvOps.create(config.numLayers, config.numKvHeads, cacheHeadDim(config, attention), executionProvidersFor(parseDevice(device)), device.startsWith('webgpu'))
+    : null;
+  const runner = new ModelRunner(session, config, attention, maxPositions, device, opts.lora ?? false, kvOps);
+  let placement: Placement | undefined;
+  if (profileDir) {
+    try {
+      placement = await warmUpAndPlace(runner, profileDir);
+      if (device !== 'cpu') opts.log?.(placementLine(device, placement));
+    } finally {
+      rmSync(profileDir, { recursive: true, force: true });
+    }
+  }
   return {
     id: dirOrId, dir, config, tokenizer, chatTemplate, generationConfig, runner,
     renderChat: (messages, o) => chatTemplate.render(messages, o),
@@ -129,5 +169,20 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
     sessionMs: performance.now() - tSession,
     graphBuilt: graph.built,
     graphBytes: graph.bytes,
+    placement,
   };
+}
+
+/**
+ * One single-token step (on a GPU it also compiles the first shaders), then the profile of it: which provider
+ * ran each node. Profiling stops at endProfiling, so later steps are not slowed by it.
+ */
+async function warmUpAndPlace(runner: ModelRunner, profileDir: string): Promise<Placement> {
+  const kv = runner.newSequence();
+  await runner.forward([{ tokens: [0], kv }]);
+  kv.dispose();
+  await runner.session.endProfiling();
+  const file = readdirSync(profileDir).find((f) => f.endsWith('.json'));
+  if (!file) throw new Error(`ONNX Runtime wrote no profile in ${profileDir}`);
+  return placementOf(JSON.parse(readFileSync(join(profileDir, file), 'utf8')) as ProfileEvent[]);
 }

@@ -8,17 +8,26 @@
 // which are appended in JS; the past is fed to ORT without copying. A batch's caches stay packed in
 // one [B, KV, P, hd] tensor per layer for as long as the same sequences are decoded together.
 import os from 'node:os';
+import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import type { ModelConfig } from './model-config.js';
 import { cacheHeadDim, decodeStepInPlace, decodesInPlace, type AttentionKind } from './llama-graph.js';
 import { BatchKv, KV_HEADROOM, SequenceKv } from './kv-cache.js';
+import { KvBlock, ResidentSequenceKv, type KvOps } from './resident-kv.js';
+
+/** A sequence's cache: in host memory (SequenceKv), or resident where the session computes (ResidentSequenceKv). */
+export type SequenceCache = SequenceKv | ResidentSequenceKv;
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
+import { formatDevice, parseDevice, type DeviceName } from '../../src/hardware/device-name.js';
+import { providerError } from './device-choice.js';
+import { deviceFaultOf, type DeviceFaultError } from './device-fault.js';
+import { injectedError } from '../fault-points.js';
 
 export interface ForwardItem {
   /** New tokens to append (a prompt chunk, or one token when decoding). */
   tokens: number[];
-  /** The sequence's cache; it is extended with the new tokens' keys/values. */
-  kv: SequenceKv;
+  /** The sequence's cache (from newSequence()); it is extended with the new tokens' keys/values. */
+  kv: SequenceCache;
   /** LoRA adapter for this sequence (runner loaded with `lora: true`); null/absent = base model. */
   adapter?: LoraAdapter | null;
 }
@@ -36,14 +45,32 @@ export interface ForwardRow {
 }
 
 export interface SessionSettings {
-  /** 'cpu' (default) or 'cuda:N'. */
+  /** 'cpu' (default), 'cuda:N' or 'webgpu:0' (see src/hardware/device-name.ts; 'auto' is resolved by the worker first). */
   device?: string;
   intraOpThreads?: number;
   /** Called with a human-readable line when something about the session is worth logging. */
   log?: (line: string) => void;
+  /** Profile the session's runs into this folder until endProfiling() (to read node placement; see placement.ts). */
+  profileDir?: string;
+  /**
+   * Outputs to leave in GPU memory (IO binding; a resident KV cache's present, see resident-kv.ts). Only the WebGPU
+   * provider can: onnxruntime-node binds device outputs to WebGPU buffers only, so CUDA outputs come to the host.
+   */
+  deviceOutputs?: string[];
 }
 
-/** A session over graph bytes, or over a graph file (whose external data ONNX Runtime reads beside it). */
+/** The execution providers for a device: the GPU's provider first, the CPU for the nodes it has no kernel for. */
+export function executionProvidersFor(device: DeviceName): ort.InferenceSession.ExecutionProviderConfig[] {
+  if (device.kind === 'cuda') return [{ name: 'cuda', deviceId: device.index } as ort.InferenceSession.ExecutionProviderConfig, 'cpu'];
+  if (device.kind === 'webgpu') return ['webgpu', 'cpu'];
+  return ['cpu'];
+}
+
+/**
+ * A session over graph bytes, or over a graph file (whose external data ONNX Runtime reads beside it).
+ * A GPU device whose provider does not load falls back to the CPU with a log line (the returned device says
+ * which was used); workers decide their device before loading (worker/runtime/device-choice.ts).
+ */
 export async function createSession(model: Uint8Array | string, settings: SessionSettings = {}): Promise<{ session: ort.InferenceSession; device: string }> {
   const create = (options: ort.InferenceSession.SessionOptions) =>
     typeof model === 'string' ? ort.InferenceSession.create(model, options) : ort.InferenceSession.create(model, options);
@@ -53,26 +80,29 @@ export async function createSession(model: Uint8Array | string, settings: Sessio
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
-    logSeverityLevel: 3, // errors only
+    logSeverityLevel: Number(process.env.HEARTH_ORT_LOG_SEVERITY ?? 3) as 0 | 1 | 2 | 3 | 4, // errors only
     // Spin-waiting threads fight neighbours on small machines; the notes measured 3-5x slowdowns.
     // A host that only serves (no training worker beside it) may turn it on: HEARTH_ORT_SPIN=1.
     extra: { session: { intra_op: { allow_spinning: process.env.HEARTH_ORT_SPIN === '1' ? '1' : '0' } } },
     // Developer tool: ORT's per-node timing profile (JSON) written under this path prefix at endProfiling().
     ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
+    ...(settings.profileDir ? { enableProfiling: true, profileFilePrefix: join(settings.profileDir, 'placement') } : {}),
   };
-  const device = settings.device ?? 'cpu';
-  const cuda = /^cuda(?::(\d+))?$/.exec(device);
-  if (cuda) {
+  const device = parseDevice(settings.device ?? 'cpu');
+  const name = formatDevice(device);
+  if (device.kind !== 'cpu') {
     try {
+      if (device.kind === 'webgpu' && device.index !== 0) throw new Error('only webgpu:0 can be selected (ONNX Runtime picks the first adapter)');
+      const onDevice = device.kind === 'webgpu' && settings.deviceOutputs?.length;
       const session = await create({
-        ...base, executionProviders: [{ name: 'cuda', deviceId: Number(cuda[1] ?? 0) } as ort.InferenceSession.ExecutionProviderConfig, 'cpu'],
+        ...base, executionProviders: executionProvidersFor(device),
+        ...(onDevice ? { preferredOutputLocation: Object.fromEntries(settings.deviceOutputs!.map((o) => [o, 'gpu-buffer' as const])) } : {}),
       });
-      return { session, device };
+      return { session, device: name };
     } catch (err) {
-      settings.log?.(`CUDA execution provider unavailable for ${device} (${(err as Error).message.split('\n')[0]}); using CPU`);
+      const provider = device.kind === 'cuda' ? 'CUDA' : 'WebGPU';
+      settings.log?.(`${provider} execution provider unavailable for ${name} (${providerError(err)}); using CPU`);
     }
-  } else if (device !== 'cpu') {
-    throw new Error(`unknown device "${device}" (use cpu or cuda:N)`);
   }
   const session = await create({ ...base, executionProviders: ['cpu'] });
   return { session, device: 'cpu' };
@@ -113,15 +143,23 @@ export class ModelRunner {
     readonly device: string,
     /** The graph takes per-row LoRA inputs (see lora.ts). */
     readonly lora = false,
+    /** The graph was built with residentKv and the session leaves its present outputs on the device (resident-kv.ts). */
+    private readonly residentKv: KvOps | null = null,
   ) {
     this.vocab = config.vocabSize;
     this.cacheHeadDim = cacheHeadDim(config, attention);
-    this.decodesInPlace = decodesInPlace(config, attention);
+    this.decodesInPlace = !residentKv && decodesInPlace(config, attention);
     this.packsRows = this.decodesInPlace;
   }
 
+  /** Whether caches stay where the session computes (GPU memory on webgpu:0) between steps. */
+  get kvResident(): boolean {
+    return this.residentKv !== null;
+  }
+
   /** A fresh, empty cache for one sequence. */
-  newSequence(): SequenceKv {
+  newSequence(): SequenceCache {
+    if (this.residentKv) return new ResidentSequenceKv();
     return new SequenceKv(this.config.numLayers, this.config.numKvHeads, this.cacheHeadDim);
   }
 
@@ -169,6 +207,7 @@ export class ModelRunner {
         return out;
       }
     }
+    if (this.residentKv) return this.timed(() => this.forwardResident(items, opts));
     return this.timed(() => (items.length === 1 ? this.forwardOne(items[0], opts) : this.forwardBatch(items, opts, false)));
   }
 
@@ -180,15 +219,28 @@ export class ModelRunner {
     return result;
   }
 
+  /** Told of a device fault (the device lost or out of memory) before the failing step throws it. */
+  onDeviceFault: ((fault: DeviceFaultError) => void) | null = null;
+
   private async run(feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.ReturnType> {
     const t0 = performance.now();
-    const out = await this.session.run(feeds);
+    let out: ort.InferenceSession.ReturnType;
+    try {
+      const injected = injectedError('inference-run-error');
+      if (injected !== null) throw new Error(injected);
+      out = await this.session.run(feeds);
+    } catch (err) {
+      const fault = deviceFaultOf(err, this.device);
+      if (!fault) throw err;
+      this.onDeviceFault?.(fault);
+      throw fault;
+    }
     this.timing.ortMs += performance.now() - t0;
     return out;
   }
 
   private async forwardOne(item: ForwardItem, opts: ForwardOptions): Promise<ForwardRow[]> {
-    const kv = item.kv;
+    const kv = item.kv as SequenceKv;
     kv.batch?.detach(kv); // a sequence leaving a batch takes its row with it
     const S = item.tokens.length, L = kv.length, P = kv.capacity;
     const logits = await this.runPadded([item], [L], P, (i, kind) => (kind === 'key' ? kv.keys[i] : kv.values[i]), opts, false, (newK, newV) => {
@@ -201,9 +253,9 @@ export class ModelRunner {
     const S = Math.max(...items.map((it) => it.tokens.length));
     // Rows hold what each row will have after this run: a prompt chunk's row is short, so sizing every row
     // by the longest cache plus the longest chunk resized the whole batch back and forth on mixed steps.
-    const batch = this.batchFor(items.map((it) => it.kv), Math.max(...items.map((it) => it.kv.length + it.tokens.length)));
+    const batch = this.batchFor(items.map((it) => it.kv as SequenceKv), Math.max(...items.map((it) => it.kv.length + it.tokens.length)));
     // The run takes rows in the batch's order; results go back in the caller's.
-    const index = new Map(items.map((it, i) => [it.kv, i]));
+    const index = new Map(items.map((it, i) => [it.kv as SequenceKv, i]));
     const order = batch.rows.map((s) => index.get(s)!);
     const rows = order.map((i) => items[i]);
     const lengths = rows.map((it) => it.kv.length);
@@ -254,6 +306,25 @@ export class ModelRunner {
     const { numLayers, numKvHeads: KV } = this.config;
     const hd = this.cacheHeadDim;
     const B = items.length;
+    const { feeds, counts, S } = this.tokenFeeds(items, lengths, P, opts, packed);
+    for (let i = 0; i < numLayers; i++) {
+      feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', past(i, 'key').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
+      feeds[`past_key_values.${i}.value`] = new ort.Tensor('float32', past(i, 'value').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
+    }
+    const out = await this.run(feeds);
+    store(
+      Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.key`].data as Float32Array),
+      Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.value`].data as Float32Array),
+    );
+    return this.logitRows(out, items, counts, S, opts);
+  }
+
+  /**
+   * The token inputs of one run over right-padded caches of P positions (see runPadded): ids, mask, positions,
+   * logits to keep and the LoRA inputs; the caller adds the past.
+   */
+  private tokenFeeds(items: ForwardItem[], lengths: number[], P: number, opts: ForwardOptions, packed: boolean): { feeds: Record<string, ort.Tensor>; counts: number[]; S: number } {
+    const B = items.length;
     const counts = items.map((it) => it.tokens.length);
     const S = Math.max(...counts);
     // Mask width. Explicit-mask graphs: P cache slots, then the S new positions. GroupQueryAttention
@@ -286,15 +357,12 @@ export class ModelRunner {
       num_logits_to_keep: new ort.Tensor('int64', BigInt64Array.of(opts.allLogits ? BigInt(S) : 1n), [1]),
       ...this.loraFeeds(packed ? [items[0]] : items),
     };
-    for (let i = 0; i < numLayers; i++) {
-      feeds[`past_key_values.${i}.key`] = new ort.Tensor('float32', past(i, 'key').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
-      feeds[`past_key_values.${i}.value`] = new ort.Tensor('float32', past(i, 'value').subarray(0, B * KV * P * hd), [B, KV, P, hd]);
-    }
-    const out = await this.run(feeds);
-    store(
-      Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.key`].data as Float32Array),
-      Array.from({ length: numLayers }, (_, i) => out[`new_key_values.${i}.value`].data as Float32Array),
-    );
+    return { feeds, counts, S };
+  }
+
+  /** Each row's logits (views into the run's output) and log Σ exp. */
+  private logitRows(out: ort.InferenceSession.ReturnType, items: ForwardItem[], counts: number[], S: number, opts: ForwardOptions): ForwardRow[] {
+    const B = items.length;
     const logits = out.logits.data as Float32Array;
     const rows = out.logits.dims[1];
     const lse = out.logits_lse && !opts.allLogits ? (out.logits_lse.data as Float32Array) : null;
@@ -306,6 +374,31 @@ export class ModelRunner {
       // Views, not copies: the output buffer is fresh per run and the sampler never writes to logits.
       return { logits: logits.subarray((b * rows + rows - n) * V, (b * rows + rows) * V), logSumExp: logSumExp(b) };
     });
+  }
+
+  /**
+   * One run with the cache resident on the device (resident-kv.ts): the rows' past is the block they form
+   * (or one gathered on the device), and the run's present outputs, left on the device, become their block.
+   */
+  private async forwardResident(items: ForwardItem[], opts: ForwardOptions): Promise<ForwardRow[]> {
+    const ops = this.residentKv!;
+    const seqs = items.map((it) => it.kv as ResidentSequenceKv);
+    if (new Set(seqs).size !== seqs.length) throw new Error('forward: a sequence appears twice in one batch');
+    const lengths = seqs.map((s) => s.length);
+    const past = await ops.assemble(seqs, 1);
+    const { feeds, counts, S } = this.tokenFeeds(items, lengths, past.positions, opts, false);
+    for (let i = 0; i < this.config.numLayers; i++) {
+      feeds[`past_key_values.${i}.key`] = past.tensors[2 * i];
+      feeds[`past_key_values.${i}.value`] = past.tensors[2 * i + 1];
+    }
+    const out = await this.run(feeds);
+    const present = new KvBlock(Array.from({ length: 2 * this.config.numLayers }, (_, j) => out[`present.${j >> 1}.${j & 1 ? 'value' : 'key'}`]));
+    seqs.forEach((s, b) => {
+      s.moveTo(present, b);
+      s.length += counts[b];
+    });
+    past.disposeIfUnused();
+    return this.logitRows(out, items, counts, S, opts);
   }
 
   private loraCache: { adapters: (LoraAdapter | null)[]; feeds: Record<string, ort.Tensor> } | null = null;
@@ -351,6 +444,7 @@ export class ModelRunner {
 
   async release(): Promise<void> {
     await this.session.release();
+    await this.residentKv?.release();
   }
 }
 

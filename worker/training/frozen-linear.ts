@@ -11,6 +11,19 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { floats, newOutput } from './heap-views.js';
 import { floatTensor, matMulGraph } from './ort-compute.js';
+import type { DeviceFrozenProducts } from './device-products.js';
+
+/**
+ * Where the frozen products run: null = ONNX Runtime on the CPU (MLAS, weights read from JS memory in place);
+ * set by the training worker for a GPU device (device-products.ts: weights resident in GPU memory).
+ */
+let deviceProducts: DeviceFrozenProducts | null = null;
+export function setFrozenProductsDevice(products: DeviceFrozenProducts | null): void {
+  deviceProducts = products;
+}
+export function frozenProductsDevice(): DeviceFrozenProducts | null {
+  return deviceProducts;
+}
 
 /** A frozen 2-D weight in the Hugging Face layout: `rows` x `cols` = [out, in] (or [vocab, d]). */
 export interface FrozenMatrix {
@@ -30,7 +43,8 @@ export function frozenLinear(x: tf.Tensor2D, w: FrozenMatrix): tf.Tensor2D {
     if (n > 0) {
       // The output's view first: its allocation may grow the heap and detach older views.
       const y = out.fill();
-      matMulGraph(false, true, flops).run(
+      if (deviceProducts) deviceProducts.forward(floats(input), n, w, y);
+      else matMulGraph(false, true, flops).run(
         { A: floatTensor(floats(input), [1, n, inDim]), B: floatTensor(w.data, [1, w.rows, w.cols]) },
         { Y: floatTensor(y, [1, n, w.rows]) },
       );
@@ -41,7 +55,8 @@ export function frozenLinear(x: tf.Tensor2D, w: FrozenMatrix): tf.Tensor2D {
         const dxOut = newOutput([n, inDim]);
         if (n > 0) {
           const dx = dxOut.fill();
-          matMulGraph(false, false, flops).run(
+          if (deviceProducts) deviceProducts.backward(floats(dy), n, w, dx);
+          else matMulGraph(false, false, flops).run(
             { A: floatTensor(floats(dy), [1, n, w.rows]), B: floatTensor(w.data, [1, w.rows, w.cols]) },
             { Y: floatTensor(dx, [1, n, inDim]) },
           );

@@ -11,7 +11,7 @@
 // A frozen head may also be a FrozenMatrix outside the wasm heap (frozen-linear.ts): it is read in
 // place the same way.
 import * as tf from '@tensorflow/tfjs-core';
-import type { FrozenMatrix } from './frozen-linear.js';
+import { frozenProductsDevice, type FrozenMatrix } from './frozen-linear.js';
 import { floats, newOutput } from './heap-views.js';
 import { floatTensor, headBackwardGraph, headForwardGraph } from './ort-compute.js';
 
@@ -34,13 +34,15 @@ interface ForwardResult {
   entropy: Float32Array | null;
 }
 
-function forward(h: Float32Array, w: Float32Array, n: number, d: number, vocab: number, targets: Int32Array, withEntropy: boolean): ForwardResult {
+function forward(h: Float32Array, w: Float32Array, n: number, d: number, vocab: number, targets: Int32Array, withEntropy: boolean, onDevice: FrozenMatrix | null): ForwardResult {
   const parts = chunks(vocab);
   const chunkLse = new Float32Array(parts.length * n);
   const chunkE = withEntropy ? new Float32Array(parts.length * n) : null;
   const graph = headForwardGraph(withEntropy);
   const hT = floatTensor(h, [n, d]);
+  const device = onDevice ? frozenProductsDevice() : null;
   parts.forEach(([start, end], c) => {
+    if (device) return device.headForward(onDevice!, start, end, h, n, chunkLse.subarray(c * n, (c + 1) * n), chunkE?.subarray(c * n, (c + 1) * n) ?? null);
     const outputs = { LSE: floatTensor(chunkLse.subarray(c * n, (c + 1) * n), [n, 1]) };
     if (chunkE) Object.assign(outputs, { E: floatTensor(chunkE.subarray(c * n, (c + 1) * n), [n, 1]) });
     graph.run({ H: hT, W: floatTensor(w.subarray(start * d, end * d), [end - start, d]) }, outputs);
@@ -94,7 +96,9 @@ export function headTokenLogprobs(
   const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
     const h = args[0] as tf.Tensor2D;
     const save = args[args.length - 1] as tf.GradSaveFunc;
-    const { logprobs, lse, entropy } = forward(floats(h), headValues(), n, d, vocab, targets, onEntropy !== undefined);
+    // A frozen head outside the heap runs on the training device, when the worker has one (device-products.ts).
+    const onDevice = external && frozenProductsDevice() ? (head as FrozenMatrix) : null;
+    const { logprobs, lse, entropy } = forward(floats(h), headValues(), n, d, vocab, targets, onEntropy !== undefined, onDevice);
     if (onEntropy && entropy) onEntropy(entropy);
     save([h]);
     return {
@@ -113,7 +117,13 @@ export function headTokenLogprobs(
         const chunkDh = new Float32Array(n * d);
         const graph = headBackwardGraph(dw !== null);
         const feeds = { H: floatTensor(hv, [n, d]), LSE: floatTensor(lse, [n, 1]), NDY: floatTensor(negDy, [n, 1]) };
+        const device = onDevice ? frozenProductsDevice() : null;
         for (const [start, end] of chunks(vocab)) {
+          if (device) {
+            device.headBackward(onDevice!, start, end, hv, n, lse, negDy, chunkDh);
+            for (let j = 0; j < chunkDh.length; j++) dh[j] += chunkDh[j];
+            continue;
+          }
           const outputs = { DH: floatTensor(chunkDh, [n, d]) };
           if (dw) Object.assign(outputs, { DW: floatTensor(dw.subarray(start * d, end * d), [end - start, d]) });
           graph.run({ ...feeds, W: floatTensor(wv.subarray(start * d, end * d), [end - start, d]) }, outputs);

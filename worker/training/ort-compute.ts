@@ -40,9 +40,12 @@ export function trainingThreads(): number {
 export class ComputeGraph {
   private constructor(private readonly session: NativeSession) {}
 
-  static load(model: Uint8Array, threads = trainingThreads()): ComputeGraph {
+  /** `providers`: where it runs (default the CPU; device-products.ts puts frozen weights on a GPU). */
+  static load(model: Uint8Array, threads = trainingThreads(), providers: ort.InferenceSession.ExecutionProviderConfig[] = ['cpu']): ComputeGraph {
     const session = new (binding().binding.InferenceSession)();
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
+      executionProviders: providers,
+      logSeverityLevel: 3,
       intraOpNumThreads: threads,
       interOpNumThreads: 1,
       executionMode: 'sequential',

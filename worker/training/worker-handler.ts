@@ -1,6 +1,10 @@
 // The training worker's task handler (loaded by worker/default-handlers.ts): a queued RL or SFT job becomes
 // a TrainingJobSpec for runTrainingJob, its events go to the API in order, and the finished checkpoint
 // folder is reported before the host sends `training_ended` (ART reads the new step right after it).
+import { DeviceFrozenProducts } from './device-products.js';
+import { setFrozenProductsDevice } from './frozen-linear.js';
+import { executionProvidersFor } from '../runtime/runner.js';
+import { parseDevice } from '../../src/hardware/device-name.js';
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers } from '../handlers.js';
 import { faultPointBlocking } from '../fault-points.js';
@@ -70,9 +74,13 @@ export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts
 }
 
 export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
-  // The backend module tries tfjs-node-gpu, then tfjs-node, then wasm, and says in one log line what it
-  // chose and why; a cuda worker without tfjs-node-gpu thus trains on the CPU instead of failing.
-  if (device.startsWith('cuda')) log(`training on ${device} needs @tensorflow/tfjs-node-gpu (see docs/gpu.md); otherwise the CPU is used`);
+  // On a GPU, the frozen base's products (forward and dx, most of a LoRA step's FLOPs) run on the device with
+  // the base weights resident there (device-products.ts); LoRA, norms, attention and the optimizer stay on the
+  // TF.js backend, which says in one log line what it chose (tfjs-node-gpu stays optional, not the GPU path).
+  if (device !== 'cpu') {
+    setFrozenProductsDevice(new DeviceFrozenProducts(device, executionProvidersFor(parseDevice(device))));
+    log(`training on ${device}: frozen base products on the device (weights resident in GPU memory); LoRA, norms and optimizer on the TF.js backend`);
+  }
   return {
     async training(apiTask, ctx) {
       const task = await localizeTask(apiTask, artifacts);

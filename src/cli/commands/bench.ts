@@ -1,16 +1,16 @@
-// hearth bench hardware --model <id> [--device cpu|cuda:N]
+// hearth bench hardware --model <id> [--device cpu|cuda[:N]|webgpu[:N]]
 // The calibration run the hardware endpoint uses, run here in the foreground: load the model on the device,
 // measure prefill and decode tokens/s, and print them with the prices they give (JSON).
 import { loadConfig } from '../../config/config.js';
 import { parseArgs, stringFlag } from '../args.js';
 import { detectDevices } from '../../hardware/detect.js';
-import { deviceKeyOf, workerDeviceName } from '../../hardware/device-config.js';
+import { deviceKeyOf, gpuOfDevice } from '../../hardware/device-config.js';
 import { loadCosts } from '../../hardware/costs.js';
 import { hardwareOptions } from '../../hardware/pricing.js';
 import { RUNTIME_BYTES_PER_PARAM } from '../../hardware/catalogue.js';
 import { getModel } from '../../models/model-store.js';
 
-const USAGE = 'usage: hearth bench hardware --model <publisher/name> [--device cpu|cuda:N]';
+const USAGE = 'usage: hearth bench hardware --model <publisher/name> [--device cpu|cuda[:N]|webgpu[:N]]';
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
@@ -42,7 +42,7 @@ export async function run(argv: string[]): Promise<number> {
     serving: [{ host: report.host, device: loaded.runner.device }],
     model: { id: modelId, paramCount: manifest.parameters, bytesPerParam: RUNTIME_BYTES_PER_PARAM },
     throughput: (key) => (key === deviceKey ? { prefillTps: measured.prefillTps, decodeTps: measured.decodeTps } : undefined),
-    vendor: report.gpus.find((g) => workerDeviceName(g) === loaded.runner.device)?.vendor ?? 'cpu',
+    vendor: gpuOfDevice(report, loaded.runner.device)?.vendor ?? 'cpu',
     costs: loadCosts(),
   });
   const round = (x: number) => Math.round(x * 10) / 10;

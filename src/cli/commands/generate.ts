@@ -4,7 +4,7 @@ import { loadModel } from '../../../worker/runtime/load-model.js';
 import { generateText } from '../../../worker/runtime/generate.js';
 import { parseArgs } from './models.js';
 
-const USAGE = 'usage: hearth generate --model <publisher/name | folder> --prompt <text> [--max-tokens N] [--temperature T] [--seed S] [--device cpu|cuda:N] [--weights stored|f32|q4] [--json]';
+const USAGE = 'usage: hearth generate --model <publisher/name | folder> --prompt <text> [--max-tokens N] [--temperature T] [--seed S] [--device cpu|cuda[:N]|webgpu[:N]] [--weights stored|f32|q4] [--json]';
 
 function numberFlag(v: string | true | undefined, name: string, fallback: number): number {
   if (v === undefined) return fallback;

@@ -1,4 +1,4 @@
-// hearth worker --kind inference|training [--device cpu|cuda:N] [--redis <url>] [--ipc]
+// hearth worker --kind inference|training [--device cpu|cuda[:N]|webgpu[:N]|auto] [--redis <url>] [--ipc]
 // One worker per device and kind. With --redis it pulls jobs from BullMQ (any host); with --ipc it was
 // started by `hearth serve` (embedded queue). The worker code is the same either way.
 import { parseArgs, stringFlag } from '../args.js';
@@ -9,8 +9,16 @@ import { ModelLoads } from '../../../worker/model-loads.js';
 import { ipcSend, serveOverIpc } from '../../../worker/transport-ipc.js';
 import { detectDevices } from '../../hardware/detect.js';
 import type { WorkerKind } from '../../queue/port.js';
+import { normalizeDeviceRequest } from '../../hardware/device-name.js';
+import { chooseDevice, ortDeviceProbes, type DeviceProbes } from '../../../worker/runtime/device-choice.js';
 
-const USAGE = 'usage: hearth worker --kind inference|training [--device cpu|cuda:N] [--redis <url>] [--ipc]';
+/** `--device cpu` needs no probe (and loads no ONNX Runtime before the handlers do). */
+const cpuOnlyProbes: DeviceProbes = {
+  cuda: async () => 'not probed',
+  webgpu: async () => 'not probed',
+};
+
+const USAGE = 'usage: hearth worker --kind inference|training [--device cpu|cuda[:N]|webgpu[:N]|auto] [--redis <url>] [--ipc]';
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, ['ipc']);
@@ -19,12 +27,32 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const device = stringFlag(args, 'device') ?? 'cpu';
-  if (!/^(cpu|cuda:\d+)$/.test(device)) {
-    process.stderr.write(`hearth worker: --device must be cpu or cuda:N, got "${device}"\n`);
+  const requested = stringFlag(args, 'device') ?? 'cpu';
+  try {
+    normalizeDeviceRequest(requested);
+  } catch (err) {
+    process.stderr.write(`hearth worker: --device: ${(err as Error).message}\n`);
     return 2;
   }
   const redisUrl = stringFlag(args, 'redis') ?? (args.flags.ipc ? undefined : process.env.REDIS_URL);
+  const early = (m: string) => process.stderr.write(`[worker ${kind} ${requested}] ${m}\n`);
+
+  // Detect devices before anything else: the device choice names the GPU it found, and the first heartbeat
+  // carries the report, so the API always knows what this worker runs on.
+  const devices = await detectDevices().catch((err: Error) => {
+    early(`device detection failed: ${err.message}`);
+    return undefined;
+  });
+  // The device actually used, decided once: it names the worker, its heartbeats and the hardware it is priced as.
+  let device: string;
+  try {
+    const choice = await chooseDevice(requested, requested === 'cpu' ? cpuOnlyProbes : ortDeviceProbes(), devices?.gpus ?? []);
+    device = choice.device;
+    early(choice.line);
+  } catch (err) {
+    process.stderr.write(`hearth worker: ${(err as Error).message}\n`);
+    return 2;
+  }
   const log = (m: string) => process.stderr.write(`[worker ${kind} ${device}] ${m}\n`);
   const identity = newWorkerIdentity(kind, device);
 
@@ -36,11 +64,6 @@ export async function run(argv: string[]): Promise<number> {
     ? await (await import(handlersModule)).createHandlers(device, log, loads)
     : await createDefaultHandlers(kind, device, log, loads);
 
-  // Detect devices before the first heartbeat, so the API always knows what this worker runs on.
-  const devices = await detectDevices().catch((err: Error) => {
-    log(`device detection failed: ${err.message}`);
-    return undefined;
-  });
   let host!: WorkerHost;
   const heartbeatMs = Number(process.env.HEARTH_HEARTBEAT_INTERVAL_MS || 1000);
   let stopping = false;
