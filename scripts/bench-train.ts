@@ -3,6 +3,7 @@
 //
 //   npx tsx scripts/bench-train.ts [--phases gemm,sft_full,sft_lora,rl_step,qwen05b_lora]
 //        [--steps 3] [--steps-05b 2] [--length-05b 512] [--threads <cores>] [--repeat 1] [--no-torch] [--reference]
+//        [--device cpu|cuda:N|webgpu:0]   (a GPU: the frozen base's products on it, as a training worker does)
 //
 // --reference also runs Hearth's reference path (HEARTH_TRAIN_GEMM=xnnpack: the wasm backend's own
 // GEMMs and the unfused LM head, what the trainer ran before the ONNX Runtime path) in each round.
@@ -30,6 +31,10 @@ import { initTrainingBackend } from '../worker/training/backend.js';
 import type { TrainSequence } from '../worker/training/data.js';
 import { runRl, runSft, type TrainingEvent } from '../worker/training/loop.js';
 import { setOnnxRuntimeCompute } from '../worker/training/ort-kernels.js';
+import { DeviceFrozenProducts } from '../worker/training/device-products.js';
+import { setFrozenProductsDevice } from '../worker/training/frozen-linear.js';
+import { executionProvidersFor } from '../worker/runtime/runner.js';
+import { parseDevice } from '../src/hardware/device-name.js';
 import type { RlData } from '../worker/training/rl-data.js';
 import { countParameters, mulberry32, randomWeights } from '../worker/training/tensor-utils.js';
 import { machineLabel, speedProbe } from './machine.js';
@@ -142,12 +147,15 @@ function gemmGflops(): Record<string, { xnnpack: number; onnxruntime: number }> 
 
 async function runHearthPhase(phase: Phase): Promise<unknown> {
   const backend = await initTrainingBackend({ log: () => {} });
+  const device = arg('device', 'cpu');
+  const products = device === 'cpu' ? null : new DeviceFrozenProducts(device, executionProvidersFor(parseDevice(device)));
+  setFrozenProductsDevice(products);
   const root = mkdtempSync(join(os.tmpdir(), 'hearth-bench-train-'));
   try {
     const result = phase === 'gemm' ? gemmGflops() : phase === 'rl_step' ? await hearthRl(root) : await hearthSft(setupOf(phase), root);
     // The wasm heap never shrinks: its size now is its peak (the 4 GB wasm32 cap is what LoRA on large models must stay under).
     const heap = backend.name === 'wasm' ? (tf.backend() as unknown as { wasm: { HEAPU8: Uint8Array } }).wasm.HEAPU8.length : 0;
-    return { ...(result as object), backend: backend.reason, peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024), wasm_heap_mb: Math.round(heap / 2 ** 20) };
+    return { ...(result as object), device, ...(products ? { device_resident_mb: Math.round(products.residentBytes / 2 ** 20) } : {}), backend: backend.reason, peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024), wasm_heap_mb: Math.round(heap / 2 ** 20) };
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
