@@ -12,6 +12,7 @@ import type { WorkerDirectory, WorkerInfo } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 import { invalid, notFound } from '../errors/domain-errors.js';
 import { weightType } from '../models/model-store.js';
+import { isHiddenModel } from './hidden-models.js';
 
 /** The name clients pass as `model` to serve a trained model (latest checkpoint, or one step). */
 export function inferenceName(m: Pick<ModelRecord, 'entity' | 'project' | 'name'>, step?: number): string {
@@ -60,7 +61,7 @@ export class Listings {
   }
 
   listModels(entity: string, project?: string) {
-    const models = this.store.models.listByEntity(entity).filter((m) => project === undefined || m.project === project);
+    const models = this.store.models.listByEntity(entity).filter((m) => !isHiddenModel(m) && (project === undefined || m.project === project));
     return { object: 'list' as const, data: models.map((m) => this.modelSummary(m)) };
   }
 

@@ -4,6 +4,7 @@ import type { Store } from '../store/sqlite/store.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { parseModelName } from './model-names.js';
 import { notFound } from '../errors/domain-errors.js';
+import { isHiddenModel } from './hidden-models.js';
 import type { InferenceTask } from '../queue/messages.js';
 
 /** OpenAI's code for an unknown model, which its SDKs and clients test for. */
@@ -21,7 +22,8 @@ export function resolveModel(store: Store, catalog: BaseModelCatalog, entity: st
   }
   // Another entity's model is "not found", like a missing one.
   const model = ref.entity === entity ? store.models.findByName(entity, ref.project, ref.name) : null;
-  if (!model) throw notFound(`The model \`${name}\` does not exist`, MODEL_NOT_FOUND);
+  // A native run's learner is internal: its runs publish what they serve with save_weights_for_sampler.
+  if (!model || isHiddenModel(model)) throw notFound(`The model \`${name}\` does not exist`, MODEL_NOT_FOUND);
   const base = catalog.get(model.baseModel);
   if (!base) throw notFound(`The base model \`${model.baseModel}\` of \`${name}\` is no longer installed`, MODEL_NOT_FOUND);
   // A model with no trained checkpoint serves its base weights (step 0): ART's first rollouts come first.

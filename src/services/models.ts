@@ -8,6 +8,7 @@ import { conflict, forbidden, invalid, notFound } from '../errors/domain-errors.
 import { toPage } from './pagination.js';
 import { aggregateTrajectoryMetrics } from './trajectory-metrics.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
+import { isHiddenModel, LEARNER_PROJECT } from './hidden-models.js';
 import type { ModelCreateBody, TrajectoryGroupT } from '../schemas/training.js';
 
 export const modelResponse = (m: ModelRecord) => ({
@@ -26,6 +27,7 @@ export class ModelsService {
     if (body.entity && body.entity !== entity) {
       throw forbidden(`This API key belongs to entity "${entity}" and cannot create models in "${body.entity}"`);
     }
+    if (isHiddenModel(body)) throw invalid(`Project "${LEARNER_PROJECT}" is reserved for the learner state of native training runs; pick another project`);
     const existing = this.store.models.findByName(entity, body.project, body.name);
     if (existing) {
       // Returning it would silently train the old base under the new one's name (ART keeps going with it).
@@ -50,7 +52,8 @@ export class ModelsService {
 
   require(entity: string, modelId: string): ModelRecord {
     const m = this.store.models.get(entity, modelId);
-    if (!m) throw notFound(`Model ${modelId} not found`);
+    // A native run's learner is not the user's to train, delete or read through the preview API.
+    if (!m || isHiddenModel(m)) throw notFound(`Model ${modelId} not found`);
     return m;
   }
 

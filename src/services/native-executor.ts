@@ -16,11 +16,9 @@ import { notImplemented } from '../errors/domain-errors.js';
 import { pendingGradients } from './native-admission.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
 import type { ModelsService } from './models.js';
+import { isHiddenModel } from './hidden-models.js';
 import type { TrainingJobsService } from './training-jobs.js';
 import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../schemas/native-training.js';
-
-/** Project of the hidden models that hold each run's learner versions. */
-export const LEARNER_PROJECT = 'hearth-native-runs';
 
 export class NativeExecutor {
   private readonly pumping = new Set<string>();
@@ -251,7 +249,7 @@ export class NativeExecutor {
   /** The model a sampler checkpoint is published to: the entity's model named by the alias, over the run's base. */
   private publicationTarget(run: NativeRunRecord, alias: string): ModelRecord {
     const base = (run.spec as { base_model: string }).base_model;
-    const named = this.store.models.listByEntity(run.entity).filter((m) => m.name === alias && m.project !== LEARNER_PROJECT && m.baseModel === base);
+    const named = this.store.models.listByEntity(run.entity).filter((m) => m.name === alias && !isHiddenModel(m) && m.baseModel === base);
     if (named.length === 0) {
       throw new Error(`no model named "${alias}" over ${base} is registered for entity ${run.entity}: register it (POST /v1/preview/models) before publishing to it`);
     }

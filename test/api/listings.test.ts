@@ -129,3 +129,32 @@ describe('/v1/system', () => {
     expect((await s.call('GET', '/v1/system')).status).toBe(401);
   });
 });
+
+describe('native runs\' learner models', () => {
+  it('are internal: absent from every listing, not found by id or name, their project reserved; the run still resolves', async () => {
+    const key = s.key('carol');
+    const visible = await createModel(key, 'p', 'mine');
+    const spec = { base_model: 'pub/base', dtype: 'bfloat16', lora_rank: 8, lora_target_modules: ['linear_qkv'] };
+    const resolved = await s.call('POST', '/v1/training/runs:resolve', { key, body: { request_id: `r-${crypto.randomUUID()}`, run_name: 'mine', spec } });
+    expect(resolved.status, JSON.stringify(resolved.body)).toBe(200);
+    const learner = s.store.models.getById(s.store.nativeRuns.runById(resolved.body.run_id)!.learnerModelId)!;
+    expect(learner.project).toBe('hearth-native-runs');
+    const learnerName = `wandb-artifact:///carol/${learner.project}/${learner.name}`;
+
+    const preview = await s.call('GET', '/v1/preview/models', { key });
+    expect(preview.body.data.map((m: { id: string }) => m.id)).toEqual([visible.id]);
+    const openai = await s.call('GET', '/v1/models', { key });
+    expect(openai.body.data.map((m: { id: string }) => m.id)).toContain('wandb-artifact:///carol/p/mine');
+    expect(JSON.stringify(openai.body)).not.toContain(learner.project);
+    expect((await s.call('GET', `/v1/models/${encodeURIComponent(learnerName)}`, { key })).status).toBe(404);
+    expect((await s.call('GET', `/v1/preview/models/${learner.id}`, { key })).status).toBe(404);
+    expect((await s.call('DELETE', `/v1/preview/models/${learner.id}`, { key })).status).toBe(404);
+    expect((await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: learner.id, training_data_url: 'x' } })).status).toBe(404);
+    // (chat and completions resolve names as /v1/models/{model} does; art-native-replay.test.ts chats with one)
+    const reserved = await s.call('POST', '/v1/preview/models', { key, body: { project: 'hearth-native-runs', name: 'x', base_model: 'pub/base' } });
+    expect([reserved.status, JSON.stringify(reserved.body)]).toEqual([400, expect.stringContaining('reserved')]); // as an uninstalled base model is
+
+    expect(s.store.models.getById(learner.id)).not.toBeNull();
+    expect((await s.call('GET', `/v1/training/runs/${resolved.body.run_id}`, { key })).status).toBe(200);
+  });
+});

@@ -183,6 +183,13 @@ describe('native training runs, as ART N2 calls them', () => {
     expect(completion.status, JSON.stringify(completion.body)).toBe(200);
     expect(completion.body.choices[0].logprobs.content.length).toBeGreaterThan(0);
     expect(completion.body.choices[0].logprobs.content[0].token).toMatch(/^token_id:\d+$/);
+    // The learner model behind the run is internal: served only through what the run publishes, and never listed.
+    const learner = s.store.models.getById(s.store.nativeRuns.runById(id)!.learnerModelId)!;
+    const learnerChat = await post('/chat/completions', {
+      model: `wandb-artifact:///alice/${learner.project}/${learner.name}:step1`, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1,
+    });
+    expect(learnerChat.status).toBe(404);
+    expect((await get('/preview/models')).body.data.map((m: { id: string }) => m.id)).toEqual([model.id]);
 
     // backend.close(): the run closes and takes no more commands.
     const closed = parse(NativeTrainingRun, (await post(`/training/runs/${id}:close`)).body);

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { ModelEntry, ModelList } from '../../schemas/inference-models.js';
 import { ChatCompletionRequest, ChatCompletionResponse, CompletionRequest, CompletionResponse } from '../../schemas/openai.js';
 import { resolveModel, type ResolvedModel } from '../../services/model-resolver.js';
+import { isHiddenModel } from '../../services/hidden-models.js';
 import type { InferenceCall } from '../../queue/inference-gateway.js';
 import type { QueueService } from '../../queue/queue-service.js';
 import { hearthMetrics } from '../../metrics/metrics.js';
@@ -166,7 +167,7 @@ export function inferenceRoutes(ctx: AppContext): RouteDef[] {
 /** The models a caller may use: every installed base model, and the entity's trained models. */
 function modelEntries(ctx: AppContext, entity: string): z.infer<typeof ModelEntry>[] {
   const base = ctx.catalog.list().map((m) => ({ id: m.id, object: 'model' as const, created: m.createdAt, owned_by: 'system', root: m.id }));
-  const trained = ctx.store.models.listByEntity(entity).map((m) => ({
+  const trained = ctx.store.models.listByEntity(entity).filter((m) => !isHiddenModel(m)).map((m) => ({
     id: `wandb-artifact:///${m.entity}/${m.project}/${m.name}`,
     object: 'model' as const,
     created: Math.floor(Date.parse(m.createdAt) / 1000),
