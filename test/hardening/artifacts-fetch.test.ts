@@ -14,6 +14,7 @@ import { HEARTH_BIN } from '../helpers/process.js';
 import { streamChat } from './faults-helpers.js';
 import { ArtifactClient, ArtifactRefusedError, ArtifactVerifyError } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
+import { HostPins } from '../../worker/artifacts/host-pins.js';
 import { ArtifactPathError, buildManifest } from '../../src/artifacts/manifest.js';
 
 const BASE = 'hearth/tiny-random-llama';
@@ -257,6 +258,37 @@ describe("a worker host's fetcher", () => {
     unpin();
     await artifacts.localize({ home: s.home }, ds(2)); // fetched again; now one is the oldest and unpinned
     expect([fs.existsSync(one), fs.existsSync(two), fs.existsSync(three)]).toEqual([false, true, true]);
+  });
+
+  it("never evicts what another process of the host pinned (the inference and training workers share a home)", async () => {
+    const ds = (n: number) => {
+      const dir = path.join(s.home, 'datasets', 'evict-host', `d${n}`);
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, 'v1.jsonl'), 'y'.repeat(1000));
+      return path.join(dir, 'v1.jsonl');
+    };
+    const home = tempHome('hearth-worker-home-');
+    const other = spawn('sleep', ['60']); // a live process of this host: the other worker
+    children.push(other);
+    const opts = { home, mode: 'fetch' as const, client: new ArtifactClient(s.url, TOKEN), budgetBytes: 2500, log: () => {} };
+    const inference = new LocalArtifacts({ ...opts, pins: new HostPins(path.join(home, '.artifact-pins'), other.pid!) });
+    const training = new LocalArtifacts(opts);
+    const api = { home: s.home };
+    const unpin = inference.pinFor(api, ds(1)); // pinned before it is localized, as the workers do
+    const one = await inference.localize(api, ds(1));
+    const two = await training.localize(api, ds(2));
+    const three = await training.localize(api, ds(3)); // over budget: one is the oldest, but the other process holds it
+    expect([fs.existsSync(one), fs.existsSync(two), fs.existsSync(three)]).toEqual([true, false, true]);
+    unpin();
+    await training.localize(api, ds(2));
+    expect([fs.existsSync(one), fs.existsSync(two), fs.existsSync(three)]).toEqual([false, true, true]);
+    // Pins of a process that is gone (a crashed worker) hold nothing.
+    const pinsDir = path.join(home, '.artifact-pins');
+    inference.pinFor(api, ds(3));
+    other.kill('SIGKILL');
+    await new Promise((resolve) => other.once('exit', resolve));
+    await training.localize(api, ds(1)); // three is the oldest now, pinned only by the dead process: evicted
+    expect([fs.existsSync(three), fs.existsSync(path.join(pinsDir, `${other.pid}.json`))]).toEqual([false, false]);
   });
 });
 

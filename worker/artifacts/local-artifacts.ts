@@ -11,13 +11,15 @@
 // into place when complete, so an artifact's local path exists only when it is whole: existence is the cache hit.
 // Requests that wait for the same artifact share one fetch, in this process (a promise) and across the processes of
 // one host (a lock file). Fetched artifacts are recorded with their size and last use in .artifact-cache.json and
-// evicted least recently used first once they exceed the budget, never while pinned (loaded, or used by a task).
+// evicted least recently used first once they exceed the budget, never while pinned (loaded, or used by a task) by
+// any process of this host (host-pins.ts).
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { artifactPath, entryPath, manifestBytes, readHomeId, relativeArtifactPath } from '../../src/artifacts/manifest.js';
 import { ArtifactClient } from './artifact-client.js';
 import { chooseEvictions, type CachedArtifact } from './eviction.js';
+import { HostPins, processAlive } from './host-pins.js';
 
 export type StorageMode = 'auto' | 'fetch' | 'shared';
 
@@ -34,6 +36,8 @@ export interface LocalArtifactsOptions {
   client: ArtifactClient | null;
   budgetBytes: number;
   log: (m: string) => void;
+  /** The host's pin registry (default: this process's, under `<home>/.artifact-pins`). */
+  pins?: HostPins;
 }
 
 /** Longest a process waits for another process of this host to finish fetching the same artifact. */
@@ -41,11 +45,12 @@ const OTHER_FETCH_WAIT_MS = 30 * 60_000;
 
 export class LocalArtifacts {
   private readonly inflight = new Map<string, Promise<string>>();
-  private readonly pins = new Map<string, number>();
+  private readonly pins: HostPins;
   private readonly indexFile: string;
 
   constructor(private readonly opts: LocalArtifactsOptions) {
     this.indexFile = path.join(opts.home, '.artifact-cache.json');
+    this.pins = opts.pins ?? new HostPins(path.join(opts.home, '.artifact-pins'));
   }
 
   /** From the environment: HEARTH_HOME, HEARTH_STORAGE, HEARTH_API_URL, HEARTH_WORKER_TOKEN, HEARTH_ARTIFACT_CACHE_MB. */
@@ -97,19 +102,18 @@ export class LocalArtifacts {
     return fetching;
   }
 
-  /** Keep `localPath` from eviction until the returned function is called. */
+  /** Keep `localPath` from eviction, by any process of this host, until the returned function is called. */
   pin(localPath: string): () => void {
     const rel = relativeArtifactPath(this.opts.home, localPath);
-    if (rel === null) return () => {};
-    this.pins.set(rel, (this.pins.get(rel) ?? 0) + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const n = (this.pins.get(rel) ?? 1) - 1;
-      if (n > 0) this.pins.set(rel, n);
-      else this.pins.delete(rel);
-    };
+    return rel === null ? () => {} : this.pins.add(rel);
+  }
+
+  /**
+   * Keep this host's copy of the API host's `apiPath` from eviction, before it is localized: pinned first, the copy
+   * a `localize` finds or fetches cannot be evicted by another process before its user loads it.
+   */
+  pinFor(api: ApiHome, apiPath: string): () => void {
+    return this.sharesStorage(api) ? () => {} : this.pin(this.ownPathOf(api, apiPath));
   }
 
   /**
@@ -209,20 +213,11 @@ export class LocalArtifacts {
   private record(rel: string, bytes: number): void {
     const index = this.readIndex();
     index[rel] = { rel, bytes, lastUsedMs: Date.now() };
-    for (const gone of chooseEvictions(Object.values(index), this.opts.budgetBytes, new Set([...this.pins.keys(), rel]))) {
+    for (const gone of chooseEvictions(Object.values(index), this.opts.budgetBytes, new Set([...this.pins.pinnedOnHost(), rel]))) {
       fs.rmSync(artifactPath(this.opts.home, gone), { recursive: true, force: true });
       this.opts.log(`evicted ${gone} (${index[gone].bytes} bytes, last used ${new Date(index[gone].lastUsedMs).toISOString()}) to stay within the artifact cache budget`);
       delete index[gone];
     }
     this.writeIndex(index);
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -179,12 +179,15 @@ export async function createHandlers(
     async inference(task, ctx) {
       if (task.op !== 'chat' && task.op !== 'completion' && task.op !== 'calibrate') throw new TaskError(400, `unknown inference op ${task.op}`);
       if (!task.model) throw new TaskError(404, 'no model given for this request');
-      const model = await localModel(task);
-      const unpin = model.adapterDir ? artifacts.pin(model.adapterDir) : () => {};
+      // This host's copies of the base model and adapter are pinned before they are localized, so that no process of
+      // the host evicts them before they are loaded; a loaded base model keeps a pin of its own (serve).
+      const api = task.home ? { home: task.home, homeId: task.homeId } : null;
+      const used = [task.model.baseModelDir, task.model.adapterDir].filter((p): p is string => !!p);
+      const pins = api ? used.map((p) => artifacts.pinFor(api, p)) : [];
       try {
-        return await infer(task, ctx, model);
+        return await infer(task, ctx, await localModel(task));
       } finally {
-        unpin();
+        for (const unpin of pins) unpin();
       }
     },
 

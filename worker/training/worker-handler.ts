@@ -6,7 +6,7 @@ import { setFrozenProductsDevice } from './frozen-linear.js';
 import { executionProvidersFor } from '../runtime/runner.js';
 import { parseDevice } from '../../src/hardware/device-name.js';
 import fs from 'node:fs';
-import { CancelledError, TaskError, type Handlers } from '../handlers.js';
+import { CancelledError, TaskError, type Handlers, type TrainingContext } from '../handlers.js';
 import { faultPointBlocking } from '../fault-points.js';
 import { ModelLoads } from '../model-loads.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
@@ -81,37 +81,49 @@ export async function createHandlers(device: string, log: (m: string) => void, l
     setFrozenProductsDevice(new DeviceFrozenProducts(device, executionProvidersFor(parseDevice(device))));
     log(`training on ${device}: frozen base products on the device (weights resident in GPU memory); LoRA, norms and optimizer on the TF.js backend`);
   }
+
+  /** One job on this host's copies of its inputs; the checkpoint reaches the API host before it is reported. */
+  async function trainWithInputs(apiTask: TrainingTask, ctx: TrainingContext): Promise<void> {
+    const task = await localizeTask(apiTask, artifacts);
+    // A folder left at this host's output path by a crash before its upload: the API has no row for this step.
+    if (!artifacts.sharesStorage(apiTask)) fs.rmSync(task.outputDir, { recursive: true, force: true });
+    const spec = specFromTask(task);
+    const endLoad = await loads.begin(task.baseModel);
+    try {
+      faultPointBlocking('training-model-load');
+      // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
+      // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
+      const emit = async (event: TrainingEvent) => {
+        endLoad(); // the first event is training_started: loading is over
+        ctx.emit(event.type, event.data);
+        await new Promise((resolve) => setImmediate(resolve));
+      };
+      await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });
+    } catch (err) {
+      if (err instanceof TrainingCancelledError) throw new CancelledError();
+      throw err;
+    } finally {
+      endLoad();
+    }
+    if (spec.kind === 'sft' && spec.forwardOnly) return;
+    if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
+    // On the API host, verified, before the API hears of it: it stores training_ended after the checkpoint.
+    await artifacts.publishCheckpoint(apiTask, apiTask.outputDir, task.outputDir, apiTask.jobId);
+    ctx.checkpoint(apiTask.outputDir);
+    log(`job ${task.jobId}: checkpoint step ${task.step} written`);
+  }
+
   return {
     async training(apiTask, ctx) {
-      const task = await localizeTask(apiTask, artifacts);
-      const pins = [task.baseModelDir, task.initCheckpointDir, task.klReferenceDir].filter((p): p is string => !!p).map((p) => artifacts.pin(p));
-      // A folder left at this host's output path by a crash before its upload: the API has no row for this step.
-      if (!artifacts.sharesStorage(apiTask)) fs.rmSync(task.outputDir, { recursive: true, force: true });
-      const spec = specFromTask(task);
-      const endLoad = await loads.begin(task.baseModel);
+      // Pinned before they are localized: another process of this host evicting one in between would pull it away.
+      const payload = apiTask.payload as Partial<SftPayload> | null;
+      const inputs = [apiTask.baseModelDir, apiTask.initCheckpointDir, apiTask.klReferenceDir, apiTask.kind === 'sft' ? payload?.resolved_data_path : undefined];
+      const pins = inputs.filter((p): p is string => !!p).map((p) => artifacts.pinFor(apiTask, p));
       try {
-        faultPointBlocking('training-model-load');
-        // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
-        // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
-        const emit = async (event: TrainingEvent) => {
-          endLoad(); // the first event is training_started: loading is over
-          ctx.emit(event.type, event.data);
-          await new Promise((resolve) => setImmediate(resolve));
-        };
-        await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });
-      } catch (err) {
-        if (err instanceof TrainingCancelledError) throw new CancelledError();
-        throw err;
+        return await trainWithInputs(apiTask, ctx);
       } finally {
-        endLoad();
         for (const unpin of pins) unpin();
       }
-      if (spec.kind === 'sft' && spec.forwardOnly) return;
-      if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
-      // On the API host, verified, before the API hears of it: it stores training_ended after the checkpoint.
-      await artifacts.publishCheckpoint(apiTask, apiTask.outputDir, task.outputDir, apiTask.jobId);
-      ctx.checkpoint(apiTask.outputDir);
-      log(`job ${task.jobId}: checkpoint step ${task.step} written`);
     },
   };
 }
