@@ -241,13 +241,16 @@ describe("a worker host's fetcher", () => {
     await expect(artifacts.localize({ home: s.home }, modelDir)).rejects.toBeInstanceOf(ArtifactRefusedError);
   });
 
+  /** A 1000-byte dataset file on the API host, `datasets/<folder>/d<n>/v1.jsonl`. */
+  const datasetOf = (folder: string) => (n: number) => {
+    const dir = path.join(s.home, 'datasets', folder, `d${n}`);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'v1.jsonl'), 'x'.repeat(1000));
+    return path.join(dir, 'v1.jsonl');
+  };
+
   it('evicts the least recently used fetched artifact past its budget, never a pinned one', async () => {
-    const ds = (n: number) => {
-      const dir = path.join(s.home, 'datasets', 'evict', `d${n}`);
-      fs.mkdirSync(dir, { recursive: true });
-      fs.writeFileSync(path.join(dir, 'v1.jsonl'), 'x'.repeat(1000));
-      return path.join(dir, 'v1.jsonl');
-    };
+    const ds = datasetOf('evict');
     const home = tempHome('hearth-worker-home-');
     const artifacts = new LocalArtifacts({ home, mode: 'fetch', client: new ArtifactClient(s.url, TOKEN), budgetBytes: 2500, log: () => {} });
     const one = await artifacts.localize({ home: s.home }, ds(1));
@@ -261,12 +264,7 @@ describe("a worker host's fetcher", () => {
   });
 
   it("never evicts what another process of the host pinned (the inference and training workers share a home)", async () => {
-    const ds = (n: number) => {
-      const dir = path.join(s.home, 'datasets', 'evict-host', `d${n}`);
-      fs.mkdirSync(dir, { recursive: true });
-      fs.writeFileSync(path.join(dir, 'v1.jsonl'), 'y'.repeat(1000));
-      return path.join(dir, 'v1.jsonl');
-    };
+    const ds = datasetOf('evict-host');
     const home = tempHome('hearth-worker-home-');
     const other = spawn('sleep', ['60']); // a live process of this host: the other worker
     children.push(other);
