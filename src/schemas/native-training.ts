@@ -73,8 +73,15 @@ export const ForwardBackwardBody = z
     ...command,
     batch: z.discriminatedUnion('kind', [
       z.object({ kind: z.literal('sft'), trajectories: z.array(Trajectory).min(1), assistant_turns: z.enum(['all', 'last']).default('all') }),
-      // Accepted here so that a well-formed RL command gets the 501 that names why, not a 422.
-      z.object({ kind: z.literal('rl') }).catchall(z.unknown()),
+      // ART's RlTrajectoryBatch: TrajectoryGroupBundle bytes as base64 text (decoded by src/domain/trajectory-bundle.ts).
+      z.object({
+        kind: z.literal('rl'),
+        groups: z.array(z.strictObject({ header: z.string(), records: z.array(z.string()) })).min(1),
+        min_source_version: z.number().int().min(0),
+        max_source_version: z.number().int().min(0),
+      }),
+      // ART's TokenizedTrainingBatch (newer contracts): accepted here so that it gets the 501 that names why, not a 422.
+      z.object({ kind: z.literal('tokenized') }).catchall(z.unknown()),
     ]),
     loss: z.object({
       name: z.string(),

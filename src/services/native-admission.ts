@@ -43,11 +43,8 @@ export function unsupportedReason(input: CommandInput): string | null {
   if (input.kind === 'save_state' || input.kind === 'load_state') {
     return `${input.kind} is not implemented by this server; ART's ServerlessBackend does not send it (sampler checkpoints: save_weights_for_sampler)`;
   }
-  if (input.kind === 'forward_backward' && input.batchKind !== 'sft') {
-    return input.batchKind === 'rl'
-      ? 'RL batches on the native API are not implemented by this server: their trajectory groups travel as msgpack bundles whose ' +
-          'JSON encoding is not established (docs/art.md); train RL through POST /v1/preview/training-jobs'
-      : `forward_backward batches of kind ${JSON.stringify(input.batchKind)} are not implemented by this server (supported: sft)`;
+  if (input.kind === 'forward_backward' && input.batchKind !== 'sft' && input.batchKind !== 'rl') {
+    return `forward_backward batches of kind ${JSON.stringify(input.batchKind)} are not implemented by this server (supported: sft, rl)`;
   }
   return null;
 }

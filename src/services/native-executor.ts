@@ -15,6 +15,7 @@ import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRec
 import { notImplemented } from '../errors/domain-errors.js';
 import { pendingGradients } from './native-admission.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
+import { admitRlBatch, isRlForwardBackward, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, type RlInputs } from './native-rl-batch.js';
 import type { ModelsService } from './models.js';
 import { isHiddenModel } from './hidden-models.js';
 import type { TrainingJobsService } from './training-jobs.js';
@@ -115,7 +116,19 @@ export class NativeExecutor {
 
   private async startForwardBackward(run: NativeRunRecord, op: NativeOperationRecord): Promise<void> {
     const command = op.command as unknown as ForwardBackwardBodyT;
-    if (command.batch.kind !== 'sft') throw notImplemented('only sft batches are executed');
+    if (command.batch.kind === 'rl') {
+      // A measuring RL job (the policy loss at the current weights, nothing written); the decoded inputs are kept.
+      const inputs = admitRlBatch(command.batch, command.loss, (config) => this.jobs.unsupportedRlKeys(config));
+      const file = this.dataFile(op);
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, JSON.stringify(inputs));
+      await this.runJob(run, op, {
+        trajectory_groups: inputs.trajectory_groups, experimental_config: inputs.experimental_config, forward_only: true, lora: this.loraPayload(run),
+        native_operation_id: op.id,
+      }, 'rl');
+      return;
+    }
+    if (command.batch.kind !== 'sft') throw notImplemented('only sft and rl batches are executed');
     const rows = command.batch.trajectories.map((t) => sftRow(t));
     const file = this.dataFile(op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
@@ -128,10 +141,13 @@ export class NativeExecutor {
 
   private async startOptimStep(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): Promise<void> {
     const command = op.command as unknown as OptimStepBodyT;
+    // An RL batch whose trajectories all have zero advantage still makes its step (unchanged weights), as a preview
+    // RL job does: ART's train() always follows its RL forward_backward with an optim_step.
     const contributing = pendingGradients(ops.filter((o) => o.sequenceId < op.sequenceId)).filter(
-      (o) => o.status === 'succeeded' && (o.result as { produced_gradient?: boolean } | null)?.produced_gradient === true,
+      (o) => o.status === 'succeeded' && ((o.result as { produced_gradient?: boolean } | null)?.produced_gradient === true || isRlForwardBackward(o)),
     );
     if (contributing.length === 0) throw new Error('optim_step has no gradients to apply: every forward_backward since the last optim_step failed, was cancelled or had no trainable tokens');
+    if (contributing.some(isRlForwardBackward)) return this.startRlOptimStep(run, op, command, contributing);
     const file = this.dataFile(op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, contributing.map((o) => fs.readFileSync(this.dataFile(o), 'utf8')).join('\n'));
@@ -147,11 +163,25 @@ export class NativeExecutor {
     });
   }
 
+  /** One RL training job over the kept inputs of every contributing forward_backward (one learner version). */
+  private async startRlOptimStep(run: NativeRunRecord, op: NativeOperationRecord, command: OptimStepBodyT, contributing: NativeOperationRecord[]): Promise<void> {
+    if (!contributing.every(isRlForwardBackward)) throw new Error('optim_step cannot apply RL and SFT gradients in one step');
+    const inputs = contributing.map((o) => JSON.parse(fs.readFileSync(this.dataFile(o), 'utf8')) as RlInputs);
+    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
+    if (latest !== op.learnerParentVersion) {
+      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this optim_step would not produce version ${op.reservedOutputLearnerVersion}`);
+    }
+    await this.runJob(run, op, {
+      ...rlOptimPayload(inputs, command.optimizer.learning_rate), lora: this.loraPayload(run),
+      native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
+    }, 'rl');
+  }
+
   /** Hand the operation's work to a training job of the run's learner model; its id is stored with the operation first. */
-  private async runJob(run: NativeRunRecord, op: NativeOperationRecord, payload: Record<string, unknown>): Promise<void> {
+  private async runJob(run: NativeRunRecord, op: NativeOperationRecord, payload: Record<string, unknown>, kind: 'rl' | 'sft' = 'sft'): Promise<void> {
     const jobId = crypto.randomUUID();
     this.store.nativeRuns.updateOp(op.id, { jobId });
-    const job = await this.jobs.createNative(run.entity, run.learnerModelId, payload, jobId);
+    const job = await this.jobs.createNative(run.entity, run.learnerModelId, payload, jobId, kind);
     // A job can fail while being handed over, before this operation followed it: settle it now.
     if (TERMINAL_OPERATION_STATUSES.has(job.status) || TERMINAL_OPERATION_STATUSES.has(this.store.jobs.getById(jobId)!.status)) {
       const current = this.store.nativeRuns.op(op.runId, op.id)!;
@@ -162,7 +192,9 @@ export class NativeExecutor {
   /** Turn a finished job into its operation's outcome. */
   private settle(op: NativeOperationRecord, job: TrainingJobRecord): void {
     const events = this.store.events.all(job.id);
-    const step = events.find((e) => e.type === 'gradient_step')?.data as Record<string, number> | undefined;
+    // An RL optim_step's job makes one gradient step per packed sequence, none when no trajectory has an advantage.
+    const rlOptim = op.kind === 'optim_step' && job.kind === 'rl';
+    const step = rlOptim ? rlOptimMetrics(events) : (events.find((e) => e.type === 'gradient_step')?.data as Record<string, number> | undefined);
     if (job.status === 'cancelled' || (job.status !== 'succeeded' && op.cancelRequested)) {
       this.store.tx(() => this.finish(op, 'cancelled', { error: { message: 'cancelled while running' } }));
       if (op.kind === 'optim_step') this.resyncVersions(op.runId);
@@ -175,7 +207,8 @@ export class NativeExecutor {
       return;
     }
     if (op.kind === 'forward_backward') {
-      this.store.tx(() => this.finish(op, 'succeeded', { result: forwardBackwardResult(op, step) }));
+      const result = isRlForwardBackward(op) ? rlForwardBackwardResult(op, step) : forwardBackwardResult(op, step);
+      this.store.tx(() => this.finish(op, 'succeeded', { result }));
       return;
     }
     const run = this.store.nativeRuns.runById(op.runId)!;
@@ -194,7 +227,7 @@ export class NativeExecutor {
         result: {
           operation_id: op.id, kind: 'optim_step', contributing_forward_backward_operation_ids: contributing,
           checkpoint: { run_id: run.id, learner_version: version, checkpoint_id: checkpoint.id },
-          metrics: pick(step, ['loss', 'grad_norm', 'learning_rate', 'num_tokens', 'num_trainable_tokens']),
+          metrics: rlOptim ? step : pick(step, ['loss', 'grad_norm', 'learning_rate', 'num_tokens', 'num_trainable_tokens']),
         },
       });
     });
@@ -261,7 +294,8 @@ export class NativeExecutor {
     this.store.nativeRuns.updateOp(op.id, {
       status, executionEndedAt: nowIso(), result: outcome.result ?? null, error: outcome.error ?? null, eventCursor: op.eventCursor + 1,
     });
-    const noGradient = op.kind === 'forward_backward' && (outcome.result as { produced_gradient?: boolean } | undefined)?.produced_gradient === false;
+    // An RL batch without gradient is still applied by the optim_step ART sends after it (startOptimStep): kept.
+    const noGradient = op.kind === 'forward_backward' && !isRlForwardBackward(op) && (outcome.result as { produced_gradient?: boolean } | undefined)?.produced_gradient === false;
     if (status !== 'succeeded' || noGradient) this.dropInputs(op);
   }
 }

@@ -5,7 +5,8 @@ import crypto from 'node:crypto';
 import type { Store } from '../store/sqlite/store.js';
 import { nowIso, type ModelRecord, type NativeOperationKind, type NativeOperationRecord, type NativeRunRecord } from '../store/records.js';
 import { conflict, invalid, notFound, notImplemented } from '../errors/domain-errors.js';
-import { admit, canonicalJson, commandFingerprint } from './native-admission.js';
+import { admit, canonicalJson, commandFingerprint, pendingGradients } from './native-admission.js';
+import { accumulationConflict, admitRlBatch } from './native-rl-batch.js';
 import { NativeExecutor } from './native-executor.js';
 import { LEARNER_PROJECT } from './hidden-models.js';
 import { operationResponse, peftTargets, runResponse, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
@@ -103,7 +104,7 @@ export class NativeRunsService {
       const { status, message } = decision.refusal;
       throw status === 501 ? notImplemented(message) : status === 404 ? notFound(message) : conflict(message, { code: 'command_refused' });
     }
-    if (kind === 'forward_backward') this.checkForwardBackward(body as unknown as ForwardBackwardBodyT);
+    if (kind === 'forward_backward') this.checkForwardBackward(body as unknown as ForwardBackwardBodyT, ops);
     if (kind === 'save_weights_for_sampler') this.checkPublication(body as unknown as SaveWeightsForSamplerBodyT);
     const op: NativeOperationRecord = {
       id: crypto.randomUUID(), runId: run.id, requestId: body.request_id, fingerprint: commandFingerprint(body), sequenceId: body.sequence_id,
@@ -122,10 +123,14 @@ export class NativeRunsService {
     return operationResponse(this.store.nativeRuns.op(run.id, op.id)!);
   }
 
-  private checkForwardBackward(body: ForwardBackwardBodyT): void {
+  private checkForwardBackward(body: ForwardBackwardBodyT, ops: NativeOperationRecord[]): void {
     if (body.retain_packed_input) {
       throw notImplemented('retain_packed_input is not implemented by this server (no packed-input captures: packed_input_capture is always null)');
     }
+    // Decoded here so that a malformed bundle is refused (422) before anything is stored; the executor decodes again.
+    if (body.batch.kind === 'rl') admitRlBatch(body.batch, body.loss, (config) => this.jobs.unsupportedRlKeys(config));
+    const mixed = accumulationConflict(pendingGradients(ops), body);
+    if (mixed) throw notImplemented(mixed);
     if (body.batch.kind !== 'sft') return;
     if (body.loss.name !== 'cross_entropy') throw invalid(`sft batches take the cross_entropy loss, not ${JSON.stringify(body.loss.name)}`);
     if (body.batch.assistant_turns === 'last') {

@@ -81,10 +81,15 @@ export class TrainingJobsService implements TrainingJobReports {
    * built by that service (data file written, config and LoRA from the run), not by a client. The caller picks
    * the job id and stores it with its operation first, so a crash between the two cannot leave a job nobody follows.
    */
-  async createNative(entity: string, modelId: string, payload: Record<string, unknown>, jobId: string): Promise<TrainingJobRecord> {
+  async createNative(entity: string, modelId: string, payload: Record<string, unknown>, jobId: string, kind: 'rl' | 'sft' = 'sft'): Promise<TrainingJobRecord> {
     const { dispatcher } = this.requireEngine();
-    await this.enqueue(dispatcher, entity, modelId, 'sft', payload, null, jobId);
+    await this.enqueue(dispatcher, entity, modelId, kind, payload, null, jobId);
     return this.store.jobs.getById(jobId)!;
+  }
+
+  /** experimental_config keys set but not implemented by the engine (none without an engine: its jobs answer 501). */
+  unsupportedRlKeys(config: Record<string, unknown>): string[] {
+    return this.policy?.unsupportedRlKeys(config) ?? [];
   }
 
   onTerminal(listener: (job: TrainingJobRecord) => void): void {

@@ -102,7 +102,7 @@ describe('native training runs, as ART N2 calls them', () => {
     expect(retried.body.operation_id).toBe(fb.operation_id);
     expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);
 
-    // Refused, nothing applied: a divergent replay, a gap, a rewind, an unknown run, an RL batch (501).
+    // Refused, nothing applied: a divergent replay, a gap, a rewind, an unknown run, a tokenized batch (501).
     const divergent = await post(`/training/runs/${id}/forward_backward`, { ...fbBody, batch: { ...fbBody.batch, trajectories: taught().slice(0, 1) } });
     expect(divergent.status).toBe(409);
     expect(divergent.body.detail).toMatch(/request_id .* another command/);
@@ -113,10 +113,10 @@ describe('native training runs, as ART N2 calls them', () => {
     expect(rewind.status).toBe(409);
     expect(rewind.body.detail).toMatch(/rewinds.*expects sequence_id 1/);
     expect((await post(`/training/runs/nope/forward_backward`, { ...fbBody, request_id: `fb-${hex()}`, sequence_id: 1 })).status).toBe(404);
-    const rl = await post(`/training/runs/${id}/forward_backward`, {
-      ...fbBody, request_id: `fb-${hex()}`, sequence_id: 1, batch: { kind: 'rl', groups: [], min_source_version: 0, max_source_version: 0 }, loss: { name: 'cispo' },
+    const tokenized = await post(`/training/runs/${id}/forward_backward`, {
+      ...fbBody, request_id: `fb-${hex()}`, sequence_id: 1, batch: { kind: 'tokenized', datums: [{}] }, loss: { name: 'cross_entropy' },
     });
-    expect(rl.status).toBe(501);
+    expect(tokenized.status).toBe(501);
     const saveState = await post(`/training/runs/${id}/save_state`, { request_id: `save-${hex()}`, sequence_id: 1, checkpoint_name: 'mine', ttl_seconds: null, overwrite: false });
     expect(saveState.status).toBe(501);
     expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);

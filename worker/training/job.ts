@@ -38,6 +38,8 @@ export interface RlJobSpec extends JobCommon {
   klReference?: string | null;
   /** The model's reward std dev by step (scale_learning_rate_by_reward_std_dev). */
   rewardStdDevHistory?: RewardStdDevPoint[];
+  /** Measure the policy loss at the starting weights; train nothing, write no checkpoint (loop.ts RlJob.forwardOnly). */
+  forwardOnly?: boolean;
 }
 
 export interface SftJobSpec extends JobCommon {
@@ -93,7 +95,11 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
       );
     }
     const klReference = spec.klReference ? await readCheckpoint(spec.klReference) : null;
-    return runRl({ data, experimentalConfig: spec.experimentalConfig, rewardStdDevHistory: spec.rewardStdDevHistory }, { ...deps, klReference }, emit);
+    return runRl(
+      { data, experimentalConfig: spec.experimentalConfig, rewardStdDevHistory: spec.rewardStdDevHistory, forwardOnly: spec.forwardOnly },
+      { ...deps, klReference },
+      emit,
+    );
   }
 
   const { sequences, rowsWithoutAssistant, droppedTooLong } = await tokenizeSftRows(parseSftJsonl(spec.trainJsonl), tokenizer, {

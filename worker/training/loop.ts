@@ -107,6 +107,11 @@ export interface RlJob {
   experimentalConfig?: ExperimentalConfig | null;
   /** The model's `train/reward_std_dev` by step, for scale_learning_rate_by_reward_std_dev. */
   rewardStdDevHistory?: readonly RewardStdDevPoint[];
+  /**
+   * Measure, do not train: the policy loss each of the job's steps would start from, at the starting weights, summed
+   * up in one `gradient_step`; no optimizer step, no checkpoint (a native run's RL forward_backward: docs/art.md).
+   */
+  forwardOnly?: boolean;
 }
 
 /**
@@ -363,7 +368,8 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     const trajectoryTokens = new Map<number, number>();
     sequences.forEach((s, i) => trajectoryTokens.set(trajectoryOf[i], (trajectoryTokens.get(trajectoryOf[i]) ?? 0) + trainableTokens(s)));
     const steps = packSequences(sequences.map((s) => s.ids.length - 1), settings.packedSequenceLength);
-    await emit({ type: 'training_started', data: { num_sequences: steps.length } });
+    await emit({ type: 'training_started', data: { num_sequences: job.forwardOnly ? 1 : steps.length } });
+    const measured = { loss: 0, policy: 0, kl: 0, entropy: 0, trainable: 0, tokens: 0, trajectories: 0 };
 
     for (const stepSequences of steps) {
       await checkCancelled(deps);
@@ -398,9 +404,19 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         klSum += parts.kl.dataSync()[0];
         return parts.loss;
       };
-      const { loss, gradNorm } = optimizerStep(optimizer, mbs, lossOf, { learningRate, maxGradNorm: deps.maxGradNorm ?? 1 });
       const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
       const tokens = mbs.reduce((a, m) => a + m.numTokens, 0);
+      if (job.forwardOnly) {
+        // The step's loss without its gradient; steps weigh by their trajectories, as one step over all would.
+        const loss = mbs.reduce((a, mb) => a + readAndDispose(tf.tidy(() => lossOf(mb)))[0], 0);
+        Object.assign(measured, {
+          loss: measured.loss + loss * trajectoriesInStep, policy: measured.policy + policySum * trajectoriesInStep, kl: measured.kl + klSum * trajectoriesInStep,
+          entropy: measured.entropy + entropySum, trainable: measured.trainable + trainable, tokens: measured.tokens + tokens,
+          trajectories: measured.trajectories + trajectoriesInStep,
+        });
+        continue;
+      }
+      const { loss, gradNorm } = optimizerStep(optimizer, mbs, lossOf, { learningRate, maxGradNorm: deps.maxGradNorm ?? 1 });
       const seconds = (performance.now() - started) / 1000;
       lastMetrics = {
         loss,
@@ -423,6 +439,29 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       };
       if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = klSum;
       await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
+    }
+    if (job.forwardOnly) {
+      const per = Math.max(1, measured.trajectories);
+      lastMetrics = {
+        loss: measured.loss / per,
+        policy_loss: measured.policy / per,
+        entropy: measured.trainable > 0 ? measured.entropy / measured.trainable : 0,
+        reward: adv.rewardMean,
+        reward_std_dev: adv.rewardStdDev,
+        exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
+        num_groups_submitted: adv.numGroupsSubmitted,
+        num_groups_trainable: adv.numGroupsTrainable,
+        num_trajectories: data.numTrajectories + data.numExceptions,
+        num_trainable_tokens: measured.trainable,
+        num_tokens: measured.tokens,
+        // How the optimizer steps of this data would be packed (ART's PackingOutcome).
+        packed_sequences: steps.length,
+        packed_sequence_length: settings.packedSequenceLength,
+        max_sequence_tokens: sequences.reduce((a, s) => Math.max(a, s.ids.length), 0),
+      };
+      if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = measured.kl / per;
+      await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
+      return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));

@@ -18,6 +18,10 @@ import type { TrainingTask } from '../../src/queue/messages.js';
 interface RlPayload {
   trajectory_groups: unknown[];
   experimental_config?: Record<string, unknown> | null;
+  /** A native run's RL forward_backward: measure only, no checkpoint. */
+  forward_only?: boolean;
+  /** A native run's adapter, as for SFT. */
+  lora?: { rank: number; target_modules: string[] } | null;
 }
 interface SftPayload {
   resolved_data_path: string;
@@ -31,11 +35,13 @@ interface SftPayload {
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
   if (!task.baseModelDir) throw new TaskError(400, `base model ${task.baseModel} has no folder on this host`);
   const common = { modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir };
+  const loraOf = (p: { lora?: { rank: number; target_modules: string[] } | null }) =>
+    p.lora ? { lora: { rank: p.lora.rank, alpha: 2 * p.lora.rank, targetModules: parseLoraTargets(p.lora.target_modules) } } : {};
   if (task.kind === 'rl') {
     const p = task.payload as RlPayload;
     return {
       ...common, kind: 'rl', trajectoryGroups: p.trajectory_groups as never, experimentalConfig: (p.experimental_config ?? null) as never,
-      klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [],
+      klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [], forwardOnly: p.forward_only === true, ...loraOf(p),
     };
   }
   const p = task.payload as SftPayload;
@@ -45,8 +51,7 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   } catch (err) {
     throw new TaskError(400, `cannot read the training data ${p.resolved_data_path}: ${(err as Error).message}`);
   }
-  const lora = p.lora ? { rank: p.lora.rank, alpha: 2 * p.lora.rank, targetModules: parseLoraTargets(p.lora.target_modules) } : undefined;
-  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...(lora ? { lora } : {}) };
+  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...loraOf(p) };
 }
 
 /**
@@ -105,7 +110,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
     } finally {
       endLoad();
     }
-    if (spec.kind === 'sft' && spec.forwardOnly) return;
+    if (spec.forwardOnly) return;
     if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
     // On the API host, verified, before the API hears of it: it stores training_ended after the checkpoint.
     await artifacts.publishCheckpoint(apiTask, apiTask.outputDir, task.outputDir, apiTask.jobId);
