@@ -26,6 +26,8 @@ interface SftPayload {
   forward_only?: boolean;
   /** A native run's adapter: its rank and PEFT target names (fresh adapters only). */
   lora?: { rank: number; target_modules: string[] } | null;
+  /** A native run's optim_step: AdamW settings; its moments are carried from checkpoint to checkpoint. */
+  optimizer?: { beta1: number; beta2: number; eps: number; weight_decay: number; grad_clip_norm: number } | null;
 }
 
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
@@ -46,7 +48,9 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
     throw new TaskError(400, `cannot read the training data ${p.resolved_data_path}: ${(err as Error).message}`);
   }
   const lora = p.lora ? { rank: p.lora.rank, alpha: 2 * p.lora.rank, targetModules: parseLoraTargets(p.lora.target_modules) } : undefined;
-  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...(lora ? { lora } : {}) };
+  const o = p.optimizer;
+  const optimizer = o ? { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, gradClipNorm: o.grad_clip_norm } : undefined;
+  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...(lora ? { lora } : {}), ...(optimizer ? { optimizer } : {}) };
 }
 
 /**
