@@ -129,9 +129,6 @@ export const LoadStateBody = z
   .object({ ...command, checkpoint: z.string().min(1).max(2048), restore_optimizer: z.boolean().default(false) })
   .meta({ id: 'NativeLoadState' });
 
-/** Commands Hearth answers 501 (ART's ServerlessBackend sends none of them): only their identity is read. */
-export const OtherCommandBody = z.object(command).catchall(z.unknown());
-
 export const ReleaseResultBody = z.object({ request_id: id }).meta({ id: 'NativeReleaseResult' });
 
 export const RunParams = z.object({ run_ref: z.string().max(300) });
