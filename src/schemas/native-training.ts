@@ -120,8 +120,21 @@ export const SaveWeightsForSamplerBody = z
   })
   .meta({ id: 'NativeSaveWeightsForSampler' });
 
-/** Commands Hearth answers 501 (ART's ServerlessBackend sends none of them): only their identity is read. */
-export const OtherCommandBody = z.object(command).catchall(z.unknown());
+/** ForwardRequest: a forward_backward's batch and loss, measured without a gradient. */
+export const ForwardBody = ForwardBackwardBody.meta({ id: 'NativeForward' });
+
+export const SaveStateBody = z
+  .object({
+    ...command,
+    checkpoint_name: z.string().min(1).max(255),
+    ttl_seconds: z.number().int().min(1).nullish(),
+    overwrite: z.boolean().default(false),
+  })
+  .meta({ id: 'NativeSaveState' });
+
+export const LoadStateBody = z
+  .object({ ...command, checkpoint: z.string().min(1).max(2048), restore_optimizer: z.boolean().default(false) })
+  .meta({ id: 'NativeLoadState' });
 
 export const ReleaseResultBody = z.object({ request_id: id }).meta({ id: 'NativeReleaseResult' });
 
@@ -134,3 +147,5 @@ export type ResolveRunBodyT = z.output<typeof ResolveRunBody>;
 export type ForwardBackwardBodyT = z.output<typeof ForwardBackwardBody>;
 export type OptimStepBodyT = z.output<typeof OptimStepBody>;
 export type SaveWeightsForSamplerBodyT = z.output<typeof SaveWeightsForSamplerBody>;
+export type SaveStateBodyT = z.output<typeof SaveStateBody>;
+export type LoadStateBodyT = z.output<typeof LoadStateBody>;

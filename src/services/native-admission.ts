@@ -5,6 +5,7 @@
 // applied once), with another body it is refused; a new command must carry exactly the run's next sequence_id.
 import crypto from 'node:crypto';
 import type { NativeOperationKind, NativeOperationRecord, NativeRunRecord } from '../store/records.js';
+import { stateRefusal } from './native-state.js';
 
 /** sha256 of the body's JSON with object keys sorted: equal for a byte-different but same-valued retry. */
 export function commandFingerprint(body: unknown): string {
@@ -33,15 +34,16 @@ export interface CommandInput {
   requestId: string;
   sequenceId: number;
   fingerprint: string;
-  /** forward_backward: what its batch holds ('sft', 'rl', …). */
+  /** forward_backward, forward: what its batch holds ('sft', 'rl', …). */
   batchKind?: string;
+  /** save_state: the name and overwrite; load_state: the state it names (native-state.ts). */
+  state?: { name?: string; overwrite?: boolean; ref?: string };
 }
 
 /** Commands Hearth's trainer does not execute, and why (answered 501, nothing stored). */
 export function unsupportedReason(input: CommandInput): string | null {
-  if (input.kind === 'forward') return 'forward (loss without gradients) is not implemented by this server; ART\'s ServerlessBackend does not send it';
-  if (input.kind === 'save_state' || input.kind === 'load_state') {
-    return `${input.kind} is not implemented by this server; ART's ServerlessBackend does not send it (sampler checkpoints: save_weights_for_sampler)`;
+  if (input.kind === 'forward' && input.batchKind !== 'sft') {
+    return `forward over ${JSON.stringify(input.batchKind)} batches is not implemented by this server (supported: sft)`;
   }
   if (input.kind === 'forward_backward' && input.batchKind !== 'sft' && input.batchKind !== 'rl') {
     return `forward_backward batches of kind ${JSON.stringify(input.batchKind)} are not implemented by this server (supported: sft, rl)`;
@@ -51,9 +53,12 @@ export function unsupportedReason(input: CommandInput): string | null {
 
 /** forward_backward operations since the run's last optim_step whose gradient an optim_step would apply. */
 export function pendingGradients(ops: NativeOperationRecord[]): NativeOperationRecord[] {
-  // A failed or cancelled optim_step applied nothing: the gradients before it are still pending.
+  // A failed or cancelled optim_step applied nothing: the gradients before it are still pending. A load_state
+  // drops them (they were measured at weights the learner no longer has).
   let lastOptim = -1;
-  for (const op of ops) if (op.kind === 'optim_step' && op.status !== 'cancelled' && op.status !== 'failed') lastOptim = op.sequenceId;
+  for (const op of ops) {
+    if ((op.kind === 'optim_step' || op.kind === 'load_state') && op.status !== 'cancelled' && op.status !== 'failed') lastOptim = op.sequenceId;
+  }
   return ops.filter(
     (op) => op.kind === 'forward_backward' && op.sequenceId > lastOptim && op.consumedBy === null && !op.cancelRequested && op.status !== 'failed' && op.status !== 'cancelled',
   );
@@ -73,6 +78,9 @@ export function admit(run: NativeRunRecord, ops: NativeOperationRecord[], input:
   const unsupported = unsupportedReason(input);
   if (unsupported) return refuse(501, unsupported);
   const parent = run.projectedLearnerVersion;
+  const stateRefused = stateRefusal(ops, input, parent);
+  if (stateRefused) return { type: 'refuse', refusal: stateRefused };
+  if (input.kind === 'load_state') return { type: 'admit', learnerParentVersion: parent, reservedOutputLearnerVersion: parent + 1 };
   if (input.kind === 'optim_step') {
     if (pendingGradients(ops).length === 0) {
       return refuse(409, `optim_step has no gradients to apply: no forward_backward since learner version ${parent} (or all of them failed or were cancelled)`);

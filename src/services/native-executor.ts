@@ -16,6 +16,8 @@ import { notImplemented } from '../errors/domain-errors.js';
 import { pendingGradients } from './native-admission.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
 import { admitRlBatch, isRlForwardBackward, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, type RlInputs } from './native-rl-batch.js';
+import { forwardResult, NativeStates } from './native-state.js';
+import { OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 import type { ModelsService } from './models.js';
 import { isHiddenModel } from './hidden-models.js';
 import type { TrainingJobsService } from './training-jobs.js';
@@ -24,6 +26,7 @@ import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT }
 export class NativeExecutor {
   private readonly pumping = new Set<string>();
   private readonly pumpAgain = new Set<string>();
+  private readonly states: NativeStates;
 
   constructor(
     private readonly store: Store,
@@ -31,6 +34,7 @@ export class NativeExecutor {
     private readonly jobs: TrainingJobsService,
     private readonly dataRoot: string,
   ) {
+    this.states = new NativeStates(store, models, dataRoot);
     jobs.onTerminal((job) => this.jobFinished(job));
   }
 
@@ -86,9 +90,11 @@ export class NativeExecutor {
     this.store.nativeRuns.updateOp(op.id, { status: 'running', executionStartedAt: nowIso(), eventCursor: op.eventCursor + 1 });
     const running = this.store.nativeRuns.op(run.id, op.id)!;
     try {
-      if (op.kind === 'forward_backward') await this.startForwardBackward(run, running);
+      if (op.kind === 'forward_backward' || op.kind === 'forward') await this.startForwardBackward(run, running);
       else if (op.kind === 'optim_step') await this.startOptimStep(run, running, ops);
       else if (op.kind === 'save_weights_for_sampler') this.saveWeightsForSampler(run, running);
+      else if (op.kind === 'save_state') this.saveState(run, running, ops);
+      else if (op.kind === 'load_state') this.loadState(run, running, ops);
       else throw notImplemented(`${op.kind} is not implemented by this server`);
     } catch (err) {
       // A job that failed while being handed over has already settled its operation.
@@ -96,7 +102,6 @@ export class NativeExecutor {
       if (current.status !== 'running') return;
       const message = err instanceof Error ? err.message : String(err);
       this.store.tx(() => this.finish(current, 'failed', { error: { message } }));
-      if (op.kind === 'optim_step') this.resyncVersions(run.id);
     }
   }
 
@@ -159,6 +164,8 @@ export class NativeExecutor {
     await this.runJob(run, op, {
       // One optimizer step over all accumulated inputs: "auto" with a one-entry schedule makes one batch of everything.
       resolved_data_path: file, config: { batch_size: 'auto', learning_rate: [command.optimizer.learning_rate] }, lora: this.loraPayload(run),
+      // AdamW with the command's settings, its moments carried from the parent version's checkpoint (fresh without one).
+      optimizer: pick(command.optimizer, ['beta1', 'beta2', 'eps', 'weight_decay', 'grad_clip_norm']),
       native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
     });
   }
@@ -173,6 +180,7 @@ export class NativeExecutor {
     }
     await this.runJob(run, op, {
       ...rlOptimPayload(inputs, command.optimizer.learning_rate), lora: this.loraPayload(run),
+      optimizer: pick(command.optimizer, ['beta1', 'beta2', 'eps', 'weight_decay', 'grad_clip_norm']),
       native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
     }, 'rl');
   }
@@ -197,13 +205,11 @@ export class NativeExecutor {
     const step = rlOptim ? rlOptimMetrics(events) : (events.find((e) => e.type === 'gradient_step')?.data as Record<string, number> | undefined);
     if (job.status === 'cancelled' || (job.status !== 'succeeded' && op.cancelRequested)) {
       this.store.tx(() => this.finish(op, 'cancelled', { error: { message: 'cancelled while running' } }));
-      if (op.kind === 'optim_step') this.resyncVersions(op.runId);
       return;
     }
     if (job.status !== 'succeeded' || !step) {
       const message = job.errorMessage ?? 'the training job ended without reporting a step';
       this.store.tx(() => this.finish(op, 'failed', { error: { message, training_job_id: job.id } }));
-      if (op.kind === 'optim_step') this.resyncVersions(op.runId);
       return;
     }
     if (op.kind === 'forward_backward') {
@@ -211,12 +217,16 @@ export class NativeExecutor {
       this.store.tx(() => this.finish(op, 'succeeded', { result }));
       return;
     }
+    if (op.kind === 'forward') {
+      this.store.tx(() => this.finish(op, 'succeeded', { result: forwardResult(op, step) }));
+      this.dropInputs(op);
+      return;
+    }
     const run = this.store.nativeRuns.runById(op.runId)!;
     const version = op.reservedOutputLearnerVersion!;
     const checkpoint = this.store.checkpoints.byStep(run.learnerModelId, version);
     if (!checkpoint) {
       this.store.tx(() => this.finish(op, 'failed', { error: { message: `the optimizer step wrote no checkpoint for learner version ${version}` } }));
-      this.resyncVersions(op.runId);
       return;
     }
     const contributing = ((job.payload as { contributing_operation_ids?: string[] }).contributing_operation_ids ?? []);
@@ -242,7 +252,7 @@ export class NativeExecutor {
    */
   private resyncVersions(runId: string): void {
     const run = this.store.nativeRuns.runById(runId)!;
-    const pending = this.store.nativeRuns.ops(runId).filter((o) => o.kind === 'optim_step' && (o.status === 'admitted' || o.status === 'running'));
+    const pending = this.store.nativeRuns.ops(runId).filter((o) => (o.kind === 'optim_step' || o.kind === 'load_state') && (o.status === 'admitted' || o.status === 'running'));
     if (pending.length === 0) this.store.nativeRuns.updateRun(runId, { projectedLearnerVersion: run.committedLearnerVersion });
   }
 
@@ -267,7 +277,8 @@ export class NativeExecutor {
     const staging = `${dir}.staging-${op.id}`;
     fs.rmSync(staging, { recursive: true, force: true });
     fs.mkdirSync(path.dirname(dir), { recursive: true });
-    fs.cpSync(learner.path, staging, { recursive: true });
+    // The adapter only: AdamW's moments belong to the run (a model trained on from here starts a fresh AdamW).
+    fs.cpSync(learner.path, staging, { recursive: true, filter: (p) => path.basename(p) !== OPTIMIZER_STATE_FILE });
     fs.rmSync(dir, { recursive: true, force: true });
     fs.renameSync(staging, dir);
     const checkpointId = crypto.randomUUID();
@@ -277,6 +288,27 @@ export class NativeExecutor {
         result: { ...common, lora: `${target.entity}/${target.project}/${target.name}:step${step}`, generation_id: checkpointId, lora_bytes: folderBytes(dir) },
       });
     });
+  }
+
+  private saveState(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): void {
+    this.states.saveState(run, op, (result) => this.store.tx(() => this.finish(op, 'succeeded', { result })));
+    this.states.dropReplaced(op, ops);
+  }
+
+  /** The saved state becomes the reserved learner version: committed exactly when its checkpoint row is stored. */
+  private loadState(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): void {
+    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
+    if (latest !== op.learnerParentVersion) {
+      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this load_state would not produce version ${op.reservedOutputLearnerVersion}`);
+    }
+    const dropped = pendingGradients(ops.filter((o) => o.sequenceId < op.sequenceId));
+    const { checkpoint, result } = this.states.loadState(run, op, ops);
+    this.store.tx(() => {
+      this.store.checkpoints.insert(checkpoint);
+      this.store.nativeRuns.updateRun(run.id, { committedLearnerVersion: checkpoint.step });
+      this.finish(op, 'succeeded', { result });
+    });
+    for (const o of dropped) this.dropInputs(o);
   }
 
   /** The model a sampler checkpoint is published to: the entity's model named by the alias, over the run's base. */
@@ -294,6 +326,8 @@ export class NativeExecutor {
     this.store.nativeRuns.updateOp(op.id, {
       status, executionEndedAt: nowIso(), result: outcome.result ?? null, error: outcome.error ?? null, eventCursor: op.eventCursor + 1,
     });
+    // A learner transition that did not happen (failed, cancelled, also before it started) leaves its reserved version unused.
+    if (status !== 'succeeded' && (op.kind === 'optim_step' || op.kind === 'load_state')) this.resyncVersions(op.runId);
     // An RL batch without gradient is still applied by the optim_step ART sends after it (startOptimStep): kept.
     const noGradient = op.kind === 'forward_backward' && !isRlForwardBackward(op) && (outcome.result as { produced_gradient?: boolean } | undefined)?.produced_gradient === false;
     if (status !== 'succeeded' || noGradient) this.dropInputs(op);

@@ -97,14 +97,17 @@ export class NativeRunsService {
   submit(entity: string, runId: string, kind: NativeOperationKind, body: { request_id: string; sequence_id: number } & Record<string, unknown>) {
     const run = this.requireRun(entity, runId);
     const ops = this.store.nativeRuns.ops(run.id);
-    const batchKind = kind === 'forward_backward' ? String((body.batch as { kind?: unknown } | undefined)?.kind) : undefined;
-    const decision = admit(run, ops, { kind, requestId: body.request_id, sequenceId: body.sequence_id, fingerprint: commandFingerprint(body), batchKind });
+    const measures = kind === 'forward_backward' || kind === 'forward';
+    const batchKind = measures ? String((body.batch as { kind?: unknown } | undefined)?.kind) : undefined;
+    const state = kind === 'save_state' ? { name: String(body.checkpoint_name), overwrite: body.overwrite === true } : kind === 'load_state' ? { ref: String(body.checkpoint) } : undefined;
+    const decision = admit(run, ops, { kind, requestId: body.request_id, sequenceId: body.sequence_id, fingerprint: commandFingerprint(body), batchKind, state });
     if (decision.type === 'replay') return operationResponse(decision.op);
     if (decision.type === 'refuse') {
       const { status, message } = decision.refusal;
       throw status === 501 ? notImplemented(message) : status === 404 ? notFound(message) : conflict(message, { code: 'command_refused' });
     }
-    if (kind === 'forward_backward') this.checkForwardBackward(body as unknown as ForwardBackwardBodyT, ops);
+    // A forward keeps no gradient: there is nothing pending for it to mix with.
+    if (measures) this.checkForwardBackward(body as unknown as ForwardBackwardBodyT, kind === 'forward' ? [] : ops);
     if (kind === 'save_weights_for_sampler') this.checkPublication(body as unknown as SaveWeightsForSamplerBodyT);
     const op: NativeOperationRecord = {
       id: crypto.randomUUID(), runId: run.id, requestId: body.request_id, fingerprint: commandFingerprint(body), sequenceId: body.sequence_id,

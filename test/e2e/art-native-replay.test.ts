@@ -118,7 +118,7 @@ describe('native training runs, as ART N2 calls them', () => {
     });
     expect(tokenized.status).toBe(501);
     const saveState = await post(`/training/runs/${id}/save_state`, { request_id: `save-${hex()}`, sequence_id: 1, checkpoint_name: 'mine', ttl_seconds: null, overwrite: false });
-    expect(saveState.status).toBe(501);
+    expect(saveState.status).toBe(409); // learner version 0 is the base: nothing to save yet
     expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);
 
     const first = await terminal(id, fb);

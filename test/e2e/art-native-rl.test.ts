@@ -14,6 +14,7 @@ import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { ForwardBackwardResult, NativeTrainingOperation, NativeTrainingResult, NativeTrainingRun, OptimStepResult, SamplerWeightsResult } from '../helpers/art-native-models.js';
 import { bundleOf, bundleOfGroup, groupHeader, trajectoryRecord } from '../helpers/art-trajectory-bundles.js';
+import { decodeOptimizerState, OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 
 const hex = () => crypto.randomBytes(16).toString('hex');
 
@@ -149,6 +150,10 @@ describe('RL over the native training runs, as ART N2 train() calls them', () =>
     expect(job.kind).toBe('rl');
     expect((job.payload as { experimental_config: Record<string, unknown> }).experimental_config).toMatchObject({ loss_fn: 'cispo', learning_rate: 1e-2, normalize_advantages: true });
     expect(fs.readdirSync(path.join(s.home, 'native-runs', id))).toEqual([]);
+    // AdamW's moments after the step are kept beside the learner's checkpoint (one update per gradient step), for the
+    // next optim_step to continue from.
+    const learnerDir = s.store.checkpoints.byStep(s.store.nativeRuns.runById(id)!.learnerModelId, 1)!.path!;
+    expect(decodeOptimizerState(fs.readFileSync(path.join(learnerDir, OPTIMIZER_STATE_FILE))).step).toBe(fbResult.packing.packed_sequences);
 
     // The same groups measured again after the step: the optimizer step moved the policy.
     const again = parse(NativeTrainingOperation, (await post(`/training/runs/${id}/forward_backward`, { ...fbBody, request_id: `fb-${hex()}`, sequence_id: 2 })).body);

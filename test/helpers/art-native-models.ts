@@ -100,3 +100,38 @@ export const SamplerWeightsResult = z.strictObject({
   lora_bytes: z.number().int().positive(),
   publication_metrics: z.record(z.string(), z.number()),
 });
+
+/** ForwardResult: a forward_backward's measurement without its gradient (same packing and metrics, no produced_gradient). */
+export const ForwardResult = z.strictObject({
+  operation_id: z.string().min(1),
+  kind: z.literal('forward'),
+  packing: PackingOutcome,
+  loss_fn_outputs: z.array(z.unknown()),
+  metrics: z.record(z.string(), z.number()),
+  packed_input_capture: z.null(),
+});
+
+/** SaveStateResult (contracts, index id 57407172440, the version SamplerWeightsResult above follows) with its kind. */
+export const SaveStateResult = z.strictObject({
+  operation_id: z.string().min(1),
+  kind: z.literal('save_state'),
+  checkpoint: CheckpointRef,
+  lora: z.string().min(1),
+  training_session_id: z.string().min(1),
+  generation_id: z.string().min(1),
+  lora_bytes: z.number().int().positive(),
+  optimizer_state: z.string().min(1),
+  optimizer_bytes: z.number().int().positive(),
+  metrics: z.record(z.string(), z.number()),
+});
+
+export const LoadStateResult = z.strictObject({
+  operation_id: z.string().min(1),
+  kind: z.literal('load_state'),
+  checkpoint: CheckpointRef,
+  lora: z.string().min(1),
+  training_session_id: z.string().min(1),
+  generation_id: z.string().min(1),
+  lora_bytes: z.number().int().positive(),
+  optimizer_restored: z.boolean(),
+});

@@ -14,6 +14,7 @@ import { basename, dirname, join } from 'node:path';
 import { faultPoint } from '../fault-points.js';
 import type { Weights } from '../runtime/model-config.js';
 import { parseLoraTargets, type LoraConfig } from './lora.js';
+import { decodeOptimizerState, encodeOptimizerState, OPTIMIZER_STATE_FILE, type OptimizerState } from './optimizer-state.js';
 import { decodeSafetensors, encodeSafetensors } from './safetensors.js';
 
 export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
@@ -21,7 +22,8 @@ export const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';
 export const FULL_WEIGHTS_FILE = 'model.safetensors';
 
 export type CheckpointContents =
-  | { kind: 'lora'; lora: LoraConfig; tensors: Weights; baseModel: string }
+  // optimizer: AdamW's moments, written beside the adapter (a native run's optim_step; optimizer-state.ts)
+  | { kind: 'lora'; lora: LoraConfig; tensors: Weights; baseModel: string; optimizer?: OptimizerState }
   | { kind: 'full'; weights: Weights };
 
 /** PEFT's adapter_config.json for our LoRA settings. */
@@ -69,6 +71,7 @@ export async function writeCheckpoint(dir: string, contents: CheckpointContents)
     if (contents.kind === 'lora') {
       await writeFileSynced(join(tmp, ADAPTER_CONFIG_FILE), `${JSON.stringify(peftAdapterConfig(contents.lora, contents.baseModel), null, 2)}\n`);
       await writeFileSynced(join(tmp, ADAPTER_WEIGHTS_FILE), encodeSafetensors(contents.tensors));
+      if (contents.optimizer) await writeFileSynced(join(tmp, OPTIMIZER_STATE_FILE), encodeOptimizerState(contents.optimizer));
     } else {
       await writeFileSynced(join(tmp, FULL_WEIGHTS_FILE), encodeSafetensors(contents.weights));
     }
@@ -79,6 +82,13 @@ export async function writeCheckpoint(dir: string, contents: CheckpointContents)
     throw err;
   }
   await faultPoint('checkpoint-after-rename');
+}
+
+/** The optimizer state beside a LoRA checkpoint, verified against its adapter; null when it has none (start fresh). */
+export async function readOptimizerState(dir: string): Promise<OptimizerState | null> {
+  if (!existsSync(join(dir, OPTIMIZER_STATE_FILE))) return null;
+  const adapter = decodeSafetensors(await readFile(join(dir, ADAPTER_WEIGHTS_FILE))).tensors;
+  return decodeOptimizerState(await readFile(join(dir, OPTIMIZER_STATE_FILE)), adapter);
 }
 
 /** Read a checkpoint folder written by writeCheckpoint (or a PEFT LoRA adapter with list target_modules). */

@@ -8,7 +8,7 @@ import { readModelWeights } from '../runtime/hf-model.js';
 import { loadTokenizer } from '../runtime/load-model.js';
 import type { BackendName } from './backend.js';
 import { chatTokenizerFrom } from './chat-tokenizer.js';
-import { readCheckpoint } from './checkpoint.js';
+import { readCheckpoint, readOptimizerState } from './checkpoint.js';
 import type { RewardStdDevPoint } from './reward-std-lr.js';
 import type { LoraConfig } from './lora.js';
 import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
@@ -28,6 +28,11 @@ interface JobCommon {
   /** Default 'lora'. */
   mode?: 'lora' | 'full';
   lora?: Partial<LoraConfig>;
+  /**
+   * A native run's optim_step: AdamW with these settings continues from the moments beside `resumeFrom` (fresh when
+   * it has none) and writes its own beside the checkpoint.
+   */
+  optimizer?: NativeOptimizerSettings;
 }
 
 export interface RlJobSpec extends JobCommon {
@@ -50,6 +55,16 @@ export interface SftJobSpec extends JobCommon {
   config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
   /** Measure the loss at the starting weights; train nothing, write no checkpoint (loop.ts SftJob.forwardOnly). */
   forwardOnly?: boolean;
+}
+
+/** ART's AdamConfig without the learning rate (that travels in `config`). */
+export interface NativeOptimizerSettings {
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  /** Global-norm clip; 0 disables. */
+  gradClipNorm: number;
 }
 
 export type TrainingJobSpec = RlJobSpec | SftJobSpec;
@@ -82,6 +97,13 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
     log: opts.log,
     backend: opts.backend,
   };
+
+  if (spec.optimizer) {
+    const o = spec.optimizer;
+    deps.adamw = { beta1: o.beta1, beta2: o.beta2, epsilon: o.eps, weightDecay: o.weightDecay };
+    deps.maxGradNorm = o.gradClipNorm;
+    deps.carryOptimizer = { from: spec.resumeFrom ? await readOptimizerState(spec.resumeFrom) : null };
+  }
 
   if (spec.kind === 'rl') {
     const settings = rlSettingsFromExperimentalConfig(spec.experimentalConfig);

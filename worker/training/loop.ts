@@ -15,7 +15,9 @@ import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
 import { policyLoss, readAndDispose, weightedNll } from './losses.js';
 import { LlamaModel, type LayerRecomputation } from './model.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
-import { AdamW, DEFAULT_ADAMW, learningRateAt } from './optimizer.js';
+import { AdamW, DEFAULT_ADAMW, learningRateAt, type AdamWConfig } from './optimizer.js';
+import { adapterMoments, restoreAdapterMoments } from './adapter-moments.js';
+import type { OptimizerState } from './optimizer-state.js';
 import { fitRewardStdDevLearningRate, type RewardStdDevPoint } from './reward-std-lr.js';
 import type { RlData } from './rl-data.js';
 import { balanceAdvantage, rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
@@ -72,6 +74,13 @@ export interface TrainingDeps {
   /** Global-norm gradient clipping; <= 0 disables. Default 1. */
   maxGradNorm?: number;
   weightDecay?: number;
+  /** AdamW's betas, epsilon and weight decay (default DEFAULT_ADAMW with `weightDecay`). */
+  adamw?: AdamWConfig;
+  /**
+   * SFT, LoRA: continue AdamW from these moments (null: fresh) and write its moments beside the checkpoint (a native
+   * run's optim_step, docs/art.md). Absent: a fresh AdamW whose moments end with the job (preview jobs).
+   */
+  carryOptimizer?: { from: OptimizerState | null };
   /** Seed of fresh LoRA A matrices. */
   seed?: number;
   /** RL: the checkpoint the KL penalty compares against (ART's kl_penalty_reference_step / lag / path); null = the base. */
@@ -228,9 +237,12 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
   const model = buildTrainingModel(deps.model, deps.seed);
-  const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
+  const optimizer = new AdamW(model.trainableVariables(), deps.adamw ?? { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
   let lastMetrics: Record<string, number> = {};
   try {
+    const carry = deps.carryOptimizer;
+    if (carry && !model.lora) throw new Error('the optimizer state is only carried for LoRA training');
+    if (carry?.from) restoreAdapterMoments(model.lora!, optimizer, carry.from);
     await emit({ type: 'training_started', data: { num_sequences: batches.length } });
     for (let step = 0; step < batches.length; step++) {
       await checkCancelled(deps);
@@ -264,7 +276,9 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
       await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     await checkCancelled(deps);
-    await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
+    const contents = checkpointContents(model, deps.model);
+    if (carry && contents.kind === 'lora') contents.optimizer = adapterMoments(model.lora!, optimizer);
+    await writeCheckpoint(deps.checkpointDir, contents);
     return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics };
   } catch (err) {
     throw explainTrainingError(err);
@@ -338,9 +352,12 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, sequences, budget);
   const model = buildTrainingModel(deps.model, deps.seed);
-  const optimizer = new AdamW(model.trainableVariables(), { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
+  const optimizer = new AdamW(model.trainableVariables(), deps.adamw ?? { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
   let lastMetrics: Record<string, number> = {};
   try {
+    const carry = deps.carryOptimizer;
+    if (carry && !model.lora) throw new Error('the optimizer state is only carried for LoRA training');
+    if (carry?.from) restoreAdapterMoments(model.lora!, optimizer, carry.from);
     // Reference logprobs (KL penalty) come from the base (LoRA disabled, or the starting weights), or from
     // an earlier checkpoint's LoRA factors swapped in for that one pass.
     let refLogprobs: Float32Array[] | null = null;
@@ -464,7 +481,9 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
     }
     await checkCancelled(deps);
-    await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps.model));
+    const contents = checkpointContents(model, deps.model);
+    if (carry && contents.kind === 'lora') contents.optimizer = adapterMoments(model.lora!, optimizer);
+    await writeCheckpoint(deps.checkpointDir, contents);
     return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics };
   } catch (err) {
     throw explainTrainingError(err);

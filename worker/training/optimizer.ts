@@ -45,6 +45,13 @@ export function adamwUpdate(
   }
 }
 
+/** Adam's carried state: the number of updates applied and each variable's moments, in variable order. */
+export interface AdamWMoments {
+  step: number;
+  m: Float32Array[];
+  v: Float32Array[];
+}
+
 export class AdamW {
   private step = 0;
   private readonly m: tf.Variable[];
@@ -63,6 +70,27 @@ export class AdamW {
   /** Number of updates applied so far. */
   get steps(): number {
     return this.step;
+  }
+
+  /** The moments and step count, to continue this optimizer in a later job (optimizer-state.ts). */
+  exportMoments(): AdamWMoments {
+    return { step: this.step, m: this.m.map((x) => Float32Array.from(x.dataSync() as Float32Array)), v: this.v.map((x) => Float32Array.from(x.dataSync() as Float32Array)) };
+  }
+
+  /** Continue from moments an earlier job exported (same variables, same order): bias correction goes on from `step`. */
+  restoreMoments(state: AdamWMoments): void {
+    if (!Number.isInteger(state.step) || state.step < 0) throw new Error(`AdamW: step ${state.step} is not a count`);
+    if (state.m.length !== this.variables.length || state.v.length !== this.variables.length) {
+      throw new Error(`AdamW: moments for ${state.m.length}/${state.v.length} variables, not ${this.variables.length}`);
+    }
+    this.variables.forEach((x, i) => {
+      if (state.m[i].length !== x.size || state.v[i].length !== x.size) throw new Error(`AdamW: moments of variable ${i} have the wrong size`);
+      tf.tidy(() => {
+        this.m[i].assign(tf.tensor(state.m[i], x.shape));
+        this.v[i].assign(tf.tensor(state.v[i], x.shape));
+      });
+    });
+    this.step = state.step;
   }
 
   /** One update; `grads[i]` belongs to `variables[i]`. */

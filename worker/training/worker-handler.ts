@@ -22,6 +22,8 @@ interface RlPayload {
   forward_only?: boolean;
   /** A native run's adapter, as for SFT. */
   lora?: { rank: number; target_modules: string[] } | null;
+  /** A native run's optim_step, as for SFT. */
+  optimizer?: NativeOptimizer | null;
 }
 interface SftPayload {
   resolved_data_path: string;
@@ -30,6 +32,16 @@ interface SftPayload {
   forward_only?: boolean;
   /** A native run's adapter: its rank and PEFT target names (fresh adapters only). */
   lora?: { rank: number; target_modules: string[] } | null;
+  /** A native run's optim_step: AdamW settings; its moments are carried from checkpoint to checkpoint. */
+  optimizer?: NativeOptimizer | null;
+}
+/** AdamW's settings of a native run's optim_step (src/schemas/native-training.ts). */
+interface NativeOptimizer {
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weight_decay: number;
+  grad_clip_norm: number;
 }
 
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
@@ -37,11 +49,13 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   const common = { modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir };
   const loraOf = (p: { lora?: { rank: number; target_modules: string[] } | null }) =>
     p.lora ? { lora: { rank: p.lora.rank, alpha: 2 * p.lora.rank, targetModules: parseLoraTargets(p.lora.target_modules) } } : {};
+  const optimizerOf = ({ optimizer: o }: { optimizer?: NativeOptimizer | null }) =>
+    o ? { optimizer: { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, gradClipNorm: o.grad_clip_norm } } : {};
   if (task.kind === 'rl') {
     const p = task.payload as RlPayload;
     return {
       ...common, kind: 'rl', trajectoryGroups: p.trajectory_groups as never, experimentalConfig: (p.experimental_config ?? null) as never,
-      klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [], forwardOnly: p.forward_only === true, ...loraOf(p),
+      klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [], forwardOnly: p.forward_only === true, ...loraOf(p), ...optimizerOf(p),
     };
   }
   const p = task.payload as SftPayload;
@@ -51,7 +65,7 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   } catch (err) {
     throw new TaskError(400, `cannot read the training data ${p.resolved_data_path}: ${(err as Error).message}`);
   }
-  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...loraOf(p) };
+  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...loraOf(p), ...optimizerOf(p) };
 }
 
 /**

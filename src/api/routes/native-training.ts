@@ -6,9 +6,9 @@ import type { AppContext } from '../context.js';
 import { notFound } from '../../errors/domain-errors.js';
 import type { NativeOperationKind } from '../../store/records.js';
 import {
-  ForwardBackwardBody, NativeOperationResponse, NativeResultReleaseResponse, NativeResultResponse, NativeRunResponse, OperationParams,
-  OperationResultParams, OptimStepBody, OtherCommandBody, ReleaseResultBody, ResolveRunBody, RunCommandParams, RunParams,
-  SaveWeightsForSamplerBody,
+  ForwardBackwardBody, ForwardBody, LoadStateBody, NativeOperationResponse, NativeResultReleaseResponse, NativeResultResponse, NativeRunResponse,
+  OperationParams, OperationResultParams, OptimStepBody, ReleaseResultBody, ResolveRunBody, RunCommandParams, RunParams,
+  SaveStateBody, SaveWeightsForSamplerBody,
 } from '../../schemas/native-training.js';
 import { z } from 'zod';
 
@@ -17,10 +17,6 @@ export function splitVerb(segment: string): [string, string | null] {
   const at = segment.lastIndexOf(':');
   return at < 0 ? [segment, null] : [segment.slice(0, at), segment.slice(at + 1)];
 }
-
-const OTHER_COMMANDS: Record<string, NativeOperationKind> = {
-  forward: 'forward', save_state: 'save_state', load_state: 'load_state', load_state_with_optimizer: 'load_state',
-};
 
 const unknownVerb = (method: string, url: string) => notFound(`Not Found: ${method} ${url}`);
 
@@ -66,17 +62,15 @@ export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
     command('forward_backward', 'forward_backward', ForwardBackwardBody, 'Forward and backward pass (gradients kept until optim_step)'),
     command('optim_step', 'optim_step', OptimStepBody, 'Apply the kept gradients (one learner version)'),
     command('save_weights_for_sampler', 'save_weights_for_sampler', SaveWeightsForSamplerBody, 'Publish the learner weights for sampling'),
-    // The commands ART's ServerlessBackend does not send share one route; each answers 501 (after the run's and the
-    // sequence's checks, like the others).
+    command('forward', 'forward', ForwardBody, 'Forward pass: loss and token counts at the current weights, no gradient kept'),
+    command('save_state', 'save_state', SaveStateBody, 'Save the committed learner version (weights and optimizer state) under a name'),
+    command('load_state', 'load_state', LoadStateBody, 'Restore a saved state as the next learner version (optimizer state when restore_optimizer)'),
+    // ART's client posts both of its load methods to load_state (restore_optimizer in the body); this path says it.
     defineRoute({
-      method: 'POST', url: '/v1/training/runs/:run_id/:command', operationId: 'native_other_command',
-      summary: 'forward, save_state, load_state, load_state_with_optimizer (not implemented: 501)', tags, auth: 'bearer',
-      params: RunCommandParams, body: OtherCommandBody, response: NativeOperationResponse, errors: commandErrors,
-      handler: ({ auth, params, body, request }) => {
-        const kind = OTHER_COMMANDS[params.command];
-        if (!kind) throw unknownVerb('POST', request.url);
-        return runs.submit(auth.entity, params.run_id, kind, body);
-      },
+      method: 'POST', url: '/v1/training/runs/:run_id/load_state_with_optimizer', operationId: 'native_load_state_with_optimizer',
+      summary: 'load_state with restore_optimizer: true', tags, auth: 'bearer', params: RunCommandParams.pick({ run_id: true }), body: LoadStateBody,
+      response: NativeOperationResponse, errors: commandErrors,
+      handler: ({ auth, params, body }) => runs.submit(auth.entity, params.run_id, 'load_state', { ...body, restore_optimizer: true }),
     }),
     defineRoute({
       method: 'GET', url: '/v1/training/runs/:run_id/operations/:operation_ref', operationId: 'native_get_operation', summary: 'Get Operation',
