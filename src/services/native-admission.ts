@@ -42,11 +42,8 @@ export interface CommandInput {
 
 /** Commands Hearth's trainer does not execute, and why (answered 501, nothing stored). */
 export function unsupportedReason(input: CommandInput): string | null {
-  if (input.kind === 'forward' && input.batchKind !== 'sft') {
-    return `forward over ${JSON.stringify(input.batchKind)} batches is not implemented by this server (supported: sft)`;
-  }
-  if (input.kind === 'forward_backward' && input.batchKind !== 'sft' && input.batchKind !== 'rl') {
-    return `forward_backward batches of kind ${JSON.stringify(input.batchKind)} are not implemented by this server (supported: sft, rl)`;
+  if ((input.kind === 'forward' || input.kind === 'forward_backward') && input.batchKind !== 'sft' && input.batchKind !== 'rl') {
+    return `${input.kind} batches of kind ${JSON.stringify(input.batchKind)} are not implemented by this server (supported: sft, rl)`;
   }
   return null;
 }

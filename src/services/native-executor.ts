@@ -15,7 +15,7 @@ import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRec
 import { notImplemented } from '../errors/domain-errors.js';
 import { pendingGradients } from './native-admission.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
-import { admitRlBatch, isRlForwardBackward, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, type RlInputs } from './native-rl-batch.js';
+import { admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, type RlInputs } from './native-rl-batch.js';
 import { forwardResult, NativeStates } from './native-state.js';
 import { OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 import type { ModelsService } from './models.js';
@@ -218,7 +218,8 @@ export class NativeExecutor {
       return;
     }
     if (op.kind === 'forward') {
-      this.store.tx(() => this.finish(op, 'succeeded', { result: forwardResult(op, step) }));
+      const measured = measuresRl(op) ? rlForwardBackwardResult(op, step) : forwardBackwardResult(op, step);
+      this.store.tx(() => this.finish(op, 'succeeded', { result: forwardResult(measured) }));
       this.dropInputs(op);
       return;
     }

@@ -83,8 +83,10 @@ export function accumulationConflict(pending: NativeOperationRecord[], body: For
     'is waiting for an optim_step; apply it (optim_step) or cancel it first';
 }
 
-export const isRlForwardBackward = (op: NativeOperationRecord) =>
-  op.kind === 'forward_backward' && (op.command as { batch?: { kind?: unknown } }).batch?.kind === 'rl';
+/** A forward or forward_backward of an RL batch. */
+export const measuresRl = (op: NativeOperationRecord) => (op.command as { batch?: { kind?: unknown } }).batch?.kind === 'rl';
+
+export const isRlForwardBackward = (op: NativeOperationRecord) => op.kind === 'forward_backward' && measuresRl(op);
 
 /** One RL job over every applied forward_backward's inputs, at the optim_step's learning rate. */
 export function rlOptimPayload(inputs: RlInputs[], learningRate: number): { trajectory_groups: TrajectoryGroupT[]; experimental_config: Record<string, unknown> } {

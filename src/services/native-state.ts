@@ -14,7 +14,6 @@ import { nowIso, type NativeOperationRecord, type NativeRunRecord } from '../sto
 import { decodeOptimizerState, encodeOptimizerState, freshOptimizerState, OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 import { decodeSafetensors } from '../../worker/training/safetensors.js';
 import type { AdmissionRefusal, CommandInput } from './native-admission.js';
-import { forwardBackwardResult } from './native-wire.js';
 import type { ModelsService } from './models.js';
 import type { LoadStateBodyT, SaveStateBodyT } from '../schemas/native-training.js';
 
@@ -54,10 +53,10 @@ export function stateRefusal(ops: NativeOperationRecord[], input: CommandInput, 
   return null;
 }
 
-/** A forward's result: a forward_backward's packing and metrics, without a gradient (ART's ForwardResult). */
-export function forwardResult(op: NativeOperationRecord, step: Record<string, number>): Record<string, unknown> {
-  const { produced_gradient: _dropped, ...measured } = forwardBackwardResult(op, step);
-  return { ...measured, kind: 'forward' };
+/** A forward's result from what a forward_backward of its batch would answer, without the gradient (ART's ForwardResult). */
+export function forwardResult(measured: Record<string, unknown>): Record<string, unknown> {
+  const { produced_gradient: _dropped, ...rest } = measured;
+  return { ...rest, kind: 'forward' };
 }
 
 function fileBytes(file: string): number {

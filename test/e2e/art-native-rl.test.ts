@@ -12,7 +12,7 @@ import type { z } from 'zod';
 import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
-import { ForwardBackwardResult, NativeTrainingOperation, NativeTrainingResult, NativeTrainingRun, OptimStepResult, SamplerWeightsResult } from '../helpers/art-native-models.js';
+import { ForwardBackwardResult, ForwardResult, NativeTrainingOperation, NativeTrainingResult, NativeTrainingRun, OptimStepResult, SamplerWeightsResult } from '../helpers/art-native-models.js';
 import { bundleOf, bundleOfGroup, groupHeader, trajectoryRecord } from '../helpers/art-trajectory-bundles.js';
 import { decodeOptimizerState, OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 
@@ -193,5 +193,17 @@ describe('RL over the native training runs, as ART N2 train() calls them', () =>
     expect([flatOptimResult.checkpoint.learner_version, flatOptimResult.metrics.gradient_steps]).toEqual([2, 0]);
     expect(flatOptimResult.contributing_forward_backward_operation_ids).toEqual([flatFb.operation_id]);
     expect(fs.readdirSync(path.join(s.home, 'native-runs', id))).toEqual([]);
+
+    // forward of an RL batch: the measurement alone. The step without advantage left the weights of version 1, so
+    // the first groups measure what they measured there; nothing is kept and no version is reserved.
+    const forward = parse(NativeTrainingOperation, (await post(`/training/runs/${id}/forward`, {
+      request_id: `forward-${hex()}`, sequence_id: 6, batch: fbBody.batch, loss: fbBody.loss, collect_packing_shapes: false,
+    })).body);
+    expect([forward.kind, forward.learner_parent_version, forward.reserved_output_learner_version]).toEqual(['forward', 2, null]);
+    const forwarded = parse(ForwardResult, (await terminal(id, forward)).result);
+    expect(forwarded.metrics.loss).toBeCloseTo(againResult.metrics.loss, 5);
+    expect(forwarded.packing.packed_sequences).toBe(againResult.packing.packed_sequences);
+    expect(fs.readdirSync(path.join(s.home, 'native-runs', id))).toEqual([]);
+    expect(parse(NativeTrainingRun, (await get(`/training/runs/${id}`)).body)).toMatchObject({ committed_learner_version: 2, next_sequence_id: 7 });
   }, 300_000);
 });

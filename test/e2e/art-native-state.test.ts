@@ -112,10 +112,10 @@ describe('native runs: forward, the carried optimizer, save_state and load_state
     expect(await runState()).toMatchObject({ committed_learner_version: 0, projected_learner_version: 0, next_sequence_id: 2 });
     // Only the forward_backward's inputs are kept (for its optim_step); the forward kept nothing.
     expect(fs.readdirSync(path.join(home, 'native-runs', id))).toEqual([`0-${fb0.operation_id}.jsonl`]);
-    const rlForward = await post(`/training/runs/${id}/forward`, {
-      request_id: `forward-${hex()}`, sequence_id: seq, batch: { kind: 'rl', groups: [], min_source_version: 0, max_source_version: 0 }, loss: { name: 'cispo' },
+    const tokenizedForward = await post(`/training/runs/${id}/forward`, {
+      request_id: `forward-${hex()}`, sequence_id: seq, batch: { kind: 'tokenized', datums: [{}] }, loss: { name: 'cross_entropy' },
     });
-    expect(rlForward.status).toBe(501);
+    expect(tokenizedForward.status).toBe(501);
 
     // optim_step: AdamConfig out of range is a 422 in the training API's shape, nothing applied.
     for (const bad of [{ beta1: 1 }, { beta2: -0.1 }, { eps: 0 }, { weight_decay: -1 }, { grad_clip_norm: -1 }, { learning_rate: -1 }]) {

@@ -47,7 +47,8 @@ describe('native command admission', () => {
 
   it('refuses a run that is not open, unsupported commands (501) and a sampler save of the base', () => {
     expect(admit(run({ status: 'closing' }), [], input({}))).toMatchObject({ type: 'refuse', refusal: { status: 409 } });
-    expect(admit(run(), [], input({ kind: 'forward', batchKind: 'rl' }))).toMatchObject({ refusal: { status: 501 } });
+    expect(admit(run(), [], input({ kind: 'forward', batchKind: 'tokenized' }))).toMatchObject({ refusal: { status: 501 } });
+    expect(admit(run(), [], input({ kind: 'forward', batchKind: 'rl' }))).toMatchObject({ type: 'admit', reservedOutputLearnerVersion: null });
     expect(admit(run(), [], input({ batchKind: 'tokenized' }))).toMatchObject({ refusal: { status: 501 } });
     expect(admit(run(), [], input({ batchKind: 'rl' }))).toMatchObject({ type: 'admit' });
     expect(admit(run(), [], input({ kind: 'save_weights_for_sampler' }))).toMatchObject({ refusal: { status: 409 } });

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { admit, pendingGradients, type CommandInput } from '../../src/services/native-admission.js';
 import { findSavedState, forwardResult } from '../../src/services/native-state.js';
+import { forwardBackwardResult } from '../../src/services/native-wire.js';
 import type { NativeOperationRecord, NativeRunRecord } from '../../src/store/records.js';
 
 const run = (over: Partial<NativeRunRecord> = {}): NativeRunRecord => ({
@@ -53,7 +54,7 @@ describe('saved states', () => {
   });
 
   it('forward: the measurement as ForwardResult, with no gradient field', () => {
-    const result = forwardResult(op(0, 'forward'), { loss: 2.5, num_tokens: 10, num_trainable_tokens: 4, num_trajectories: 2, max_sequence_tokens: 6 });
+    const result = forwardResult(forwardBackwardResult(op(0, 'forward'), { loss: 2.5, num_tokens: 10, num_trainable_tokens: 4, num_trajectories: 2, max_sequence_tokens: 6 }));
     expect(result).toMatchObject({ operation_id: 'op0', kind: 'forward', metrics: { loss: 2.5, num_tokens: 10, num_trainable_tokens: 4 }, loss_fn_outputs: [] });
     expect(result).not.toHaveProperty('produced_gradient');
   });
