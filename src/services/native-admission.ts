@@ -35,10 +35,13 @@ export interface CommandInput {
   fingerprint: string;
   /** forward_backward: what its batch holds ('sft', 'rl', …). */
   batchKind?: string;
+  /** Why another client framing's command cannot be executed (native-framing.ts), answered like the reasons below. */
+  unsupported?: string;
 }
 
 /** Commands Hearth's trainer does not execute, and why (answered 501, nothing stored). */
 export function unsupportedReason(input: CommandInput): string | null {
+  if (input.unsupported) return input.unsupported;
   if (input.kind === 'forward') return 'forward (loss without gradients) is not implemented by this server; ART\'s ServerlessBackend does not send it';
   if (input.kind === 'save_state' || input.kind === 'load_state') {
     return `${input.kind} is not implemented by this server; ART's ServerlessBackend does not send it (sampler checkpoints: save_weights_for_sampler)`;
