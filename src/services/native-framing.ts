@@ -1,7 +1,7 @@
 // Client framings of the native training-runs API (docs/art.md "Framings"): which one a resolve speaks, and the
 // translation of N1's and N3's commands into the commands the runs service stores and executes (N2's shapes).
 // Pure: no I/O. Responses go the other way in native-framing-responses.ts.
-import { invalid } from '../errors/domain-errors.js';
+import { invalid, ValidationError } from '../errors/domain-errors.js';
 import type { NativeWire } from '../store/sqlite/native-run-wires-repo.js';
 import type { NativeOperationKind } from '../store/records.js';
 import type { N1CommandBodyT, N3ForwardBackwardBodyT, N3SaveWeightsForSamplerBodyT, ResolveAnyRunBodyT } from '../schemas/native-framings.js';
@@ -32,8 +32,9 @@ export function resolveFraming(body: ResolveAnyRunBodyT): ResolveFraming {
   if (n1 && n3) throw invalid('a resolve with spec.optimizer (client N1) cannot also carry spec.seed or initial_state (client N3)');
   if (body.run_name != null && body.run_name.startsWith(ANONYMOUS_RUN_PREFIX)) throw invalid(`run_name may not start with "${ANONYMOUS_RUN_PREFIX}"`);
   if (n1) {
+    if (body.run_name == null) throw missingRunName();
     const unsupported = spec.optimizer === 'adamw' ? null : `spec.optimizer ${JSON.stringify(spec.optimizer)} is not implemented by this server (supported: "adamw")`;
-    return { wire: 'n1', anonymous: false, unsupported: body.run_name == null ? 'N1 resolves need a run_name' : unsupported };
+    return { wire: 'n1', anonymous: false, unsupported };
   }
   if (n3) {
     let unsupported: string | null = null;
@@ -44,9 +45,12 @@ export function resolveFraming(body: ResolveAnyRunBodyT): ResolveFraming {
     }
     return { wire: 'n3', anonymous: body.run_name == null, unsupported };
   }
-  if (body.run_name == null) throw invalid('run_name is required');
+  if (body.run_name == null) throw missingRunName();
   return { wire: 'n2', anonymous: false, unsupported: null };
 }
+
+/** Only N3 may leave the run name out: for N1 and N2 it is a missing field, answered as the schema would (422). */
+const missingRunName = () => new ValidationError([{ loc: ['body', 'run_name'], msg: 'Field required', type: 'missing' }]);
 
 /** The command the runs service stores and executes, the fingerprint that makes retries idempotent, and any refusal. */
 export interface TranslatedCommand {

@@ -27,7 +27,7 @@ describe('which framing a resolve speaks', () => {
     const initial = { source: { kind: 'service_checkpoint', checkpoint_id: 'c' }, restore_optimizer: false };
     expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: null }, initial_state: initial }).unsupported).toMatch(/initial_state/);
     expect(() => resolveFraming({ request_id: 'r', run_name: 'a', spec: { ...spec, optimizer: 'adamw', seed: null } })).toThrow(/cannot also/);
-    expect(() => resolveFraming({ request_id: 'r', spec })).toThrow(/run_name is required/);
+    expect(() => resolveFraming({ request_id: 'r', spec })).toThrow(/run_name: Field required/);
     expect(() => resolveFraming({ request_id: 'r', run_name: 'hearth-anonymous-run:x', spec })).toThrow(/may not start/);
   });
 });
