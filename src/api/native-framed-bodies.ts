@@ -28,6 +28,11 @@ type Command = { request_id: string; sequence_id: number } & Record<string, unkn
 export function framedCommand(wire: NativeWire, kind: NativeOperationKind, runId: string, raw: unknown): TranslatedCommand {
   if (wire === 'n1') {
     const envelope = parse<z.output<typeof N1CommandBody>>(N1CommandBody, raw);
+    // N1's contracts also define pre-tokenized batches (kind "tokenized"), which N2's schema does not know: 501, not 422.
+    if ((envelope.command.batch as { kind?: unknown } | undefined)?.kind === 'tokenized') {
+      const translated = translateN1(runId, envelope, parse<Command>(OtherCommandBody, envelope.command, ['command']));
+      return { ...translated, unsupported: 'tokenized batches are not implemented by this server for client N1 (supported: sft)' };
+    }
     const command = parse<Command>(N2_BODIES[kind] ?? OtherCommandBody, envelope.command, ['command']);
     return translateN1(runId, envelope, command);
   }

@@ -87,6 +87,8 @@ describe('native runs in client framing N1 (commands wrapped in `command`)', () 
     expect(divergent.body.detail).toMatch(/request_id .* another command/);
     const otherRun = await post(`/training/runs/${id}/forward_backward`, { ...wrap(`fb-${hex()}`, 1, fbCommand), command: { ...wrap('x', 1, fbCommand).command, run_id: 'another' } });
     expect(otherRun.status).toBe(400);
+    const tokenized = await post(`/training/runs/${id}/forward_backward`, wrap(`fb-${hex()}`, 1, { ...fbCommand, batch: { kind: 'tokenized', datums: [] } }));
+    expect([tokenized.status, tokenized.body.detail]).toEqual([501, expect.stringMatching(/tokenized batches/)]);
     expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);
 
     const fbDone = await terminal(fb);
