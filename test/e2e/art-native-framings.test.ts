@@ -71,6 +71,10 @@ describe('native runs in client framing N1 (commands wrapped in `command`)', () 
     const run = ok(await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, run_name: 'n1-model', spec: wireSpec }), N1NativeTrainingRun);
     // TrainingRuns.resolve raises unless run_name and spec come back as sent.
     expect([run.run_name, run.spec, run.status]).toEqual(['n1-model', wireSpec, 'open']);
+    // Only N3 may resolve without a name; the same name in another framing (here N2's spec) is another client's run.
+    const unnamed = await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, spec: wireSpec });
+    expect([unnamed.status, unnamed.body.detail?.[0]?.loc]).toEqual([422, ['body', 'run_name']]);
+    expect((await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, run_name: 'n1-model', spec })).status).toBe(409);
     const id = run.run_id;
     const wrap = (requestId: string, sequenceId: number, command: Record<string, unknown>) =>
       ({ request_id: requestId, sequence_id: sequenceId, command: { run_id: id, request_id: requestId, sequence_id: sequenceId, ...command } });
