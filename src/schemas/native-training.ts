@@ -136,6 +136,9 @@ export const LoadStateBody = z
   .object({ ...command, checkpoint: z.string().min(1).max(2048), restore_optimizer: z.boolean().default(false) })
   .meta({ id: 'NativeLoadState' });
 
+/** A command of another client framing whose fields Hearth does not read (native-framed-bodies.ts): its identity only. */
+export const OtherCommandBody = z.object(command).catchall(z.unknown());
+
 export const ReleaseResultBody = z.object({ request_id: id }).meta({ id: 'NativeReleaseResult' });
 
 export const RunParams = z.object({ run_ref: z.string().max(300) });

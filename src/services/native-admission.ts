@@ -38,10 +38,13 @@ export interface CommandInput {
   batchKind?: string;
   /** save_state: the name and overwrite; load_state: the state it names (native-state.ts). */
   state?: { name?: string; overwrite?: boolean; ref?: string };
+  /** Why another client framing's command cannot be executed (native-framing.ts), answered like the reasons below. */
+  unsupported?: string;
 }
 
 /** Commands Hearth's trainer does not execute, and why (answered 501, nothing stored). */
 export function unsupportedReason(input: CommandInput): string | null {
+  if (input.unsupported) return input.unsupported;
   if ((input.kind === 'forward' || input.kind === 'forward_backward') && input.batchKind !== 'sft' && input.batchKind !== 'rl') {
     return `${input.kind} batches of kind ${JSON.stringify(input.batchKind)} are not implemented by this server (supported: sft, rl)`;
   }

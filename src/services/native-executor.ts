@@ -21,6 +21,7 @@ import { OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 import type { ModelsService } from './models.js';
 import { isHiddenModel } from './hidden-models.js';
 import type { TrainingJobsService } from './training-jobs.js';
+import type { TokenSequence } from './native-token-matrix.js';
 import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../schemas/native-training.js';
 
 export class NativeExecutor {
@@ -133,8 +134,10 @@ export class NativeExecutor {
       }, 'rl');
       return;
     }
-    if (command.batch.kind !== 'sft') throw notImplemented('only sft and rl batches are executed');
-    const rows = command.batch.trajectories.map((t) => sftRow(t));
+    // N3's token matrices arrive as pre-tokenized sequences (native-token-matrix.ts), lines the worker reads as they are.
+    const batch = command.batch as ForwardBackwardBodyT['batch'] | { kind: 'sft_tokens'; sequences: TokenSequence[] };
+    const rows = batch.kind === 'sft_tokens' ? batch.sequences : batch.kind === 'sft' ? batch.trajectories.map((t) => sftRow(t)) : null;
+    if (!rows) throw notImplemented('only sft and rl batches are executed');
     const file = this.dataFile(op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n'));

@@ -94,13 +94,21 @@ export class NativeRunsService {
 
   // ---- commands ----
 
-  submit(entity: string, runId: string, kind: NativeOperationKind, body: { request_id: string; sequence_id: number } & Record<string, unknown>) {
+  /**
+   * `framing`: a command another client framing sent, already translated to `body` (native-framing.ts): its
+   * fingerprint is the sent body's, its batch kind and any refusal come from the translation.
+   */
+  submit(
+    entity: string, runId: string, kind: NativeOperationKind, body: { request_id: string; sequence_id: number } & Record<string, unknown>,
+    framing: { fingerprint: string; batchKind?: string; unsupported?: string } | null = null,
+  ) {
     const run = this.requireRun(entity, runId);
     const ops = this.store.nativeRuns.ops(run.id);
     const measures = kind === 'forward_backward' || kind === 'forward';
-    const batchKind = measures ? String((body.batch as { kind?: unknown } | undefined)?.kind) : undefined;
+    const batchKind = measures ? (framing?.batchKind ?? String((body.batch as { kind?: unknown } | undefined)?.kind)) : undefined;
+    const fingerprint = framing?.fingerprint ?? commandFingerprint(body);
     const state = kind === 'save_state' ? { name: String(body.checkpoint_name), overwrite: body.overwrite === true } : kind === 'load_state' ? { ref: String(body.checkpoint) } : undefined;
-    const decision = admit(run, ops, { kind, requestId: body.request_id, sequenceId: body.sequence_id, fingerprint: commandFingerprint(body), batchKind, state });
+    const decision = admit(run, ops, { kind, requestId: body.request_id, sequenceId: body.sequence_id, fingerprint, batchKind, state, unsupported: framing?.unsupported });
     if (decision.type === 'replay') return operationResponse(decision.op);
     if (decision.type === 'refuse') {
       const { status, message } = decision.refusal;
@@ -110,7 +118,7 @@ export class NativeRunsService {
     if (measures) this.checkForwardBackward(body as unknown as ForwardBackwardBodyT, kind === 'forward' ? [] : ops);
     if (kind === 'save_weights_for_sampler') this.checkPublication(body as unknown as SaveWeightsForSamplerBodyT);
     const op: NativeOperationRecord = {
-      id: crypto.randomUUID(), runId: run.id, requestId: body.request_id, fingerprint: commandFingerprint(body), sequenceId: body.sequence_id,
+      id: crypto.randomUUID(), runId: run.id, requestId: body.request_id, fingerprint, sequenceId: body.sequence_id,
       kind, command: body, status: 'admitted', learnerParentVersion: decision.learnerParentVersion,
       reservedOutputLearnerVersion: decision.reservedOutputLearnerVersion, admittedAt: nowIso(), executionStartedAt: null,
       executionEndedAt: null, cancelRequested: false, eventCursor: 0, jobId: null, consumedBy: null, result: null, resultReleased: false, error: null,

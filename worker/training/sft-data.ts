@@ -13,9 +13,20 @@ export interface SftRow {
   tools?: unknown[] | null;
 }
 
+/**
+ * A sequence tokenized by the client (ART's N3 native API sends token matrices; src/services/native-token-matrix.ts
+ * writes them as `{"token_ids": [...], "loss_mask": [...]}` lines): trained as given, loss_mask[t] = 1 where ids[t] is a target.
+ */
+export interface TokenizedSftRow {
+  token_ids: number[];
+  loss_mask: number[];
+}
+
+const isTokenized = (row: SftRow | TokenizedSftRow): row is TokenizedSftRow => 'token_ids' in row;
+
 /** Parse train.jsonl; errors name the line. Blank lines are skipped. */
-export function parseSftJsonl(text: string): SftRow[] {
-  const rows: SftRow[] = [];
+export function parseSftJsonl(text: string): (SftRow | TokenizedSftRow)[] {
+  const rows: (SftRow | TokenizedSftRow)[] = [];
   text.split('\n').forEach((line, i) => {
     if (line.trim() === '') return;
     let row: unknown;
@@ -23,6 +34,15 @@ export function parseSftJsonl(text: string): SftRow[] {
       row = JSON.parse(line);
     } catch (err) {
       throw new Error(`training data line ${i + 1} is not JSON: ${(err as Error).message}`);
+    }
+    if (row && typeof row === 'object' && 'token_ids' in row) {
+      const { token_ids: ids, loss_mask: mask } = row as { token_ids?: unknown; loss_mask?: unknown };
+      const ints = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x) && x >= 0);
+      if (!ints(ids) || !ints(mask) || mask.length !== ids.length) {
+        throw new Error(`training data line ${i + 1}: "token_ids" and "loss_mask" must be lists of nonnegative integers of one length`);
+      }
+      rows.push({ token_ids: ids, loss_mask: mask });
+      return;
     }
     const messages = (row as { messages?: unknown }).messages;
     if (!Array.isArray(messages) || messages.some((m) => typeof m !== 'object' || m === null || typeof (m as ChatMessage).role !== 'string')) {
@@ -43,11 +63,17 @@ export interface SftSequences {
   droppedTooLong: number;
 }
 
-export async function tokenizeSftRows(rows: SftRow[], tokenizer: ChatTokenizer, opts: { maxTokens?: number } = {}): Promise<SftSequences> {
+export async function tokenizeSftRows(rows: (SftRow | TokenizedSftRow)[], tokenizer: ChatTokenizer, opts: { maxTokens?: number } = {}): Promise<SftSequences> {
   const sequences: TrainSequence[] = [];
   let rowsWithoutAssistant = 0;
   let droppedTooLong = 0;
   for (const row of rows) {
+    if (isTokenized(row)) {
+      if (!row.loss_mask.some((m, t) => t > 0 && m)) rowsWithoutAssistant++;
+      else if (opts.maxTokens !== undefined && row.token_ids.length > opts.maxTokens) droppedTooLong++;
+      else sequences.push({ ids: row.token_ids, lossMask: row.loss_mask });
+      continue;
+    }
     // Assistant messages become trainable items (Choice-shaped, without logprobs).
     const items = row.messages.map((m) => (m.role === 'assistant' ? { finish_reason: 'stop', message: m } : m));
     const { sequences: seqs } = await tokenizeHistory(items, row.tools, tokenizer, { allowTrainingWithoutLogprobs: true });

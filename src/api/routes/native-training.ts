@@ -6,11 +6,13 @@ import type { AppContext } from '../context.js';
 import { notFound } from '../../errors/domain-errors.js';
 import type { NativeOperationKind } from '../../store/records.js';
 import {
-  ForwardBackwardBody, ForwardBody, LoadStateBody, NativeOperationResponse, NativeResultReleaseResponse, NativeResultResponse, NativeRunResponse,
-  OperationParams, OperationResultParams, OptimStepBody, ReleaseResultBody, ResolveRunBody, RunCommandParams, RunParams,
-  SaveStateBody, SaveWeightsForSamplerBody,
+  NativeOperationResponse, NativeResultReleaseResponse, NativeResultResponse, NativeRunResponse, OperationParams,
+  OperationResultParams, ReleaseResultBody, RunCommandParams, RunParams,
 } from '../../schemas/native-training.js';
-import { z } from 'zod';
+import { CloseRunBody, NativeCommandEnvelope, ResolveAnyRunBody } from '../../schemas/native-framings.js';
+import { NativeFramedRuns } from '../../services/native-framed-runs.js';
+import { framedCommand } from '../native-framed-bodies.js';
+import { commandFingerprint } from '../../services/native-admission.js';
 
 /** `abc` → ['abc', null]; `abc:close` → ['abc', 'close']. */
 export function splitVerb(segment: string): [string, string | null] {
@@ -22,23 +24,25 @@ const unknownVerb = (method: string, url: string) => notFound(`Not Found: ${meth
 
 export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
   const tags = ['training-runs'];
-  const runs = ctx.nativeRuns;
+  // Every route answers in the client framing its run was resolved in (N1, N2, N3: docs/art.md "Framings").
+  const runs = new NativeFramedRuns(ctx.store, ctx.nativeRuns);
   const commandErrors = {
     404: 'Unknown run', 409: 'sequence_id gap or rewind (names the expected one), request_id reused with another body, run not open, or a command the run cannot do yet',
     501: 'A command this server does not execute',
   };
-  const command = (kind: NativeOperationKind, path: string, body: z.ZodType, summary: string): RouteDef =>
+  const command = (kind: NativeOperationKind, path: string, summary: string): RouteDef =>
     defineRoute({
       method: 'POST', url: `/v1/training/runs/:run_id/${path}`, operationId: `native_${path}`, summary, tags, auth: 'bearer',
-      params: RunCommandParams.pick({ run_id: true }), body, response: NativeOperationResponse, errors: commandErrors,
+      params: RunCommandParams.pick({ run_id: true }), body: NativeCommandEnvelope, response: NativeOperationResponse, errors: commandErrors,
       bodyLimit: ctx.config.trainingBodyLimit, bodyLimitSetting: 'HEARTH_TRAINING_BODY_LIMIT',
-      handler: ({ auth, params, body: b }) => runs.submit(auth.entity, params.run_id, kind, b as { request_id: string; sequence_id: number }),
+      handler: ({ auth, params, request }) =>
+        runs.submit(auth.entity, params.run_id, kind, framedCommand(runs.wire(auth.entity, params.run_id), kind, params.run_id, request.body)),
     });
   return [
     defineRoute({
       method: 'POST', url: '/v1/training/runs::resolve', operationId: 'native_resolve_run', summary: 'Resolve Training Run (by run_name and spec)',
-      tags, auth: 'bearer', body: ResolveRunBody, response: NativeRunResponse,
-      errors: { 404: 'Base model not installed', 409: 'run_name exists with another spec' },
+      tags, auth: 'bearer', body: ResolveAnyRunBody, response: NativeRunResponse,
+      errors: { 404: 'Base model not installed', 409: 'run_name exists with another spec or another client framing', 501: 'A spec or initial_state this server cannot honour' },
       handler: ({ auth, body }) => runs.resolve(auth.entity, body),
     }),
     defineRoute({
@@ -52,25 +56,29 @@ export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
     }),
     defineRoute({
       method: 'POST', url: '/v1/training/runs/:run_ref', operationId: 'native_close_run', summary: 'Close Training Run (`{run_id}:close`)', tags,
-      auth: 'bearer', params: RunParams, response: NativeRunResponse, errors: { 404: 'Unknown run' },
+      auth: 'bearer', params: RunParams, body: CloseRunBody, response: NativeRunResponse, errors: { 404: 'Unknown run' },
       handler: ({ auth, params, request }) => {
         const [runId, verb] = splitVerb(params.run_ref);
         if (verb !== 'close') throw unknownVerb('POST', request.url);
         return runs.close(auth.entity, runId);
       },
     }),
-    command('forward_backward', 'forward_backward', ForwardBackwardBody, 'Forward and backward pass (gradients kept until optim_step)'),
-    command('optim_step', 'optim_step', OptimStepBody, 'Apply the kept gradients (one learner version)'),
-    command('save_weights_for_sampler', 'save_weights_for_sampler', SaveWeightsForSamplerBody, 'Publish the learner weights for sampling'),
-    command('forward', 'forward', ForwardBody, 'Forward pass: loss and token counts at the current weights, no gradient kept'),
-    command('save_state', 'save_state', SaveStateBody, 'Save the committed learner version (weights and optimizer state) under a name'),
-    command('load_state', 'load_state', LoadStateBody, 'Restore a saved state as the next learner version (optimizer state when restore_optimizer)'),
+    command('forward_backward', 'forward_backward', 'Forward and backward pass (gradients kept until optim_step)'),
+    command('optim_step', 'optim_step', 'Apply the kept gradients (one learner version)'),
+    command('save_weights_for_sampler', 'save_weights_for_sampler', 'Publish the learner weights for sampling'),
+    command('forward', 'forward', 'Forward pass: loss and token counts at the current weights, no gradient kept'),
+    command('save_state', 'save_state', 'Save the committed learner version (weights and optimizer state) under a name'),
+    command('load_state', 'load_state', 'Restore a saved state as the next learner version (optimizer state when restore_optimizer)'),
     // ART's client posts both of its load methods to load_state (restore_optimizer in the body); this path says it.
     defineRoute({
       method: 'POST', url: '/v1/training/runs/:run_id/load_state_with_optimizer', operationId: 'native_load_state_with_optimizer',
-      summary: 'load_state with restore_optimizer: true', tags, auth: 'bearer', params: RunCommandParams.pick({ run_id: true }), body: LoadStateBody,
+      summary: 'load_state with restore_optimizer: true', tags, auth: 'bearer', params: RunCommandParams.pick({ run_id: true }), body: NativeCommandEnvelope,
       response: NativeOperationResponse, errors: commandErrors,
-      handler: ({ auth, params, body }) => runs.submit(auth.entity, params.run_id, 'load_state', { ...body, restore_optimizer: true }),
+      handler: ({ auth, params, request }) => {
+        const t = framedCommand(runs.wire(auth.entity, params.run_id), 'load_state', params.run_id, request.body);
+        const command = { ...t.command, restore_optimizer: true };
+        return runs.submit(auth.entity, params.run_id, 'load_state', { ...t, command, fingerprint: commandFingerprint(command) });
+      },
     }),
     defineRoute({
       method: 'GET', url: '/v1/training/runs/:run_id/operations/:operation_ref', operationId: 'native_get_operation', summary: 'Get Operation',

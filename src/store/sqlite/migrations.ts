@@ -146,4 +146,16 @@ export const migrations: Migration[] = [
       CREATE INDEX native_operations_job ON native_operations(job_id);
     `,
   },
+  {
+    version: 5,
+    name: 'Native runs: the client framing (wire) each run was resolved in',
+    // A side table, so native_runs stays as shipped: a run without a row here speaks N2 (docs/art.md).
+    sql: `
+      CREATE TABLE native_run_wires (
+        run_id             TEXT PRIMARY KEY REFERENCES native_runs(id) ON DELETE CASCADE,
+        wire               TEXT NOT NULL CHECK (wire IN ('n1', 'n2', 'n3')),
+        anonymous          INTEGER NOT NULL DEFAULT 0
+      );
+    `,
+  },
 ];

@@ -9,6 +9,7 @@ import { EventsRepo } from './events-repo.js';
 import { UsageRepo } from './usage-repo.js';
 import { HistoryRepo } from './history-repo.js';
 import { NativeRunsRepo } from './native-runs-repo.js';
+import { NativeRunWiresRepo } from './native-run-wires-repo.js';
 
 export class Store {
   readonly keys: KeysRepo;
@@ -19,6 +20,7 @@ export class Store {
   readonly usage: UsageRepo;
   readonly history: HistoryRepo;
   readonly nativeRuns: NativeRunsRepo;
+  readonly nativeRunWires: NativeRunWiresRepo;
 
   constructor(readonly db: Db) {
     this.keys = new KeysRepo(db);
@@ -29,6 +31,7 @@ export class Store {
     this.usage = new UsageRepo(db);
     this.history = new HistoryRepo(db);
     this.nativeRuns = new NativeRunsRepo(db);
+    this.nativeRunWires = new NativeRunWiresRepo(db);
   }
 
   static open(file: string, extraMigrations: Migration[] = []): Store {

@@ -1,0 +1,208 @@
+// The native training-runs API in ART's other client framings (docs/art.md "Framings"), replayed against a real
+// server and training worker the way each client makes its SFT sequence: resolve → forward_backward (SFT) →
+// optim_step → save weights for the sampler → chat completion on the published name → close, with a retried POST
+// (one operation), a divergent replay (refused, nothing applied) and every answer checked as that client reads it
+// (test/helpers/art-native-framing-models.ts):
+// - N1 (client.py / native_training.py @ 235af098): each command wrapped as {request_id, sequence_id, command};
+//   its ServerlessBackend trains through the preview API, so this is the sequence of code that calls
+//   `backend.create_training_client(...)`;
+// - N3 (client.py, backend.py @ 44cf4bbe): ServerlessBackend.train_sft's own sequence, tokenized client-side
+//   into token matrices, on a run resolved without a run_name.
+import crypto from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
+import type { TestServer } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
+import {
+  artSftTokenMatrix, N1ForwardBackwardResult, N1NativeTrainingOperation, N1NativeTrainingRun, n1OperationRef, N1OptimStepResult,
+  N1SamplerWeightsResult, N3NativeTrainingRun, n3ClientOperation, n3ClientResult,
+} from '../helpers/art-native-framing-models.js';
+
+const hex = () => crypto.randomBytes(16).toString('hex');
+const spec = { base_model: DEMO_MODEL, dtype: 'bfloat16', lora_rank: 8, lora_target_modules: ['linear_fc1', 'linear_fc2', 'linear_proj', 'linear_qkv'] };
+const optimizer = { learning_rate: 5e-3, beta1: 0.9, beta2: 0.99, eps: 1e-13, weight_decay: 0.1, grad_clip_norm: 0.1 };
+const TERMINAL = ['succeeded', 'failed', 'cancelled'];
+
+let s: TestServer;
+let key: string;
+beforeAll(async () => {
+  s = await startDemoServer({ training: true });
+  key = s.key('alice');
+}, 120_000);
+afterAll(async () => s?.close());
+
+const post = (path: string, body?: unknown) =>
+  s.call('POST', `/v1${path}`, { key, ...(body === undefined ? { rawBody: '', headers: { 'content-type': 'application/json' } } : { body }) });
+const get = (path: string) => s.call('GET', `/v1${path}`, { key });
+const body200 = (r: { status: number; body: unknown }): unknown => {
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body;
+};
+const ok = <T>(r: { status: number; body: unknown }, schema: z.ZodType<T>): T => schema.parse(body200(r));
+const register = async (name: string) => body200(await post('/preview/models', { entity: null, project: 'p', name, base_model: DEMO_MODEL, return_existing: true }));
+
+async function servesWithLogprobs(artifact: string) {
+  const completion = await post('/chat/completions', { model: `wandb-artifact:///${artifact}`, messages: [{ role: 'user', content: 'Hi?' }], max_tokens: 3, temperature: 0 });
+  expect(completion.status, JSON.stringify(completion.body)).toBe(200);
+  expect(completion.body.choices[0].logprobs.content[0].token).toMatch(/^token_id:\d+$/);
+}
+
+describe('native runs in client framing N1 (commands wrapped in `command`)', () => {
+  type Op = z.output<typeof N1NativeTrainingOperation>;
+  const trajectories = [
+    { messages_and_choices: [{ role: 'user', content: 'What is the capital of France?' }, { role: 'assistant', content: 'Paris' }], tools: null },
+    { messages_and_choices: [{ role: 'user', content: 'What color is the sky?' }, { role: 'assistant', content: 'blue' }], tools: null },
+  ];
+
+  /** RemoteTrainingOperation._wait_terminal, then .result(): the identity may not change, the result is inline. */
+  async function terminal(op: Op): Promise<Op> {
+    const ref = n1OperationRef(op);
+    return waitFor(async () => {
+      const o = ok(await get(`/training/runs/${op.run_id}/operations/${op.operation_id}`), N1NativeTrainingOperation);
+      expect(n1OperationRef(o)).toEqual(ref);
+      return TERMINAL.includes(o.status) ? o : null;
+    }, `N1 ${op.kind} #${op.sequence_id}`, 180_000, 100);
+  }
+
+  it('resolves, trains, publishes a served checkpoint and closes; retries are one operation, divergent replays refused', async () => {
+    await register('n1-model');
+    const wireSpec = { ...spec, optimizer: 'adamw' };
+    const run = ok(await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, run_name: 'n1-model', spec: wireSpec }), N1NativeTrainingRun);
+    // TrainingRuns.resolve raises unless run_name and spec come back as sent.
+    expect([run.run_name, run.spec, run.status]).toEqual(['n1-model', wireSpec, 'open']);
+    // Only N3 may resolve without a name; the same name in another framing (here N2's spec) is another client's run.
+    const unnamed = await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, spec: wireSpec });
+    expect([unnamed.status, unnamed.body.detail?.[0]?.loc]).toEqual([422, ['body', 'run_name']]);
+    expect((await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, run_name: 'n1-model', spec })).status).toBe(409);
+    const id = run.run_id;
+    const wrap = (requestId: string, sequenceId: number, command: Record<string, unknown>) =>
+      ({ request_id: requestId, sequence_id: sequenceId, command: { run_id: id, request_id: requestId, sequence_id: sequenceId, ...command } });
+
+    const fbRequest = `fb-${hex()}`;
+    const fbCommand = { batch: { kind: 'sft', trajectories, assistant_turns: 'all' }, loss: { name: 'cross_entropy', normalize_advantages: true, values: {} }, collect_packing_shapes: false, return_token_logprobs: true };
+    const fb = ok(await post(`/training/runs/${id}/forward_backward`, wrap(fbRequest, 0, fbCommand)), N1NativeTrainingOperation);
+    // _submit: same run, sequence, kind and the projected parent version, else "server admitted a divergent command".
+    expect([fb.run_id, fb.sequence_id, fb.kind, fb.learner_parent_version, fb.reserved_output_learner_version]).toEqual([id, 0, 'forward_backward', 0, null]);
+    n1OperationRef(fb);
+    expect((await post(`/training/runs/${id}/forward_backward`, wrap(fbRequest, 0, fbCommand))).body.operation_id).toBe(fb.operation_id);
+    const divergent = await post(`/training/runs/${id}/forward_backward`, wrap(fbRequest, 0, { ...fbCommand, batch: { ...fbCommand.batch, trajectories: trajectories.slice(0, 1) } }));
+    expect(divergent.status).toBe(409);
+    expect(divergent.body.detail).toMatch(/request_id .* another command/);
+    const otherRun = await post(`/training/runs/${id}/forward_backward`, { ...wrap(`fb-${hex()}`, 1, fbCommand), command: { ...wrap('x', 1, fbCommand).command, run_id: 'another' } });
+    expect(otherRun.status).toBe(400);
+    const tokenized = await post(`/training/runs/${id}/forward_backward`, wrap(`fb-${hex()}`, 1, { ...fbCommand, batch: { kind: 'tokenized', datums: [] } }));
+    expect([tokenized.status, tokenized.body.detail]).toEqual([501, expect.stringMatching(/tokenized batches/)]);
+    expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);
+
+    const fbDone = await terminal(fb);
+    expect(fbDone.status, JSON.stringify(fbDone.error)).toBe('succeeded');
+    const fbResult = N1ForwardBackwardResult.parse(fbDone.result);
+    expect([fbResult.operation_id, fbResult.packing.trainable_assistant_tokens > 0]).toEqual([fb.operation_id, true]);
+
+    const optim = ok(await post(`/training/runs/${id}/optim_step`, wrap(`optim-${hex()}`, 1, { optimizer })), N1NativeTrainingOperation);
+    expect([optim.kind, optim.learner_parent_version, optim.reserved_output_learner_version]).toEqual(['optim_step', 0, 1]);
+    const optimDone = await terminal(optim);
+    expect(optimDone.status, JSON.stringify(optimDone.error)).toBe('succeeded');
+    const optimResult = N1OptimStepResult.parse(optimDone.result);
+    expect([optimResult.checkpoint.learner_version, optimDone.contributing_operation_ids]).toEqual([1, [fb.operation_id]]);
+
+    const publish = ok(await post(`/training/runs/${id}/save_weights_for_sampler`, wrap(`publish-${hex()}`, 2, {
+      checkpoint_name: 'step-1', ttl_seconds: null, publication: { mode: 'versioned_lora', model_alias: 'n1-model' },
+    })), N1NativeTrainingOperation);
+    expect(publish.kind).toBe('save_weights');
+    n1OperationRef(publish);
+    const published = N1SamplerWeightsResult.parse((await terminal(publish)).result);
+    expect([published.checkpoint.learner_version, published.lora]).toEqual([1, 'alice/p/n1-model:step1']);
+    await servesWithLogprobs(published.lora);
+
+    const closed = ok(await post(`/training/runs/${id}:close`), N1NativeTrainingRun);
+    expect(['closing', 'closed']).toContain(closed.status);
+  }, 300_000);
+});
+
+describe('native runs in client framing N3 (frozen public wire, token matrices)', () => {
+  type Op = ReturnType<typeof n3ClientOperation>;
+  // What the tokenizer makes of two conversations: prompt tokens (labels −100), then the assistant's.
+  const matrices = () => [
+    artSftTokenMatrix('sft-0', [1, 40, 41, 42, 43, 90, 91, 92, 2], [-100, -100, -100, -100, -100, 90, 91, 92, 2]),
+    artSftTokenMatrix('sft-1', [1, 50, 51, 52, 95, 96, 2], [-100, -100, -100, -100, 95, 96, 2]),
+  ];
+  const fbBody = (requestId: string, sequenceId: number, batchMatrices = matrices()) => ({
+    request_id: requestId, sequence_id: sequenceId, batch: { kind: 'token_matrix', matrices: batchMatrices, routes: [] },
+    loss: { name: 'cross_entropy', normalize_advantages: false }, collect_packing_shapes: false, retain_packed_input: false, return_token_logprobs: false,
+  });
+
+  /** RemoteTrainingOperation: poll the public operation through ART's adapter until terminal. */
+  async function terminal(op: Op): Promise<Op> {
+    return waitFor(async () => {
+      const o = n3ClientOperation(body200(await get(`/training/runs/${op.run_id}/operations/${op.operation_id}`)));
+      expect([o.run_id, o.sequence_id, o.kind, o.learner_parent_version, o.reserved_output_learner_version]).toEqual(
+        [op.run_id, op.sequence_id, op.kind, op.learner_parent_version, op.reserved_output_learner_version],
+      );
+      return TERMINAL.includes(o.status) ? o : null;
+    }, `N3 ${op.kind} #${op.sequence_id}`, 180_000, 100);
+  }
+  const submit = async (path: string, body: unknown) => n3ClientOperation(body200(await post(path, body)));
+
+  it("runs ServerlessBackend.train_sft's sequence on an anonymous run: trains, publishes a served generation, closes", async () => {
+    await register('n3-model');
+    // training_client(): a fresh resolve request_id per client, no run_name, sorted targets, seed from lora_config.
+    const wireSpec = { ...spec, seed: null };
+    const resolveBody = { request_id: `resolve-${hex()}`, spec: wireSpec, initial_state: null };
+    const run = ok(await post('/training/runs:resolve', resolveBody), N3NativeTrainingRun);
+    expect([run.run_name, run.spec, run.status]).toEqual([null, wireSpec, 'open']);
+    // The client's retry finds the same run; another client (another request_id) gets its own.
+    expect((await post('/training/runs:resolve', resolveBody)).body.run_id).toBe(run.run_id);
+    const other = ok(await post('/training/runs:resolve', { ...resolveBody, request_id: `resolve-${hex()}` }), N3NativeTrainingRun);
+    expect(other.run_id).not.toBe(run.run_id);
+    const seeded = await post('/training/runs:resolve', { ...resolveBody, request_id: `resolve-${hex()}`, spec: { ...wireSpec, seed: 3407 } });
+    expect([seeded.status, seeded.body.detail]).toEqual([501, expect.stringMatching(/seed 3407/)]);
+    const id = run.run_id;
+
+    const fbRequest = `fb-${hex()}`;
+    const fb = await submit(`/training/runs/${id}/forward_backward`, fbBody(fbRequest, 0));
+    expect([fb.sequence_id, fb.kind, fb.learner_parent_version, fb.reserved_output_learner_version]).toEqual([0, 'forward_backward', 0, null]);
+    expect((await post(`/training/runs/${id}/forward_backward`, fbBody(fbRequest, 0))).body.operation_id).toBe(fb.operation_id);
+    const divergent = await post(`/training/runs/${id}/forward_backward`, fbBody(fbRequest, 0, matrices().slice(0, 1)));
+    expect([divergent.status, divergent.body.detail]).toEqual([409, expect.stringMatching(/request_id .* another command/)]);
+    const rl = await post(`/training/runs/${id}/forward_backward`, { ...fbBody(`fb-${hex()}`, 1), loss: { name: 'cispo', normalize_advantages: false, clip_low_threshold: 0, clip_high_threshold: 5 } });
+    expect([rl.status, rl.body.detail]).toEqual([501, expect.stringMatching(/cispo loss over token matrices/)]);
+    expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);
+
+    const fbDone = await terminal(fb);
+    expect(fbDone.status, JSON.stringify(fbDone.error)).toBe('succeeded');
+    const fbResult = fbDone.result as { produced_gradient: boolean; loss: { value: number }; training: { accepted_trainable_tokens: number } };
+    // Trained tokens: every target whose label is not −100 (4 + 3).
+    expect([fbResult.produced_gradient, fbResult.training.accepted_trainable_tokens]).toEqual([true, 7]);
+    // TrainingRuns.result(): the bare public summary, through the same adapter.
+    expect(n3ClientResult(id, (await get(`/training/runs/${id}/operations/${fb.operation_id}/result`)).body)).toEqual(fbDone.result);
+
+    const optim = await submit(`/training/runs/${id}/optim_step`, { request_id: `optim-${hex()}`, sequence_id: 1, optimizer });
+    expect([optim.learner_parent_version, optim.reserved_output_learner_version]).toEqual([0, 1]);
+    const optimDone = await terminal(optim);
+    expect(optimDone.status, JSON.stringify(optimDone.error)).toBe('succeeded');
+    expect(optimDone.result).toMatchObject({ checkpoint: { run_id: id, learner_version: 1 }, contributing_forward_backward_operation_ids: [fb.operation_id] });
+
+    // The same tokens measured again: the step learned them.
+    const again = await terminal(await submit(`/training/runs/${id}/forward_backward`, fbBody(`fb-${hex()}`, 2)));
+    expect((again.result as { loss: { value: number } }).loss.value).toBeLessThan(fbResult.loss.value);
+
+    const publish = await submit(`/training/runs/${id}/save_weights_for_sampler`, {
+      request_id: `publish-${hex()}`, sequence_id: 3, checkpoint_name: 'step-1', ttl_seconds: null, publication: { target: 'saved_generation', model_alias: 'n3-model' },
+    });
+    const published = (await terminal(publish)).result as { generation_id: string; target: string; checkpoint: { learner_version: number } };
+    // train_sft returns generation_id as artifact_name: it must be the served name.
+    expect([published.generation_id, published.target, published.checkpoint.learner_version]).toEqual(['alice/p/n3-model:step1', 'saved_generation', 1]);
+    await servesWithLogprobs(published.generation_id);
+
+    // Results are kept until released; then the operation has no summary and the result route 404s.
+    expect((await post(`/training/runs/${id}/operations/${fb.operation_id}/result:release`, { request_id: `release-${hex()}` })).status).toBe(200);
+    expect(n3ClientOperation((await get(`/training/runs/${id}/operations/${fb.operation_id}`)).body).result_available).toBe(false);
+    expect((await get(`/training/runs/${id}/operations/${fb.operation_id}/result`)).status).toBe(404);
+
+    const closed = ok(await post(`/training/runs/${id}:close`, { request_id: `close-${hex()}` }), N3NativeTrainingRun);
+    expect([closed.run_name, ['closing', 'closed'].includes(closed.status)]).toEqual([null, true]);
+    expect((await post(`/training/runs/${other.run_id}:close`, { request_id: `close-${hex()}` })).status).toBe(200);
+  }, 300_000);
+});
