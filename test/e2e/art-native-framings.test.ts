@@ -116,6 +116,19 @@ describe('native runs in client framing N1 (commands wrapped in `command`)', () 
     expect([published.checkpoint.learner_version, published.lora]).toEqual([1, 'alice/p/n1-model:step1']);
     await servesWithLogprobs(published.lora);
 
+    // forward, save_state and load_state travel in N1's wrapping too (their results in N2's shapes: N1's contracts
+    // for them are not in ART's stored source).
+    const forward = ok(await post(`/training/runs/${id}/forward`, wrap(`forward-${hex()}`, 3, fbCommand)), N1NativeTrainingOperation);
+    expect([forward.kind, forward.learner_parent_version, forward.reserved_output_learner_version]).toEqual(['forward', 1, null]);
+    const forwardDone = await terminal(forward);
+    expect(forwardDone.status, JSON.stringify(forwardDone.error)).toBe('succeeded');
+    expect((forwardDone.result as { metrics: { loss: number } }).metrics.loss).toBeLessThan((fbResult.metrics as { loss: number }).loss);
+    const save = ok(await post(`/training/runs/${id}/save_state`, wrap(`save-${hex()}`, 4, { checkpoint_name: 'v1', ttl_seconds: null })), N1NativeTrainingOperation);
+    expect((await terminal(save)).status).toBe('succeeded');
+    const load = ok(await post(`/training/runs/${id}/load_state`, wrap(`load-${hex()}`, 5, { checkpoint: 'v1', restore_optimizer: true })), N1NativeTrainingOperation);
+    expect([load.kind, load.learner_parent_version, load.reserved_output_learner_version]).toEqual(['load_state', 1, 2]);
+    expect((await terminal(load)).status).toBe('succeeded');
+
     const closed = ok(await post(`/training/runs/${id}:close`), N1NativeTrainingRun);
     expect(['closing', 'closed']).toContain(closed.status);
   }, 300_000);
