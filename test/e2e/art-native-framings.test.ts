@@ -214,6 +214,14 @@ describe('native runs in client framing N3 (frozen public wire, token matrices)'
     expect(n3ClientOperation((await get(`/training/runs/${id}/operations/${fb.operation_id}`)).body).result_available).toBe(false);
     expect((await get(`/training/runs/${id}/operations/${fb.operation_id}/result`)).status).toBe(404);
 
+    // forward: the same measurement without a gradient, at the same weights; N3's states are archives (501).
+    const forward = await terminal(await submit(`/training/runs/${id}/forward`, fbBody(`forward-${hex()}`, 4)));
+    expect([forward.kind, forward.status, forward.reserved_output_learner_version]).toEqual(['forward', 'succeeded', null]);
+    // (N3's forward summary carries no loss object: the measurement is in its metrics.)
+    expect((forward.result as { metrics: { loss: number } }).metrics.loss).toBeCloseTo((again.result as { loss: { value: number } }).loss.value, 5);
+    const save = await post(`/training/runs/${id}/save_state`, { request_id: `save-${hex()}`, sequence_id: 5, checkpoint_name: 'v1', ttl_seconds: null });
+    expect([save.status, save.body.detail]).toEqual([501, expect.stringMatching(/save_state is not implemented by this server for client N3/)]);
+
     const closed = ok(await post(`/training/runs/${id}:close`, { request_id: `close-${hex()}` }), N3NativeTrainingRun);
     expect([closed.run_name, ['closing', 'closed'].includes(closed.status)]).toEqual([null, true]);
     expect((await post(`/training/runs/${other.run_id}:close`, { request_id: `close-${hex()}` })).status).toBe(200);
