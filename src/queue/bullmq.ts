@@ -5,7 +5,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { QueueAdapter, QueueHealth } from './port.js';
 import { WorkerMessage, type InferenceTask, type TrainingTask } from './messages.js';
-import { controlChannel, REPORTS_GROUP, reportsStream, workerConnectionName } from './redis-keys.js';
+import { controlChannel, REPORTS_CONSUMER, REPORTS_GROUP, reportsStream, workerConnectionName } from './redis-keys.js';
 
 export interface BullmqOptions {
   redisUrl: string;
@@ -28,7 +28,13 @@ export class BullmqQueue implements QueueAdapter {
   private running = false;
   private loop: Promise<void> | null = null;
   private readonly log: (msg: string) => void;
-  private readonly consumer = `api-${process.pid}`;
+  /**
+   * One name for every API process of the installation: the reports a killed API process had been handed but had not
+   * acknowledged stay pending under this name, and the next process reads them first (a name per process left them
+   * pending forever: a gradient step lost at each such kill). Reports it had applied already are dropped then by
+   * their seq (TrainingJobsService.recordEvent), so none is stored twice.
+   */
+  private readonly consumer = REPORTS_CONSUMER;
 
   constructor(private readonly opts: BullmqOptions) {
     const connection = { url: opts.redisUrl, maxRetriesPerRequest: null };
@@ -53,6 +59,7 @@ export class BullmqQueue implements QueueAdapter {
   async start(sink: (msg: WorkerMessage) => void): Promise<void> {
     const stream = reportsStream(this.opts.prefix);
     await this.createGroup(stream, '$');
+    await this.adoptPending(stream).catch((err: Error) => this.log(`bullmq: could not take over earlier API processes' unacknowledged reports: ${err.message}`));
     this.running = true;
     this.loop = this.readLoop(stream, sink);
   }
@@ -62,6 +69,24 @@ export class BullmqQueue implements QueueAdapter {
       await this.redis.xgroup('CREATE', stream, REPORTS_GROUP, from, 'MKSTREAM');
     } catch (err) {
       if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+    }
+  }
+
+  /** Take over reports still pending under other consumer names (API processes of earlier versions, one per pid). */
+  private async adoptPending(stream: string): Promise<void> {
+    type Consumer = [string, string, string, number, ...unknown[]];
+    const consumers = ((await this.redis.call('XINFO', 'CONSUMERS', stream, REPORTS_GROUP)) as Consumer[]).map((c) => ({ name: String(c[1]), pending: Number(c[3]) }));
+    for (const c of consumers.filter((x) => x.name !== this.consumer)) {
+      if (c.pending > 0) {
+        // XCLAIM by id, in pages; bounded: a consumer's pending list is at most the stream's length.
+        for (let page = 0; page < 1000; page++) {
+          const entries = (await this.redis.xpending(stream, REPORTS_GROUP, '-', '+', 1000, c.name)) as [string, ...unknown[]][];
+          if (!entries.length) break;
+          await this.redis.xclaim(stream, REPORTS_GROUP, this.consumer, 0, ...entries.map((e) => e[0]), 'JUSTID');
+        }
+        this.log(`bullmq: took over ${c.pending} unacknowledged worker reports of ${c.name} (an API process that stopped)`);
+      }
+      await this.redis.xgroup('DELCONSUMER', stream, REPORTS_GROUP, c.name);
     }
   }
 

@@ -127,7 +127,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         this.jobs.recordCheckpoint(msg.jobId, msg.step, msg.path);
         break;
       case 'training.event':
-        this.jobs.recordEvent(msg.jobId, msg.event.type, msg.event.data);
+        this.jobs.recordEvent(msg.jobId, msg.event.type, msg.event.data, msg.seq);
         if (msg.event.type === 'training_ended' || msg.event.type === 'training_failed') this.scheduler.finished(msg.jobId);
         break;
       case 'inference.started':

@@ -90,7 +90,8 @@ export class ArtifactClient {
           if (opts.waitMs) throw new Error(`${what}: gave up after ${tries} tries in ${Math.round(waited / 1000)} s: ${(err as Error).message}`);
           throw err;
         }
-        this.log(`${what}: ${(err as Error).message}; retrying (${failedInARow}/${attempts - 1}${opts.waitMs ? `, ${Math.round(waited / 1000)} of at least ${Math.round(opts.waitMs / 1000)} s` : ''})`);
+        const left = opts.waitMs ? `try ${tries}, ${Math.round(waited / 1000)} s of the ${Math.round(opts.waitMs / 1000)} s it waits for the API host` : `${failedInARow}/${attempts - 1}`;
+        this.log(`${what}: ${(err as Error).message}; retrying (${left})`);
         await sleep(Math.min(5000, baseDelayMs * 2 ** (Math.min(failedInARow, 16) - 1)));
       }
     }
