@@ -30,7 +30,7 @@ const HEARTBEAT_TIMEOUT_S = 3;
 const QUEUE_TIMEOUT_S = 20;
 /** A stream on a lost worker must end within this after the fault: heartbeat timeout, reconcile tick, slack. */
 const LOST_STREAM_BOUND_MS = (HEARTBEAT_TIMEOUT_S + 5) * 1000;
-const ARTIFACT_STALL_S = 0.5;
+const ARTIFACT_STALL_S = 0.8;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function waitFor<T>(what: string, ms: number, probe: () => Promise<T | null | false> | T | null | false, every = 200): Promise<T> {
@@ -81,7 +81,7 @@ const startWorker = (host: 'w1' | 'w2', kind: 'inference' | 'training' = 'infere
   start(host, kind === 'inference' ? host : `${host}t`, process.execPath, [BIN, 'worker', '--kind', kind, '--redis', REDIS], {
     HEARTH_HOME: path.join(dir, host), HEARTH_STORAGE: 'fetch', HEARTH_API_URL: API, HEARTH_WORKER_TOKEN: TOKEN, HEARTH_QUEUE_PREFIX: 'cluster',
     HEARTH_HEARTBEAT_INTERVAL_MS: '500', HEARTH_JOB_LOCK_MS: '5000', HEARTH_MAX_CONTEXT: '1024', HEARTH_MAX_NUM_SEQS: '8',
-    // A fetch that receives nothing for half a second is cut and resumed: the checkpoint scenario's link cut is short
+    // A fetch that receives nothing for 0.8 s is cut and resumed: the checkpoint scenario's link cut is short
     // (a longer one would also stop the host's heartbeats past their timeout).
     HEARTH_ARTIFACT_STALL_S: String(ARTIFACT_STALL_S),
   });
@@ -396,7 +396,7 @@ async function main(): Promise<number> {
   await scenario('API host restarted (kill -9) with training jobs running and queued', () => apiRestartWithJobs(harness, 10_000));
 
   if (process.env.HEARTH_CLUSTER_TBF === '1') {
-    await scenario('checkpoint fetched by the other worker host over a slow link cut half-way', () => checkpointOverCutLink(harness, '320kbit', 1200));
+    await scenario('checkpoint fetched by the other worker host over a slow link cut half-way', () => checkpointOverCutLink(harness, '640kbit', 1200));
   } else {
     rows.push({ scenario: 'checkpoint fetched over a link cut half-way', sent: 0, done: 0, failed: {}, broken: 0, hung: 0, worstAfterFaultMs: null, boundMs: null, ms: 0, ok: true, notes: 'skipped: this kernel has no tbf qdisc to slow the link' });
   }
