@@ -13,6 +13,9 @@ export interface BullmqOptions {
   log?: (msg: string) => void;
 }
 
+/** Longest start() waits for the reports that arrived while no API ran to be applied. */
+const BACKLOG_WAIT_MS = 30_000;
+
 /** Longest an inference request waits for Redis to take it before it fails with 503 (Redis unreachable). */
 const HANDOVER_TIMEOUT_MS = 3000;
 
@@ -61,7 +64,16 @@ export class BullmqQueue implements QueueAdapter {
     await this.createGroup(stream, '$');
     await this.adoptPending(stream).catch((err: Error) => this.log(`bullmq: could not take over earlier API processes' unacknowledged reports: ${err.message}`));
     this.running = true;
-    this.loop = this.readLoop(stream, sink);
+    let caughtUp!: () => void;
+    const backlogRead = new Promise<void>((resolve) => (caughtUp = resolve));
+    this.loop = this.readLoop(stream, sink, caughtUp);
+    // The reports workers sent while no API ran (jobs started, steps, checkpoints, ends) are applied before this
+    // resolves. Bounded: a Redis that does not answer must not keep the API from starting.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), BACKLOG_WAIT_MS)));
+    const read = await Promise.race([backlogRead.then(() => true), late]);
+    clearTimeout(timer);
+    if (!read) this.log(`bullmq: the worker reports sent while the API was down were not all read within ${BACKLOG_WAIT_MS / 1000} s; going on, they are applied as they come`);
   }
 
   private async createGroup(stream: string, from: '$' | '0'): Promise<void> {
@@ -90,13 +102,16 @@ export class BullmqQueue implements QueueAdapter {
     }
   }
 
-  private async readLoop(stream: string, sink: (msg: WorkerMessage) => void): Promise<void> {
-    // First whatever an earlier API process received but never acknowledged, then new entries.
+  private async readLoop(stream: string, sink: (msg: WorkerMessage) => void, caughtUp: () => void): Promise<void> {
+    // First whatever an earlier API process received but never acknowledged, then the entries that arrived while no
+    // API ran (without blocking: an empty answer means caught up), then new entries as they come.
     let cursor = '0';
+    let backlog = true;
     while (this.running) {
       let reply: StreamReply;
       try {
-        reply = (await this.reader.xreadgroup('GROUP', REPORTS_GROUP, this.consumer, 'COUNT', 1000, 'BLOCK', 1000, 'STREAMS', stream, cursor)) as StreamReply;
+        const block = backlog ? [] : ['BLOCK', 1000];
+        reply = (await this.reader.xreadgroup('GROUP', REPORTS_GROUP, this.consumer, 'COUNT', 1000, ...(block as ['BLOCK', number]), 'STREAMS', stream, cursor)) as StreamReply;
       } catch (err) {
         if (!this.running) return;
         const message = (err as Error).message;
@@ -110,6 +125,11 @@ export class BullmqQueue implements QueueAdapter {
       const entries = reply?.[0]?.[1] ?? [];
       if (cursor === '0' && entries.length === 0) {
         cursor = '>';
+        continue;
+      }
+      if (backlog && entries.length === 0) {
+        backlog = false;
+        caughtUp();
         continue;
       }
       const ids: string[] = [];

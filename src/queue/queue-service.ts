@@ -56,11 +56,14 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
     });
+    this.scheduler.adopt();
+    // Redis: resolves once the reports that arrived while no API ran are applied, so the jobs' states are current
+    // before queued jobs are handed out and before the HTTP routes (checkpoint uploads among them) open.
     await this.adapter.start(
       (msg) => this.apply(msg),
       (workerId, reason, tasks) => this.workerExited(workerId, reason, tasks ?? []),
     );
-    this.scheduler.resume();
+    void this.scheduler.pump();
     this.timer = setInterval(() => this.reconcile(), this.opts.reconcileEveryMs ?? 1000);
     this.timer.unref();
   }

@@ -9,6 +9,8 @@ import { Redis } from 'ioredis';
 import { installManifestOnly, startServer, tempHome, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { REPORTS_CONSUMER, REPORTS_GROUP, reportsStream } from '../../src/queue/redis-keys.js';
+import { BullmqQueue } from '../../src/queue/bullmq.js';
+import type { WorkerMessage } from '../../src/queue/messages.js';
 
 const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const prefix = `restart-reports-${crypto.randomBytes(4).toString('hex')}`;
@@ -66,4 +68,23 @@ describe('worker reports across an API restart (Redis)', () => {
     const consumers = ((await redis.call('XINFO', 'CONSUMERS', stream, REPORTS_GROUP)) as string[][]).map((c) => c[1]);
     expect(consumers).toEqual([REPORTS_CONSUMER]);
   }, 60_000);
+
+  it('start() resolves only after the reports sent while no API ran are applied (jobs current before routes open)', async () => {
+    // Else a checkpoint upload arriving as the API opens could find its job still "queued" (its training.started
+    // unread) and be refused with 409, and queued jobs would be handed out on stale states.
+    const own = `${prefix}-backlog`;
+    const first = new BullmqQueue({ redisUrl, prefix: own, log: () => {} });
+    await first.start(() => {}, () => {});
+    await first.close();
+    for (let i = 0; i < 5; i++) await redis.xadd(reportsStream(own), '*', 'm', JSON.stringify(step('job-x', i)));
+    const seen: WorkerMessage[] = [];
+    const second = new BullmqQueue({ redisUrl, prefix: own, log: () => {} });
+    try {
+      await second.start((m) => seen.push(m), () => {});
+      expect(seen.length).toBe(5); // all applied when start() resolved, nothing awaited in between
+    } finally {
+      await second.close();
+      await redis.del(reportsStream(own));
+    }
+  }, 30_000);
 });
