@@ -199,13 +199,17 @@ export async function checkpointOverCutLink(h: ClusterHarness, rate: string, cut
     const log = fs.readFileSync(path.join(h.dir, `${server}.log`), 'utf8').slice(logFrom);
     const fetched = new RegExp(`fetched ${rel.replace(/[/.]/g, '\\$&')} from the API host: .*sha256 verified.*?(?:\\((\\d+) cut transfers resumed\\))?$`, 'm').exec(log);
     const resumed = Number(fetched?.[1] ?? 0);
+    // Why each try was cut, as the worker logged it ("no data for 0.8 s", "fetch failed", …), counted.
+    const reasons = new Map<string, number>();
+    for (const m of log.matchAll(new RegExp(`download of ${rel.replace(/[/.]/g, '\\$&')}/\\S+: (.*?); retrying`, 'g'))) reasons.set(m[1], (reasons.get(m[1]) ?? 0) + 1);
+    const why = [...reasons].map(([r, n]) => `${r} ×${n}`).join(', ');
     const ok = outcome.done && !outcome.hung && same && leftovers.length === 0 && resumed >= 1;
     return {
       sent: 1, done: outcome.done ? 1 : 0, failed: outcome.done || outcome.hung || outcome.broken ? {} : { [outcome.status === 200 ? 'sse' : String(outcome.status)]: 1 },
       broken: outcome.broken ? 1 : 0, hung: outcome.hung ? 1 : 0, worstAfterFaultMs: outcome.endedMs - cutAt, boundMs: 90_000, ok,
       notes:
         `${trainer} trained step 1 (${big.size} bytes of ${big.path}); ${server}'s link in at ${rate}, cut for ${cutMs / 1000} s at ${partial} bytes; ` +
-        `the fetch ${fetched ? `completed, sha256 verified, ${resumed} range resume(s)` : 'did not complete'}, files ${same ? 'identical to' : 'NOT identical to'} the API host's${leftovers.length ? `, staging left: ${leftovers.join(', ')}` : ''}; ` +
+        `the fetch ${fetched ? `completed, sha256 verified, ${resumed} range resume(s) (tries cut by: ${why || 'nothing logged'})` : 'did not complete'}, files ${same ? 'identical to' : 'NOT identical to'} the API host's${leftovers.length ? `, staging left: ${leftovers.join(', ')}` : ''}; ` +
         `the completion from the checkpoint ${outcome.done ? `succeeded (${outcome.chunks.length} chunks)` : `did not: ${JSON.stringify(outcome.error ?? outcome.broken ?? 'hung')}`} ${(fetchedMs / 1000).toFixed(1)} s after it was sent`,
     };
   } finally {

@@ -74,13 +74,13 @@ describe('worker reports across an API restart (Redis)', () => {
     // unread) and be refused with 409, and queued jobs would be handed out on stale states.
     const own = `${prefix}-backlog`;
     const first = new BullmqQueue({ redisUrl, prefix: own, log: () => {} });
-    await first.start(() => {}, () => {});
+    await first.start(() => {});
     await first.close();
     for (let i = 0; i < 5; i++) await redis.xadd(reportsStream(own), '*', 'm', JSON.stringify(step('job-x', i)));
     const seen: WorkerMessage[] = [];
     const second = new BullmqQueue({ redisUrl, prefix: own, log: () => {} });
     try {
-      await second.start((m) => seen.push(m), () => {});
+      await second.start((m) => seen.push(m));
       expect(seen.length).toBe(5); // all applied when start() resolved, nothing awaited in between
     } finally {
       await second.close();
