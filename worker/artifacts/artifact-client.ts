@@ -27,7 +27,7 @@ export interface RetryPolicy {
 const DEFAULT_RETRY: RetryPolicy = { attempts: 6, baseDelayMs: 200 };
 const DEFAULT_UPLOAD_WAIT_MS = 10 * 60_000;
 const DEFAULT_STALL_MS = 30_000;
-/** Tries of one transfer in all, progress or not: a peer that trickles a byte per try still ends. */
+/** Tries of one download in all, progress or not: a peer that trickles a byte per try still ends. */
 const MAX_TRIES_FACTOR = 20;
 
 /** The API refused (4xx): trying again will not help. */
@@ -85,8 +85,8 @@ export class ArtifactClient {
         failedInARow = opts.progressed?.() ? 1 : failedInARow + 1;
         firstFailureMs ||= Date.now();
         const waited = Date.now() - firstFailureMs;
-        const outOfTries = failedInARow >= attempts && waited >= (opts.waitMs ?? 0);
-        if (outOfTries || tries >= attempts * MAX_TRIES_FACTOR) {
+        const waitedEnough = waited >= (opts.waitMs ?? 0);
+        if (waitedEnough && (failedInARow >= attempts || tries >= attempts * MAX_TRIES_FACTOR)) {
           if (opts.waitMs) throw new Error(`${what}: gave up after ${tries} tries in ${Math.round(waited / 1000)} s: ${(err as Error).message}`);
           throw err;
         }
