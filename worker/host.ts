@@ -3,11 +3,11 @@
 import os from 'node:os';
 import crypto from 'node:crypto';
 import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
-
-type TrainingEventType = Extract<WorkerMessage, { type: 'training.event' }>['event']['type'];
 import type { WorkerKind } from '../src/queue/port.js';
 import { CancelledError, TaskError, type Handlers } from './handlers.js';
 import type { ModelLoads } from './model-loads.js';
+
+type TrainingEventType = Extract<WorkerMessage, { type: 'training.event' }>['event']['type'];
 
 export interface WorkerIdentity {
   id: string;

@@ -139,7 +139,7 @@ function tally(outcomes: (StreamOutcome & { hung?: boolean })[]): Pick<Row, 'sen
   return { sent: outcomes.length, done: outcomes.filter((o) => o.done).length, failed, broken: outcomes.filter((o) => o.broken).length, hung: outcomes.filter((o) => o.hung).length };
 }
 
-/** HEARTH_CLUSTER_ONLY=<regex>: run only the scenarios whose names match (while working on one; npm run test:cluster -- runs all). */
+/** HEARTH_CLUSTER_ONLY=<regex>: run only the scenarios whose names match, while working on one (unset: all). */
 const only = process.env.HEARTH_CLUSTER_ONLY ? new RegExp(process.env.HEARTH_CLUSTER_ONLY, 'i') : null;
 
 async function scenario(name: string, fn: () => Promise<Omit<Row, 'scenario' | 'ms'>>): Promise<void> {
