@@ -7,6 +7,8 @@ import type { WorkerKind } from '../src/queue/port.js';
 import { CancelledError, TaskError, type Handlers } from './handlers.js';
 import type { ModelLoads } from './model-loads.js';
 
+type TrainingEventType = Extract<WorkerMessage, { type: 'training.event' }>['event']['type'];
+
 export interface WorkerIdentity {
   id: string;
   kind: WorkerKind;
@@ -66,22 +68,24 @@ export class WorkerHost {
     const ctrl = new AbortController();
     this.inflight.set(task.jobId, ctrl);
     await send({ type: 'training.started', jobId: task.jobId, workerId: this.identity.id });
+    let seq = 0; // of this job's training.event reports (messages.ts)
+    const event = (type: TrainingEventType, data: Record<string, unknown>): WorkerMessage => ({ type: 'training.event', jobId: task.jobId, event: { type, data }, seq: seq++ });
     try {
       if (!this.handlers.training) throw new TaskError(501, 'this worker has no training engine');
       await this.handlers.training(task, {
-        emit: (type, data) => void send({ type: 'training.event', jobId: task.jobId, event: { type, data } }),
+        emit: (type, data) => void send(event(type, data)),
         checkpoint: (path) => void send({ type: 'training.checkpoint', jobId: task.jobId, step: task.step, path }),
         cancelled: () => this.cancelled.has(task.jobId),
         log: (m) => this.log(`[job ${task.jobId}] ${m}`),
       });
       if (this.cancelled.has(task.jobId)) throw new CancelledError();
-      await send({ type: 'training.event', jobId: task.jobId, event: { type: 'training_ended', data: {} } });
+      await send(event('training_ended', {}));
       return 'succeeded';
     } catch (err) {
       const cancelled = err instanceof CancelledError || this.cancelled.has(task.jobId);
       const message = cancelled ? 'cancelled by the user' : (err as Error).message || String(err);
       if (!cancelled) this.log(`[job ${task.jobId}] failed: ${(err as Error).stack ?? message}`);
-      await send({ type: 'training.event', jobId: task.jobId, event: { type: 'training_failed', data: { error_message: message, ...(cancelled ? { cancelled: true } : {}) } } });
+      await send(event('training_failed', { error_message: message, ...(cancelled ? { cancelled: true } : {}) }));
       return cancelled ? 'cancelled' : 'failed';
     } finally {
       this.inflight.delete(task.jobId);

@@ -60,7 +60,9 @@ async function main(): Promise<number> {
     return code;
   } finally {
     cleanup();
-    fs.rmSync(workdir, { recursive: true, force: true });
+    // HEARTH_CLUSTER_KEEP=1 keeps the hosts' homes and logs for a look after a failure.
+    if (process.env.HEARTH_CLUSTER_KEEP === '1') console.log(`test:cluster: kept ${workdir}`);
+    else fs.rmSync(workdir, { recursive: true, force: true });
   }
 }
 

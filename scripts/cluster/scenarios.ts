@@ -14,6 +14,7 @@ import { ArtifactClient } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
 import { buildManifest } from '../../src/artifacts/manifest.js';
 import { setLink, shapeLink, type Topology } from './topology.js';
+import { apiRestartWithJobs, checkpointOverCutLink, type ClusterHarness } from './job-scenarios.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(REPO, 'bin/hearth.js');
@@ -29,6 +30,7 @@ const HEARTBEAT_TIMEOUT_S = 3;
 const QUEUE_TIMEOUT_S = 20;
 /** A stream on a lost worker must end within this after the fault: heartbeat timeout, reconcile tick, slack. */
 const LOST_STREAM_BOUND_MS = (HEARTBEAT_TIMEOUT_S + 5) * 1000;
+const ARTIFACT_STALL_S = 0.8;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function waitFor<T>(what: string, ms: number, probe: () => Promise<T | null | false> | T | null | false, every = 200): Promise<T> {
@@ -79,6 +81,9 @@ const startWorker = (host: 'w1' | 'w2', kind: 'inference' | 'training' = 'infere
   start(host, kind === 'inference' ? host : `${host}t`, process.execPath, [BIN, 'worker', '--kind', kind, '--redis', REDIS], {
     HEARTH_HOME: path.join(dir, host), HEARTH_STORAGE: 'fetch', HEARTH_API_URL: API, HEARTH_WORKER_TOKEN: TOKEN, HEARTH_QUEUE_PREFIX: 'cluster',
     HEARTH_HEARTBEAT_INTERVAL_MS: '500', HEARTH_JOB_LOCK_MS: '5000', HEARTH_MAX_CONTEXT: '1024', HEARTH_MAX_NUM_SEQS: '8',
+    // A fetch that receives nothing for 0.8 s is cut and resumed: the checkpoint scenario's link cut is short
+    // (a longer one would also stop the host's heartbeats past their timeout).
+    HEARTH_ARTIFACT_STALL_S: String(ARTIFACT_STALL_S),
   });
 
 async function call(method: string, url: string, body?: unknown, raw?: { text: string; type: string }): Promise<{ status: number; body: any; headers: Headers }> {
@@ -134,7 +139,11 @@ function tally(outcomes: (StreamOutcome & { hung?: boolean })[]): Pick<Row, 'sen
   return { sent: outcomes.length, done: outcomes.filter((o) => o.done).length, failed, broken: outcomes.filter((o) => o.broken).length, hung: outcomes.filter((o) => o.hung).length };
 }
 
+/** HEARTH_CLUSTER_ONLY=<regex>: run only the scenarios whose names match, while working on one (unset: all). */
+const only = process.env.HEARTH_CLUSTER_ONLY ? new RegExp(process.env.HEARTH_CLUSTER_ONLY, 'i') : null;
+
 async function scenario(name: string, fn: () => Promise<Omit<Row, 'scenario' | 'ms'>>): Promise<void> {
+  if (only && !only.test(name)) return;
   const t0 = Date.now();
   process.stdout.write(`cluster: ${name} …\n`);
   try {
@@ -379,6 +388,18 @@ async function main(): Promise<number> {
       notes: `open streams: connection closed (counted broken: a restart cannot send an error event); fetch ${local ? `completed, ${client.stats.resumed} range resume(s), identical to the API host's` : 'did not complete'}${tbf ? ' (link at 4 mbit/s)' : ' (no tbf: not slowed)'}; 4/4 after: ${after.filter((o) => o.done).length} done`,
     };
   });
+
+  const harness: ClusterHarness = {
+    topo, dir, base: BASE, call, waitFor, sleep, kill, stopped, startApi, apiUp, startWorker, workerLive,
+    chat: (b, limitMs) => bounded(streamChat(API, KEY, b), limitMs),
+  };
+  await scenario('API host restarted (kill -9) with training jobs running and queued', () => apiRestartWithJobs(harness, 10_000));
+
+  if (process.env.HEARTH_CLUSTER_TBF === '1') {
+    await scenario('checkpoint fetched by the other worker host over a slow link cut half-way', () => checkpointOverCutLink(harness, '640kbit', 1200));
+  } else {
+    rows.push({ scenario: 'checkpoint fetched over a link cut half-way', sent: 0, done: 0, failed: {}, broken: 0, hung: 0, worstAfterFaultMs: null, boundMs: null, ms: 0, ok: true, notes: 'skipped: this kernel has no tbf qdisc to slow the link' });
+  }
 
   if (process.env.HEARTH_CLUSTER_TBF === '1') {
     await scenario('slow links (tc tbf 1 mbit/s out of both worker hosts)', async () => {

@@ -120,3 +120,17 @@ export function shapeLink(topo: Topology, host: string, args: string[] | null): 
     }
   }
 }
+
+/** Shape the traffic into a host (the bridge side of its link, so downloads to it are slowed), or clear it. */
+export function shapeInto(topo: Topology, host: string, args: string[] | null): void {
+  const base = ['netns', 'exec', topo.bridgeNs, 'tc', 'qdisc'];
+  const port = topo.hosts[host].bridgePort;
+  if (args) execFileSync('ip', [...base, 'replace', 'dev', port, 'root', ...args], { stdio: 'ignore', timeout: 10_000 });
+  else {
+    try {
+      execFileSync('ip', [...base, 'del', 'dev', port, 'root'], { stdio: 'ignore', timeout: 10_000 });
+    } catch {
+      /* none set */
+    }
+  }
+}

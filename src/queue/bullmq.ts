@@ -5,13 +5,16 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { QueueAdapter, QueueHealth } from './port.js';
 import { WorkerMessage, type InferenceTask, type TrainingTask } from './messages.js';
-import { controlChannel, REPORTS_GROUP, reportsStream, workerConnectionName } from './redis-keys.js';
+import { controlChannel, REPORTS_CONSUMER, REPORTS_GROUP, reportsStream, workerConnectionName } from './redis-keys.js';
 
 export interface BullmqOptions {
   redisUrl: string;
   prefix: string;
   log?: (msg: string) => void;
 }
+
+/** Longest start() waits for the reports that arrived while no API ran to be applied. */
+const BACKLOG_WAIT_MS = 30_000;
 
 /** Longest an inference request waits for Redis to take it before it fails with 503 (Redis unreachable). */
 const HANDOVER_TIMEOUT_MS = 3000;
@@ -28,7 +31,13 @@ export class BullmqQueue implements QueueAdapter {
   private running = false;
   private loop: Promise<void> | null = null;
   private readonly log: (msg: string) => void;
-  private readonly consumer = `api-${process.pid}`;
+  /**
+   * One name for every API process of the installation: the reports a killed API process had been handed but had not
+   * acknowledged stay pending under this name, and the next process reads them first (a name per process left them
+   * pending forever: a gradient step lost at each such kill). Reports it had applied already are dropped then by
+   * their seq (TrainingJobsService.recordEvent), so none is stored twice.
+   */
+  private readonly consumer = REPORTS_CONSUMER;
 
   constructor(private readonly opts: BullmqOptions) {
     const connection = { url: opts.redisUrl, maxRetriesPerRequest: null };
@@ -53,8 +62,18 @@ export class BullmqQueue implements QueueAdapter {
   async start(sink: (msg: WorkerMessage) => void): Promise<void> {
     const stream = reportsStream(this.opts.prefix);
     await this.createGroup(stream, '$');
+    await this.adoptPending(stream).catch((err: Error) => this.log(`bullmq: could not take over earlier API processes' unacknowledged reports: ${err.message}`));
     this.running = true;
-    this.loop = this.readLoop(stream, sink);
+    let caughtUp!: () => void;
+    const backlogRead = new Promise<void>((resolve) => (caughtUp = resolve));
+    this.loop = this.readLoop(stream, sink, caughtUp);
+    // The reports workers sent while no API ran (jobs started, steps, checkpoints, ends) are applied before this
+    // resolves. Bounded: a Redis that does not answer must not keep the API from starting.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), BACKLOG_WAIT_MS)));
+    const read = await Promise.race([backlogRead.then(() => true), late]);
+    clearTimeout(timer);
+    if (!read) this.log(`bullmq: the worker reports sent while the API was down were not all read within ${BACKLOG_WAIT_MS / 1000} s; going on, they are applied as they come`);
   }
 
   private async createGroup(stream: string, from: '$' | '0'): Promise<void> {
@@ -65,13 +84,34 @@ export class BullmqQueue implements QueueAdapter {
     }
   }
 
-  private async readLoop(stream: string, sink: (msg: WorkerMessage) => void): Promise<void> {
-    // First whatever an earlier API process received but never acknowledged, then new entries.
+  /** Take over reports still pending under other consumer names (API processes of earlier versions, one per pid). */
+  private async adoptPending(stream: string): Promise<void> {
+    type Consumer = [string, string, string, number, ...unknown[]];
+    const consumers = ((await this.redis.call('XINFO', 'CONSUMERS', stream, REPORTS_GROUP)) as Consumer[]).map((c) => ({ name: String(c[1]), pending: Number(c[3]) }));
+    for (const c of consumers.filter((x) => x.name !== this.consumer)) {
+      if (c.pending > 0) {
+        // XCLAIM by id, in pages; bounded: a consumer's pending list is at most the stream's length.
+        for (let page = 0; page < 1000; page++) {
+          const entries = (await this.redis.xpending(stream, REPORTS_GROUP, '-', '+', 1000, c.name)) as [string, ...unknown[]][];
+          if (!entries.length) break;
+          await this.redis.xclaim(stream, REPORTS_GROUP, this.consumer, 0, ...entries.map((e) => e[0]), 'JUSTID');
+        }
+        this.log(`bullmq: took over ${c.pending} unacknowledged worker reports of ${c.name} (an API process that stopped)`);
+      }
+      await this.redis.xgroup('DELCONSUMER', stream, REPORTS_GROUP, c.name);
+    }
+  }
+
+  private async readLoop(stream: string, sink: (msg: WorkerMessage) => void, caughtUp: () => void): Promise<void> {
+    // First whatever an earlier API process received but never acknowledged, then the entries that arrived while no
+    // API ran (without blocking: an empty answer means caught up), then new entries as they come.
     let cursor = '0';
+    let backlog = true;
     while (this.running) {
       let reply: StreamReply;
       try {
-        reply = (await this.reader.xreadgroup('GROUP', REPORTS_GROUP, this.consumer, 'COUNT', 1000, 'BLOCK', 1000, 'STREAMS', stream, cursor)) as StreamReply;
+        const block = backlog ? [] : ['BLOCK', 1000];
+        reply = (await this.reader.xreadgroup('GROUP', REPORTS_GROUP, this.consumer, 'COUNT', 1000, ...(block as ['BLOCK', number]), 'STREAMS', stream, cursor)) as StreamReply;
       } catch (err) {
         if (!this.running) return;
         const message = (err as Error).message;
@@ -85,6 +125,11 @@ export class BullmqQueue implements QueueAdapter {
       const entries = reply?.[0]?.[1] ?? [];
       if (cursor === '0' && entries.length === 0) {
         cursor = '>';
+        continue;
+      }
+      if (backlog && entries.length === 0) {
+        backlog = false;
+        caughtUp();
         continue;
       }
       const ids: string[] = [];

@@ -72,7 +72,9 @@ export const TrainingEventMsg = z.object({
 export const WorkerMessage = z.discriminatedUnion('type', [
   z.object({ type: z.literal('heartbeat'), worker: WorkerInfoMsg }),
   z.object({ type: z.literal('training.started'), jobId: z.string(), workerId: z.string() }),
-  z.object({ type: z.literal('training.event'), jobId: z.string(), event: TrainingEventMsg }),
+  // seq: how many training.event reports the worker sent for this job before this one. A report read again after an
+  // API restart (applied, not yet acknowledged) has a seq below the job's stored events and is dropped, not stored twice.
+  z.object({ type: z.literal('training.event'), jobId: z.string(), event: TrainingEventMsg, seq: z.number().int().nonnegative().optional() }),
   z.object({ type: z.literal('training.checkpoint'), jobId: z.string(), step: z.number().int(), path: z.string() }),
   z.object({ type: z.literal('inference.started'), requestId: z.string(), workerId: z.string() }),
   // workerMs: ms from the worker taking the request to this message, on a stream's first delta and on a

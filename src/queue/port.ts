@@ -48,7 +48,8 @@ export interface TrainingDispatcher {
  */
 export interface TrainingJobReports {
   markStarted(jobId: string): boolean;
-  recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>): boolean;
+  /** `seq`: the worker's number of the report (messages.ts); one below the job's stored events is a repeat, dropped. */
+  recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>, seq?: number): boolean;
   recordCheckpoint(jobId: string, step: number, dir: string): boolean;
   fail(jobId: string, message: string): boolean;
 }

@@ -56,11 +56,14 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
     });
+    this.scheduler.adopt();
+    // Redis: resolves once the reports that arrived while no API ran are applied, so the jobs' states are current
+    // before queued jobs are handed out and before the HTTP routes (checkpoint uploads among them) open.
     await this.adapter.start(
       (msg) => this.apply(msg),
       (workerId, reason, tasks) => this.workerExited(workerId, reason, tasks ?? []),
     );
-    this.scheduler.resume();
+    void this.scheduler.pump();
     this.timer = setInterval(() => this.reconcile(), this.opts.reconcileEveryMs ?? 1000);
     this.timer.unref();
   }
@@ -127,7 +130,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
         this.jobs.recordCheckpoint(msg.jobId, msg.step, msg.path);
         break;
       case 'training.event':
-        this.jobs.recordEvent(msg.jobId, msg.event.type, msg.event.data);
+        this.jobs.recordEvent(msg.jobId, msg.event.type, msg.event.data, msg.seq);
         if (msg.event.type === 'training_ended' || msg.event.type === 'training_failed') this.scheduler.finished(msg.jobId);
         break;
       case 'inference.started':

@@ -2,6 +2,8 @@
 export const reportsStream = (prefix: string) => `${prefix}:reports`;
 export const controlChannel = (prefix: string) => `${prefix}:control`;
 export const REPORTS_GROUP = 'api';
+/** The consumer every API process reads the reports as (src/queue/bullmq.ts says why one name). */
+export const REPORTS_CONSUMER = 'api';
 /**
  * The client name a worker's report connection carries (CLIENT SETNAME): the API looks for it in CLIENT LIST to
  * tell a worker that is silent because it is loading a model from one that died (its socket closed).

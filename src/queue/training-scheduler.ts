@@ -35,13 +35,15 @@ export class TrainingScheduler {
     return [...this.active.keys()];
   }
 
-  /** Called at start: adopt jobs an earlier API process left behind. */
-  resume(): void {
+  /**
+   * Called at start, before the transport's reports are read: adopt the jobs an earlier API process left running, so
+   * that no job of their models is handed out while their reports (which may end them) are being applied.
+   */
+  adopt(): void {
     for (const job of this.store.jobs.withStatus(['running'])) {
       if (this.adapter.durable) this.active.set(job.id, job.modelId); // its worker may still be on it; heartbeats tell
       else this.fail(job.id, 'the server restarted while this job was running');
     }
-    void this.pump();
   }
 
   finished(jobId: string): void {

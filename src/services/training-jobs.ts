@@ -151,12 +151,15 @@ export class TrainingJobsService implements TrainingJobReports {
 
   /**
    * Store one event from a worker, keeping the order ART relies on: nothing after a terminal event,
-   * and a terminal event also finishes the job (one transaction).
+   * and a terminal event also finishes the job (one transaction). `seq`, the worker's number of this report
+   * (src/queue/messages.ts), below the number of events stored for the job: a report applied before and read again
+   * (the API was killed between storing it and acknowledging it to Redis); dropped, so no step is stored twice.
    */
-  recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>): boolean {
+  recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>, seq?: number): boolean {
     const stored = this.store.tx(() => {
       const job = this.store.jobs.getById(jobId);
       if (!job || this.store.events.hasTerminal(jobId)) return false;
+      if (seq !== undefined && seq < this.store.events.count(jobId)) return false;
       if (job.status === 'queued') this.store.jobs.markRunning(jobId, nowIso());
       this.store.events.append({ id: crypto.randomUUID(), jobId, type, data, createdAt: nowIso() });
       if (type === 'gradient_step') hearthMetrics.trainingSteps.inc({ model: job.modelId });
@@ -191,7 +194,10 @@ export class TrainingJobsService implements TrainingJobReports {
       this.fail(jobId, `worker reported a checkpoint outside the model's folder or missing: ${dir}`);
       return false;
     }
-    if (this.store.checkpoints.byStep(job.modelId, step)) {
+    const existing = this.store.checkpoints.byStep(job.modelId, step);
+    // The same report read again after an API restart (stored, not yet acknowledged): already listed.
+    if (existing?.path && path.resolve(existing.path) === resolved) return true;
+    if (existing) {
       this.fail(jobId, `checkpoint step ${step} already exists for this model`);
       return false;
     }

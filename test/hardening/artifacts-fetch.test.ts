@@ -235,6 +235,56 @@ describe("a worker host's fetcher", () => {
     expect(fs.existsSync(path.join(t.home, rel))).toBe(false);
   }, 60_000);
 
+  it('keeps resuming a transfer that is cut again and again while each try brings it further', async () => {
+    // Every try sends at most an eighth of the file, honouring the range, then cuts: 2 tries in a row without
+    // progress would give up, but each try progresses, so the file completes (and is verified).
+    const rel = 'datasets/alice/p/flaky/v1.jsonl';
+    const data = crypto.randomBytes(64 * 1024);
+    const digest = crypto.createHash('sha256').update(data).digest('hex');
+    let tries = 0;
+    const flaky = await listen((req, res) => {
+      const url = new URL(req.url!, 'http://x');
+      if (url.pathname.endsWith('/manifest')) return void res.end(JSON.stringify({ path: rel, kind: 'file', files: [{ path: 'v1.jsonl', size: data.length, sha256: digest }] }));
+      tries++;
+      const start = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+      res.writeHead(start ? 206 : 200, { 'content-length': String(data.length - start), ...(start ? { 'content-range': `bytes ${start}-${data.length - 1}/${data.length}` } : {}) });
+      res.write(data.subarray(start, Math.min(data.length, start + data.length / 8)));
+      if (start + data.length / 8 >= data.length) return void res.end();
+      setTimeout(() => res.socket?.destroy(), 10);
+    });
+    const home = tempHome('hearth-worker-home-');
+    const artifacts = new LocalArtifacts({ home, mode: 'fetch', client: new ArtifactClient(flaky, TOKEN, () => {}, { attempts: 2, baseDelayMs: 10 }), budgetBytes: 2 ** 40, log: () => {} });
+    const local = await artifacts.localize({ home: '/srv/hearth' }, path.join('/srv/hearth', rel));
+    expect(tries).toBe(8);
+    expect(sha(local)).toBe(digest);
+  }, 60_000);
+
+  it('a checkpoint upload waits for an API host that is down (restarting) up to its wait, then commits; past it, fails saying why', async () => {
+    const dir = tempHome('hearth-ckpt-');
+    fs.writeFileSync(path.join(dir, 'adapter_model.safetensors'), crypto.randomBytes(1000));
+    // A port nobody listens on yet: connections are refused, as while the API host restarts.
+    const probe = http.createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise((r) => probe.close(r));
+    const received: string[] = [];
+    const api = http.createServer((req, res) => {
+      received.push(`${req.method} ${new URL(req.url!, 'http://x').pathname.split('/').pop()}`);
+      req.resume().on('end', () => res.end('{}'));
+    });
+    servers.push(api);
+    const url = `http://127.0.0.1:${port}`;
+    const shortWait = new ArtifactClient(url, TOKEN, () => {}, { attempts: 2, baseDelayMs: 50, uploadWaitMs: 300 });
+    await expect(shortWait.uploadCheckpoint('checkpoints/m/step-1', dir, 'job-1')).rejects.toThrow(/gave up after \d+ tries in \d+ s/);
+    const backLater = setTimeout(() => api.listen(port, '127.0.0.1'), 1500);
+    const t0 = Date.now();
+    const longWait = new ArtifactClient(url, TOKEN, () => {}, { attempts: 2, baseDelayMs: 50, uploadWaitMs: 30_000 });
+    await longWait.uploadCheckpoint('checkpoints/m/step-1', dir, 'job-1');
+    clearTimeout(backLater);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1400); // it waited for the API host rather than giving up
+    expect(received).toEqual(['PUT file', 'POST commit']);
+  }, 60_000);
+
   it('is refused with a user key', async () => {
     const home = tempHome('hearth-worker-home-');
     const artifacts = new LocalArtifacts({ home, mode: 'fetch', client: new ArtifactClient(s.url, key), budgetBytes: 2 ** 40, log: () => {} });

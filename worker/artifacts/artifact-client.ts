@@ -8,14 +8,27 @@ import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildManifest, parseManifest, sha256OfFile, type Manifest, type ManifestFile } from '../../src/artifacts/manifest.js';
 
-/** Tries before a transfer is given up (each resumes where the last stopped), and the first wait between them (doubling, at most 5 s). */
+/**
+ * How hard a transfer tries. `attempts`: failed tries in a row that made no progress before it is given up (each
+ * resumes where the last stopped; a try that brought the file further starts the count again, so a long transfer over
+ * a flaky link is not given up after a few cuts). `baseDelayMs`: the first wait between tries (doubling, at most 5 s).
+ */
 export interface RetryPolicy {
   attempts: number;
   baseDelayMs: number;
+  /**
+   * A checkpoint upload keeps trying this long after its first failure however many tries that takes: the API host
+   * may be restarting while the job's worker, reporting through Redis, carries on (default 10 minutes).
+   */
+  uploadWaitMs?: number;
+  /** A download that receives nothing for this long is cut and resumed (default 30 s). */
+  stallMs?: number;
 }
 const DEFAULT_RETRY: RetryPolicy = { attempts: 6, baseDelayMs: 200 };
-/** A transfer that sends nothing for this long is cut and resumed. */
-const STALL_MS = 30_000;
+const DEFAULT_UPLOAD_WAIT_MS = 10 * 60_000;
+const DEFAULT_STALL_MS = 30_000;
+/** Tries of one download in all, progress or not: a peer that trickles a byte per try still ends. */
+const MAX_TRIES_FACTOR = 20;
 
 /** The API refused (4xx): trying again will not help. */
 export class ArtifactRefusedError extends Error {
@@ -56,16 +69,30 @@ export class ArtifactClient {
     return res;
   }
 
-  /** Retry `op` on network errors and 5xx, not on refusals. */
-  private async retrying<T>(what: string, op: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
+  /**
+   * Retry `op` on network errors and 5xx, not on refusals: `attempts` tries in a row without progress (`progressed`
+   * says whether the last try brought the transfer further), and for at least `waitMs` since the first failure.
+   */
+  private async retrying<T>(what: string, op: () => Promise<T>, opts: { progressed?: () => boolean; waitMs?: number } = {}): Promise<T> {
+    const { attempts, baseDelayMs } = this.retry;
+    let failedInARow = 0;
+    let firstFailureMs = 0;
+    for (let tries = 1; ; tries++) {
       try {
         return await op();
       } catch (err) {
-        const { attempts, baseDelayMs } = this.retry;
-        if (err instanceof ArtifactRefusedError || err instanceof ArtifactVerifyError || attempt >= attempts) throw err;
-        this.log(`${what}: ${(err as Error).message}; retrying (${attempt}/${attempts - 1})`);
-        await sleep(Math.min(5000, baseDelayMs * 2 ** (attempt - 1)));
+        if (err instanceof ArtifactRefusedError || err instanceof ArtifactVerifyError) throw err;
+        failedInARow = opts.progressed?.() ? 1 : failedInARow + 1;
+        firstFailureMs ||= Date.now();
+        const waited = Date.now() - firstFailureMs;
+        const waitedEnough = waited >= (opts.waitMs ?? 0);
+        if (waitedEnough && (failedInARow >= attempts || tries >= attempts * MAX_TRIES_FACTOR)) {
+          if (opts.waitMs) throw new Error(`${what}: gave up after ${tries} tries in ${Math.round(waited / 1000)} s: ${(err as Error).message}`);
+          throw err;
+        }
+        const left = opts.waitMs ? `try ${tries}, ${Math.round(waited / 1000)} s of the ${Math.round(opts.waitMs / 1000)} s it waits for the API host` : `${failedInARow}/${attempts - 1}`;
+        this.log(`${what}: ${(err as Error).message}; retrying (${left})`);
+        await sleep(Math.min(5000, baseDelayMs * 2 ** (Math.min(failedInARow, 16) - 1)));
       }
     }
   }
@@ -87,7 +114,15 @@ export class ArtifactClient {
   async download(rel: string, file: ManifestFile, dest: string): Promise<void> {
     fs.mkdirSync(path.dirname(dest), { recursive: true });
     for (let round = 0; round < 2; round++) {
-      await this.retrying(`download of ${rel}/${file.path}`, () => this.continueDownload(rel, file, dest));
+      // Progress: the file on disk grew past where the previous try had left it.
+      let highWater = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
+      const progressed = () => {
+        const now = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
+        const grew = now > highWater;
+        highWater = Math.max(highWater, now);
+        return grew;
+      };
+      await this.retrying(`download of ${rel}/${file.path}`, () => this.continueDownload(rel, file, dest), { progressed });
       const sha256 = await sha256OfFile(dest);
       if (sha256 === file.sha256) return;
       fs.rmSync(dest, { force: true });
@@ -106,9 +141,10 @@ export class ArtifactClient {
     if (have && res.status === 206) this.stats.resumed++;
     const out = fs.createWriteStream(dest, { flags: res.status === 206 ? 'a' : 'w' });
     let stall: NodeJS.Timeout | undefined;
+    const stallMs = this.retry.stallMs ?? DEFAULT_STALL_MS;
     const arm = () => {
       clearTimeout(stall);
-      stall = setTimeout(() => ctrl.abort(new Error(`no data for ${STALL_MS / 1000} s`)), STALL_MS);
+      stall = setTimeout(() => ctrl.abort(new Error(`no data for ${stallMs / 1000} s`)), stallMs);
     };
     try {
       arm();
@@ -128,6 +164,7 @@ export class ArtifactClient {
   /** Upload training job `jobId`'s finished checkpoint folder `dir` as artifact `rel`; the API verifies and commits it. */
   async uploadCheckpoint(rel: string, dir: string, jobId: string): Promise<Manifest> {
     const manifest = await buildManifest(dir, rel);
+    const waitMs = this.retry.uploadWaitMs ?? DEFAULT_UPLOAD_WAIT_MS;
     for (const f of manifest.files) {
       await this.retrying(`upload of ${rel}/${f.path}`, async () => {
         // Streamed from disk: a full fine-tune's checkpoint is the model's size.
@@ -136,12 +173,12 @@ export class ArtifactClient {
           method: 'PUT', body, duplex: 'half', headers: { 'content-type': 'application/octet-stream' },
         } as RequestInit);
         if (!res.ok) throw new Error(`HTTP ${res.status}`);
-      });
+      }, { waitMs });
     }
     await this.retrying(`commit of ${rel}`, async () => {
       const res = await this.request(this.url('commit', { path: rel, job: jobId }), { method: 'POST', body: JSON.stringify(manifest), headers: { 'content-type': 'application/json' } });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
-    });
+    }, { waitMs });
     return manifest;
   }
 }

@@ -53,13 +53,22 @@ export class LocalArtifacts {
     this.pins = opts.pins ?? new HostPins(path.join(opts.home, '.artifact-pins'));
   }
 
-  /** From the environment: HEARTH_HOME, HEARTH_STORAGE, HEARTH_API_URL, HEARTH_WORKER_TOKEN, HEARTH_ARTIFACT_CACHE_MB. */
+  /**
+   * From the environment: HEARTH_HOME, HEARTH_STORAGE, HEARTH_API_URL, HEARTH_WORKER_TOKEN, HEARTH_ARTIFACT_CACHE_MB,
+   * HEARTH_UPLOAD_WAIT_S, HEARTH_ARTIFACT_STALL_S.
+   */
   static fromEnv(env: NodeJS.ProcessEnv, log: (m: string) => void): LocalArtifacts {
     const mode = env.HEARTH_STORAGE || 'auto';
     if (mode !== 'auto' && mode !== 'shared' && mode !== 'fetch') throw new Error(`HEARTH_STORAGE must be auto, fetch or shared, got "${mode}"`);
     const budgetMb = Number(env.HEARTH_ARTIFACT_CACHE_MB || 51_200);
     if (!Number.isFinite(budgetMb) || budgetMb <= 0) throw new Error(`HEARTH_ARTIFACT_CACHE_MB must be a positive number, got "${env.HEARTH_ARTIFACT_CACHE_MB}"`);
-    const client = env.HEARTH_API_URL && env.HEARTH_WORKER_TOKEN ? new ArtifactClient(env.HEARTH_API_URL, env.HEARTH_WORKER_TOKEN, log) : null;
+    const seconds = (name: string, fallback: number) => {
+      const v = Number(env[name] || fallback);
+      if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number of seconds, got "${env[name]}"`);
+      return v * 1000;
+    };
+    const retry = { attempts: 6, baseDelayMs: 200, uploadWaitMs: seconds('HEARTH_UPLOAD_WAIT_S', 600), stallMs: seconds('HEARTH_ARTIFACT_STALL_S', 30) };
+    const client = env.HEARTH_API_URL && env.HEARTH_WORKER_TOKEN ? new ArtifactClient(env.HEARTH_API_URL, env.HEARTH_WORKER_TOKEN, log, retry) : null;
     return new LocalArtifacts({ home: path.resolve(env.HEARTH_HOME || './.hearth'), mode, client, budgetBytes: budgetMb * 2 ** 20, log });
   }
 

@@ -30,6 +30,10 @@ export class EventsRepo {
     return (this.db.prepare('SELECT * FROM training_job_events WHERE job_id = ? ORDER BY seq').all(jobId) as Row[]).map(toRecord);
   }
 
+  count(jobId: string): number {
+    return (this.db.prepare('SELECT COUNT(*) AS n FROM training_job_events WHERE job_id = ?').get(jobId) as { n: number }).n;
+  }
+
   hasTerminal(jobId: string): boolean {
     return !!this.db.prepare("SELECT 1 FROM training_job_events WHERE job_id = ? AND type IN ('training_ended','training_failed') LIMIT 1").get(jobId);
   }
