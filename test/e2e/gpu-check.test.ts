@@ -5,7 +5,7 @@
 // The PyTorch peer needs a python3 with torch: Debian's python3-torch is installed when none is found.
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +34,18 @@ function torchPython(): string {
   return python;
 }
 
+/**
+ * The bundle carries llama.cpp's Vulkan build only (its CPU run offloads no layers), and that build loads only where
+ * Vulkan has a driver: on a machine without a GPU driver, SwiftShader's, from Debian's chromium (CI installs it for
+ * the console's tests), as test/unit/runtime-webgpu.test.ts uses it.
+ */
+function vulkanDriver(): Record<string, string> {
+  const swiftshader = '/usr/lib/chromium/vk_swiftshader_icd.json';
+  const hasDriver = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d'].some((d) => existsSync(d) && readdirSync(d).some((f) => f.endsWith('.json')));
+  if (process.env.VK_ICD_FILENAMES || process.env.VK_DRIVER_FILES || hasDriver || !existsSync(swiftshader)) return {};
+  return { VK_ICD_FILENAMES: swiftshader };
+}
+
 // Asynchronous children: a synchronous one would block vitest's worker past its RPC timeout.
 const run = promisify(execFile);
 
@@ -45,7 +57,7 @@ beforeAll(async () => {
   try {
     const check = await run('bash', [join(repo, 'scripts/gpu-check.sh'), '--device', 'cpu', '--shapes', 'small', '--budget-s', '400', '--python', python], {
       cwd: dir, timeout: 480_000, maxBuffer: 1 << 24,
-      env: { ...process.env, HEARTH_GPU_BUNDLE: bundle, HEARTH_GPU_ROOT: join(dir, 'root'), HEARTH_GPU_WORK: join(dir, 'work'), OUT: join(dir, 'out') },
+      env: { ...process.env, ...vulkanDriver(), HEARTH_GPU_BUNDLE: bundle, HEARTH_GPU_ROOT: join(dir, 'root'), HEARTH_GPU_WORK: join(dir, 'work'), OUT: join(dir, 'out') },
     });
     stdout = check.stdout;
   } catch (err) {
