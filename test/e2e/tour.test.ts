@@ -67,13 +67,14 @@ describe('hearth tour', () => {
     expect(raw.tokens).toBeGreaterThan(600);
     expect(heldOut.base).toBeGreaterThan(7);
     expect(raw.base).toBeGreaterThan(7);
-    // Measured (2026-11-27, 2-core EPYC shared with other jobs): as trained, base 7.17, checkpoint 5.55–5.65 nats;
-    // raw text base 7.09, checkpoint 6.25–6.35. References: a uniform guess ln 1024 = 6.93; a unigram model of the
-    // training paragraphs 5.42, though the best context-free guess this model can express is 6.32 (its tied
-    // 128-wide embeddings, std 0.05, bound the logits: models/README.md).
-    expect(heldOut.checkpoint).toBeLessThan(heldOut.base - 1.2);
-    expect(heldOut.checkpoint).toBeLessThan(6);
-    expect(raw.checkpoint).toBeLessThan(raw.base - 0.5);
+    // Measured (2026-11-27, 2-core EPYC shared with other jobs; the same in every run): as trained, base 7.165,
+    // checkpoint 5.518 nats; raw text base 7.094, checkpoint 6.262. References: a uniform guess ln 1024 = 6.93; a
+    // unigram model of the training paragraphs 5.42, while the best context-free guess this model can express is
+    // 6.32 (its tied 128-wide embeddings, std 0.05, bound the logits: models/README.md). The same job with
+    // windows that do not overlap (52 steps) reaches 5.93, which these bounds refuse.
+    expect(heldOut.checkpoint).toBeLessThan(heldOut.base - 1.4);
+    expect(heldOut.checkpoint).toBeLessThan(5.8);
+    expect(raw.checkpoint).toBeLessThan(raw.base - 0.6);
     expect(lines.join('\n')).toMatch(/as trained .*base \d+\.\d{3} +checkpoint \d+\.\d{3} nats per token/);
   });
 
