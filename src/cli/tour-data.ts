@@ -77,13 +77,16 @@ export function heldOutWindows(heldOut: string[]): PromptAndAnswer[] {
   });
 }
 
+/** ChatML's turn marker: one special token in a ChatML tokenizer, several pieces of text in others. */
+export const CHATML_START = '<|im_start|>';
+
 /**
  * A row as the model sees it in training, as plain text in ChatML (the demo model's chat template): `prefix`
  * is the user turn and the assistant header, `full` adds the answer. Scoring `full` with completions `echo`
  * and leaving out the tokens of `prefix` gives the answer's loss, the quantity SFT lowers.
  */
 export function chatMlRow(row: PromptAndAnswer): { prefix: string; full: string } {
-  const prefix = `<|im_start|>user\n${row.prompt}<|im_end|>\n<|im_start|>assistant\n`;
+  const prefix = `${CHATML_START}user\n${row.prompt}<|im_end|>\n${CHATML_START}assistant\n`;
   return { prefix, full: prefix + row.answer };
 }
 

@@ -60,7 +60,9 @@ describe('hearth tour', () => {
   });
 
   it('reports, from the server, a held-out loss of the checkpoint far below the base model', () => {
-    const { heldOut, heldOutRawText: raw } = tour;
+    const { heldOutRawText: raw } = tour;
+    const heldOut = tour.heldOut!;
+    expect(tour.heldOut).not.toBeNull();
     console.log(`held-out loss over HTTP: as trained base ${heldOut.base.toFixed(3)}, checkpoint ${heldOut.checkpoint.toFixed(3)} nats over ${heldOut.tokens} tokens; ` +
       `raw text base ${raw.base.toFixed(3)}, checkpoint ${raw.checkpoint.toFixed(3)} over ${raw.tokens}`);
     expect(heldOut.tokens).toBeGreaterThan(400);
@@ -87,9 +89,9 @@ describe('hearth tour', () => {
       const base = await heldOutLoss(model, null, heldOut);
       const trained = await heldOutLoss(model, model.loadAdapter(checkpoint!.path!), heldOut);
       console.log(`held-out loss in-process: base ${base.loss.toFixed(3)}, checkpoint ${trained.loss.toFixed(3)} nats over ${base.tokens} tokens`);
-      expect(base.tokens).toBe(tour.heldOut.tokens);
-      expect(Math.abs(base.loss - tour.heldOut.base)).toBeLessThan(0.02);
-      expect(Math.abs(trained.loss - tour.heldOut.checkpoint)).toBeLessThan(0.02);
+      expect(base.tokens).toBe(tour.heldOut!.tokens);
+      expect(Math.abs(base.loss - tour.heldOut!.base)).toBeLessThan(0.02);
+      expect(Math.abs(trained.loss - tour.heldOut!.checkpoint)).toBeLessThan(0.02);
     } finally {
       await model.runner.release();
     }

@@ -14,7 +14,7 @@ import { dbPath, loadConfig } from '../../config/config.js';
 import { Store } from '../../store/sqlite/store.js';
 import { ApiKeys } from '../../services/api-keys.js';
 import { parseArgs, stringFlag } from '../args.js';
-import { chatMlRow, corpusWindows, heldOutWindows, sftJsonl, sharedNgrams, splitCorpus, TOUR_TRAINING } from '../tour-data.js';
+import { CHATML_START, chatMlRow, corpusWindows, heldOutWindows, sftJsonl, sharedNgrams, splitCorpus, TOUR_TRAINING } from '../tour-data.js';
 
 export const DEMO_MODEL = 'hearth/tiny-random-llama';
 export const TOUR_PROJECT = 'tour';
@@ -64,9 +64,10 @@ export interface HeldOutLoss {
 export interface TourResult {
   /**
    * Mean loss of each model on the held-out paragraphs laid out as the training rows are (their first words as
-   * the user turn, the answer's tokens scored), scored by the server (completions `echo`).
+   * the user turn, the answer's tokens scored), scored by the server (completions `echo`). Null when the model's
+   * tokenizer has no ChatML tokens (the rows' layout is the demo model's template; see --model).
    */
-  heldOut: HeldOutLoss;
+  heldOut: HeldOutLoss | null;
   /** The same paragraphs as raw text (no chat layout): how much of what it learned carries over. */
   heldOutRawText: HeldOutLoss;
   jobId: string;
@@ -211,7 +212,10 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
   // scored alone too, so its token count says where the answer's tokens start.
   const rows = heldOutWindows(split.heldOut).map(chatMlRow);
   const scoreAsTrained = async (modelName: string) => {
-    const choices = await score(modelName, [...rows.map((r) => r.prefix), ...rows.map((r) => r.full)]);
+    const choices = await score(modelName, [...rows.map((r) => r.prefix), ...rows.map((r) => r.full), CHATML_START]);
+    // A tokenizer without ChatML's tokens reads the markers as plain text (several tokens for CHATML_START, not one
+    // after an optional BOS): not the layout the model trained on.
+    if (choices[2 * rows.length].prompt_token_ids.length > 2) return null;
     const values = rows.flatMap((_, i) => {
       const prefixIds = choices[i].prompt_token_ids;
       const full = choices[rows.length + i];
@@ -224,14 +228,16 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
   const rawText = split.heldOut.map((p) => p.split(' ').slice(0, HELD_OUT_WORDS).join(' '));
   const scoreRawText = async (modelName: string) =>
     mean((await score(modelName, rawText)).flatMap((c) => c.logprobs.token_logprobs.slice(1, c.prompt_token_ids.length) as number[]));
-  const both = async (scorer: (m: string) => Promise<{ loss: number; tokens: number }>): Promise<HeldOutLoss> => {
+  const both = async (scorer: (m: string) => Promise<{ loss: number; tokens: number } | null>): Promise<HeldOutLoss | null> => {
     const b = await scorer(baseModel);
-    const c = await scorer(checkpointName);
+    if (!b) return null;
+    const c = (await scorer(checkpointName))!;
     return { base: b.loss, checkpoint: c.loss, tokens: b.tokens };
   };
   const heldOut = await both(scoreAsTrained);
-  const heldOutRawText = await both(scoreRawText);
-  print(`  as trained (first ${TOUR_TRAINING.promptWords} words asked, the answer scored)  base ${heldOut.base.toFixed(3)}  checkpoint ${heldOut.checkpoint.toFixed(3)} nats per token over ${heldOut.tokens} tokens`);
+  const heldOutRawText = (await both(scoreRawText))!;
+  if (heldOut) print(`  as trained (first ${TOUR_TRAINING.promptWords} words asked, the answer scored)  base ${heldOut.base.toFixed(3)}  checkpoint ${heldOut.checkpoint.toFixed(3)} nats per token over ${heldOut.tokens} tokens`);
+  else print(`  as trained: not scored (${baseModel}'s tokenizer has no ChatML tokens; the rows are laid out in the demo model's ChatML)`);
   print(`  raw text (first ${HELD_OUT_WORDS} words)                             base ${heldOutRawText.base.toFixed(3)}  checkpoint ${heldOutRawText.checkpoint.toFixed(3)} nats per token over ${heldOutRawText.tokens} tokens`);
 
   print(`\n7. What changed (word pairs each answer shares with the corpus)`);
