@@ -11,7 +11,7 @@ export const TOUR_TRAINING = {
   /**
    * A window starts every STRIDE_WORDS words of a paragraph (they overlap): the same text at many offsets
    * teaches the model the corpus's word sequences rather than each row's position, which is what carries
-   * over to paragraphs it never saw (measured: held-out loss 5.6 with overlapping windows, 6.1 without).
+   * over to paragraphs it never saw (measured: held-out loss 5.25 with windows every 5 words, 5.82 without overlap).
    */
   strideWords: 5,
   /** Each row appears this many times (in a fixed shuffled order per pass): SFT jobs make one pass over their data. */

@@ -69,14 +69,14 @@ describe('hearth tour', () => {
     expect(raw.tokens).toBeGreaterThan(600);
     expect(heldOut.base).toBeGreaterThan(7);
     expect(raw.base).toBeGreaterThan(7);
-    // Measured (2026-11-27, 2-core EPYC shared with other jobs; the same in every run): as trained, base 7.165,
-    // checkpoint 5.518 nats; raw text base 7.094, checkpoint 6.262. References: a uniform guess ln 1024 = 6.93; a
-    // unigram model of the training paragraphs 5.42, while the best context-free guess this model can express is
-    // 6.32 (its tied 128-wide embeddings, std 0.05, bound the logits: models/README.md). The same job with
-    // windows that do not overlap (52 steps) reaches 5.93, which these bounds refuse.
-    expect(heldOut.checkpoint).toBeLessThan(heldOut.base - 1.4);
-    expect(heldOut.checkpoint).toBeLessThan(5.8);
-    expect(raw.checkpoint).toBeLessThan(raw.base - 0.6);
+    // Measured (2026-11-27, 2-core EPYC shared with other jobs; the same in every run): as trained, base 7.172,
+    // checkpoint 5.253 nats; raw text base 7.098, checkpoint 5.910. References: a uniform guess ln 1024 = 6.93; a
+    // unigram model of the training paragraphs 5.36, while the best context-free guess this model can express is
+    // about 6.3 (its tied 128-wide embeddings, std 0.05, bound the logits: models/README.md). The same job with
+    // windows that do not overlap (59 steps) reaches 5.82 and 6.34, which these bounds refuse.
+    expect(heldOut.checkpoint).toBeLessThan(heldOut.base - 1.6);
+    expect(heldOut.checkpoint).toBeLessThan(5.55);
+    expect(raw.checkpoint).toBeLessThan(raw.base - 0.9);
     expect(lines.join('\n')).toMatch(/as trained .*base \d+\.\d{3} +checkpoint \d+\.\d{3} nats per token/);
   });
 

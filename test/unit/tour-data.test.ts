@@ -7,14 +7,20 @@ describe('tour data', () => {
     const { train, heldOut } = splitCorpus(corpusText());
     expect(heldOut.length).toBe(Math.floor((train.length + heldOut.length) / HELD_OUT_EVERY));
     expect(heldOut.length).toBeGreaterThanOrEqual(8);
-    const jsonl = sftJsonl(corpusWindows(train), 1);
-    // Nearly every 8-word run of a held-out paragraph is absent from the rows (the corpus repeats phrases, rarely sentences).
+    for (const p of heldOut) expect(train).not.toContain(p);
+    // Every row is cut from a training paragraph.
+    const rows = sftJsonl(corpusWindows(train), 1).trim().split('\n').map((l) => JSON.parse(l));
+    for (const r of rows) expect(train.some((p) => p.includes(`${r.messages[0].content} ${r.messages[1].content}`))).toBe(true);
+    // The corpus repeats phrases on purpose, yet the held-out text is mostly new: of its 8-word runs, under a
+    // tenth occur in the rows (33 of 598 at the time of writing, most in the closing paragraph, which echoes the opening).
+    const jsonl = rows.map((r) => `${r.messages[0].content} ${r.messages[1].content}`).join('\n');
+    let runs = 0;
+    let seen = 0;
     for (const p of heldOut) {
       const w = p.split(' ');
-      const absent = Array.from({ length: w.length - 7 }, (_, i) => w.slice(i, i + 8).join(' ')).filter((run) => !jsonl.includes(run));
-      expect(absent.length / (w.length - 7)).toBeGreaterThan(0.8);
+      for (let i = 0; i + 8 <= w.length; i++, runs++) if (jsonl.includes(w.slice(i, i + 8).join(' '))) seen++;
     }
-    for (const p of heldOut) expect(train).not.toContain(p);
+    expect(seen / runs).toBeLessThan(0.1);
   });
 
   it('cuts paragraphs into overlapping prompt + answer windows and repeats them once per pass, in a fixed order', () => {
