@@ -12,7 +12,7 @@ describe('tour data', () => {
     const rows = sftJsonl(corpusWindows(train), 1).trim().split('\n').map((l) => JSON.parse(l));
     for (const r of rows) expect(train.some((p) => p.includes(`${r.messages[0].content} ${r.messages[1].content}`))).toBe(true);
     // The corpus repeats phrases on purpose, yet the held-out text is mostly new: of its 8-word runs, under a
-    // tenth occur in the rows (33 of 598 at the time of writing, most in the closing paragraph, which echoes the opening).
+    // tenth occur in the rows (33 of 598 at the time of writing).
     const jsonl = rows.map((r) => `${r.messages[0].content} ${r.messages[1].content}`).join('\n');
     let runs = 0;
     let seen = 0;
