@@ -1,6 +1,6 @@
 // `npm run console:screenshots`: refresh docs/console/*.png, one screenshot per console page, taken with
 // Debian's Chromium against a fresh server in the state `hearth tour` leaves (the demo model fine-tuned on
-// models/tiny-corpus.txt), plus a short SFT job, two tables and a few chats. Run it after changing a page;
+// models/tour-corpus.txt), plus a short SFT job, two tables and a few chats. Run it after changing a page;
 // the README shows these files.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,7 +21,7 @@ async function main() {
     const bot = await f.model('support', 'support-bot');
     const job1 = await f.sftJob(bot.id, data, 4);
     await waitFor(async () => (await f.jobStatus(job1)) === 'succeeded', 'job 1', 600_000, 500);
-    const tour = await runTour({ baseUrl: f.s.url, key: f.key, modelName: 'tiny-corpus', print: (l) => process.stdout.write(`${l}\n`) });
+    const tour = await runTour({ baseUrl: f.s.url, key: f.key, modelName: 'tour-corpus', print: (l) => process.stdout.write(`${l}\n`) });
     const digest = await f.table('evals', 1000);
     await f.table('evals', 250);
     for (const model of [DEMO, 'wandb-artifact:///my-team/support/support-bot']) {

@@ -39,9 +39,10 @@ Measures the model on this device (128-token prefill, 32 decoded tokens) and pri
 hardware endpoint would answer.`,
   tour: `usage: hearth tour [--url http://127.0.0.1:8080] [--key <key>] [--model hearth/tiny-random-llama]
 
-Talks to a running server ("npm start") over HTTP, printing each request: uploads models/tiny-corpus.txt as SFT
-rows, creates a trained model on the demo model, runs an SFT job (LoRA) while printing its loss, then asks the
-base model and the new checkpoint the same questions (greedy) and shows both answers side by side.
+Talks to a running server ("npm start") over HTTP, printing each request: uploads models/tour-corpus.txt as SFT
+rows (some paragraphs held out), creates a trained model on the demo model, runs an SFT job (LoRA) while printing
+its loss, then asks the base model and the new checkpoint the same questions (greedy), shows both answers side by
+side, and scores both on the held-out paragraphs.
 Without --key (or HEARTH_KEY) it creates a key in HEARTH_HOME's store first, as "hearth keys create" does.`,
 };
 

@@ -1,28 +1,28 @@
 // `hearth tour` against a real server (training and inference workers) on a fresh home: its SFT job must
-// leave a checkpoint that measurably learned the corpus. Measured two ways: the held-out loss (paragraphs the
-// tour never trains on, scored in-process with the served weights: base vs base + the checkpoint's adapter),
-// and word pairs of the greedy answers that occur in the corpus (the tour's own measure).
+// leave a checkpoint that measurably learned the tour corpus. Measured two ways: the held-out loss (whole
+// paragraphs the tour never trains on, scored by the server; cross-checked in-process with the served weights:
+// base vs base + the checkpoint's adapter), and word pairs of the greedy answers that occur in the corpus.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoServer, DEMO_MODEL } from '../helpers/demo-server.js';
 import type { TestServer } from '../helpers/server.js';
 import { corpusText, runTour, type TourResult } from '../../src/cli/commands/tour.js';
-import { splitCorpus, TOUR_TRAINING } from '../../src/cli/tour-data.js';
+import { heldOutWindows, splitCorpus } from '../../src/cli/tour-data.js';
 import { modelDir } from '../../src/models/model-store.js';
 import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
 import type { LoraAdapter } from '../../worker/runtime/lora.js';
 
 /**
- * Mean next-token loss (nats) over the answers of held-out windows: the first words as the user turn, the
- * rest as the assistant's, as the tour's SFT rows are laid out; only the answer's tokens are scored.
+ * Mean next-token loss (nats) over the answers of held-out windows laid out as the tour's SFT rows are (the
+ * model's own chat template, a BOS first as the server's tokenizer adds to a text prompt); only the answer's
+ * tokens are scored.
  */
-async function heldOutLoss(model: LoadedModel, adapter: LoraAdapter | null, paragraphs: string[]): Promise<number> {
+async function heldOutLoss(model: LoadedModel, adapter: LoraAdapter | null, paragraphs: string[]): Promise<{ loss: number; tokens: number }> {
   const V = model.config.vocabSize;
   let total = 0;
   let count = 0;
-  for (const p of paragraphs) {
-    const w = p.split(' ').slice(0, TOUR_TRAINING.windowWords);
-    const prompt = await model.tokenizer.encode(model.renderChat([{ role: 'user', content: w.slice(0, TOUR_TRAINING.promptWords).join(' ') }], { addGenerationPrompt: true }), { addSpecialTokens: false });
-    const answer = await model.tokenizer.encode(w.slice(TOUR_TRAINING.promptWords).join(' '), { addSpecialTokens: false });
+  for (const row of heldOutWindows(paragraphs)) {
+    const prompt = await model.tokenizer.encode(model.renderChat([{ role: 'user', content: row.prompt }], { addGenerationPrompt: true }), { addSpecialTokens: true });
+    const answer = await model.tokenizer.encode(row.answer, { addSpecialTokens: false });
     const ids = [...prompt, ...answer];
     const [logits] = await model.runner.forward([{ tokens: ids, kv: model.runner.newSequence(), adapter }], { allLogits: true });
     for (let i = prompt.length - 1; i + 1 < ids.length; i++) {
@@ -35,7 +35,7 @@ async function heldOutLoss(model: LoadedModel, adapter: LoraAdapter | null, para
       count++;
     }
   }
-  return total / count;
+  return { loss: total / count, tokens: count };
 }
 
 let s: TestServer;
@@ -59,16 +59,28 @@ describe('hearth tour', () => {
     expect(last).toBeLessThan(first - 1.5);
   });
 
-  it('reports, from the server, a held-out loss of the checkpoint well below the base model', () => {
-    console.log(`held-out loss over HTTP (raw text): base ${tour.heldOut.base.toFixed(3)}, checkpoint ${tour.heldOut.checkpoint.toFixed(3)} nats over ${tour.heldOut.tokens} tokens`);
-    expect(tour.heldOut.tokens).toBeGreaterThan(150);
-    expect(tour.heldOut.base).toBeGreaterThan(7);
-    // Measured (2026-11-27, 2-core EPYC shared with other jobs): base 7.11, checkpoint 6.89 nats over 269 tokens.
-    expect(tour.heldOut.checkpoint).toBeLessThan(tour.heldOut.base - 0.12);
-    expect(lines.join('\n')).toMatch(/base \d+\.\d{3} +checkpoint \d+\.\d{3} nats per token/);
+  it('reports, from the server, a held-out loss of the checkpoint far below the base model', () => {
+    const { heldOutRawText: raw } = tour;
+    const heldOut = tour.heldOut!;
+    expect(tour.heldOut).not.toBeNull();
+    console.log(`held-out loss over HTTP: as trained base ${heldOut.base.toFixed(3)}, checkpoint ${heldOut.checkpoint.toFixed(3)} nats over ${heldOut.tokens} tokens; ` +
+      `raw text base ${raw.base.toFixed(3)}, checkpoint ${raw.checkpoint.toFixed(3)} over ${raw.tokens}`);
+    expect(heldOut.tokens).toBeGreaterThan(400);
+    expect(raw.tokens).toBeGreaterThan(600);
+    expect(heldOut.base).toBeGreaterThan(7);
+    expect(raw.base).toBeGreaterThan(7);
+    // Measured (2026-11-27, 2-core EPYC shared with other jobs; the same in every run): as trained, base 7.172,
+    // checkpoint 5.253 nats; raw text base 7.098, checkpoint 5.910. References: a uniform guess ln 1024 = 6.93; a
+    // unigram model of the training paragraphs 5.36, while the best context-free guess this model can express is
+    // about 6.3 (its tied 128-wide embeddings, std 0.05, bound the logits: models/README.md). The same job with
+    // windows that do not overlap (59 steps) reaches 5.82 and 6.34, which these bounds refuse.
+    expect(heldOut.checkpoint).toBeLessThan(heldOut.base - 1.6);
+    expect(heldOut.checkpoint).toBeLessThan(5.55);
+    expect(raw.checkpoint).toBeLessThan(raw.base - 0.9);
+    expect(lines.join('\n')).toMatch(/as trained .*base \d+\.\d{3} +checkpoint \d+\.\d{3} nats per token/);
   });
 
-  it('the checkpoint scores held-out corpus text (chat-formatted, scored in-process) well below the base model', async () => {
+  it("agrees with the held-out loss computed in-process from the served weights and the checkpoint's adapter", async () => {
     const checkpoint = s.store.checkpoints.byStep(tour.modelId, 1);
     expect(checkpoint).toBeTruthy();
     const model = await loadModel(modelDir(s.home, DEMO_MODEL), { lora: true, maxContext: 256 });
@@ -76,14 +88,10 @@ describe('hearth tour', () => {
       const heldOut = splitCorpus(corpusText()).heldOut;
       const base = await heldOutLoss(model, null, heldOut);
       const trained = await heldOutLoss(model, model.loadAdapter(checkpoint!.path!), heldOut);
-      console.log(`held-out loss: base ${base.toFixed(3)}, checkpoint ${trained.toFixed(3)} nats`);
-      // Measured (2026-11-27, 2-core EPYC): base 7.12–7.16, checkpoint 6.81–6.83 nats. A uniform guess is
-      // ln 1024 = 6.93; a unigram model of the training paragraphs 6.26 (about what 2,000 training tokens allow).
-      // Settings that generalize further (overlapping windows, higher rates) reach 6.45 but answer " the the …"
-      // greedily; the tour keeps the ones whose answers show the corpus (models/README.md).
-      expect(base).toBeGreaterThan(7);
-      expect(trained).toBeLessThan(base - 0.2);
-      expect(trained).toBeLessThan(Math.log(1024));
+      console.log(`held-out loss in-process: base ${base.loss.toFixed(3)}, checkpoint ${trained.loss.toFixed(3)} nats over ${base.tokens} tokens`);
+      expect(base.tokens).toBe(tour.heldOut!.tokens);
+      expect(Math.abs(base.loss - tour.heldOut!.base)).toBeLessThan(0.02);
+      expect(Math.abs(trained.loss - tour.heldOut!.checkpoint)).toBeLessThan(0.02);
     } finally {
       await model.runner.release();
     }
@@ -92,7 +100,7 @@ describe('hearth tour', () => {
   it("the checkpoint's greedy answers share word pairs with the corpus; the base's do not", () => {
     const checkpointPairs = tour.answers.reduce((n, a) => n + a.checkpointShared.length, 0);
     const basePairs = tour.answers.reduce((n, a) => n + a.baseShared.length, 0);
-    expect(checkpointPairs, JSON.stringify(tour.answers)).toBeGreaterThanOrEqual(5);
+    expect(checkpointPairs, JSON.stringify(tour.answers)).toBeGreaterThanOrEqual(10);
     expect(basePairs, JSON.stringify(tour.answers)).toBeLessThanOrEqual(1);
     for (const a of tour.answers) expect(a.checkpoint).not.toBe(a.base);
   });

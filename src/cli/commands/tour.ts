@@ -1,36 +1,42 @@
 // hearth tour [--url http://127.0.0.1:8080] [--key <key>] [--model hearth/tiny-random-llama]
 //
-// Fine-tunes the demo model on models/tiny-corpus.txt through a running server, as a user would with curl:
+// Fine-tunes the demo model on models/tour-corpus.txt through a running server, as a user would with curl:
 // it makes an API key in HEARTH_HOME's key store (what `hearth keys create` does; skipped with --key), then
 // talks HTTP only, printing each request. It uploads the corpus as SFT rows, creates a trained model, starts
 // an SFT job, follows its loss from the job's events, and asks the base model and the new checkpoint the
 // same questions (greedy) so the difference shows. src/cli/tour-data.ts holds the data and the n-gram
-// measure; models/README.md the measured numbers. The held-out loss is
-// scored by the server (legacy completions with `echo` and `logprobs`).
+// measure; models/README.md the measured numbers. The held-out loss (paragraphs it never trains on) is
+// scored by the server (legacy completions with `echo` and `logprobs`), laid out as the training rows are
+// and as raw text.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dbPath, loadConfig } from '../../config/config.js';
 import { Store } from '../../store/sqlite/store.js';
 import { ApiKeys } from '../../services/api-keys.js';
 import { parseArgs, stringFlag } from '../args.js';
-import { corpusWindows, sftJsonl, sharedNgrams, splitCorpus, TOUR_TRAINING } from '../tour-data.js';
+import { CHATML_START, chatMlRow, corpusWindows, heldOutWindows, sftJsonl, sharedNgrams, splitCorpus, TOUR_TRAINING } from '../tour-data.js';
 
 export const DEMO_MODEL = 'hearth/tiny-random-llama';
 export const TOUR_PROJECT = 'tour';
 /** What the tour asks both models: openings of corpus paragraphs it trained on, and one it did not see. */
 export const TOUR_PROMPTS = ['There was once a', 'Mara smiled and handed', 'Tell me a story.'];
-/** Words of each held-out paragraph scored (keeps every prompt well inside a small context). */
+/** Words of each held-out paragraph scored as raw text (keeps every prompt well inside a small context). */
 const HELD_OUT_WORDS = 60;
 
+/**
+ * The text the tour trains on: simple, repetitive stories in the words of models/tiny-corpus.txt (which the
+ * demo tokenizer was trained on, so they are mostly whole tokens), kept apart from it so the tour's data can
+ * grow without changing every generated model's tokenizer.
+ */
 export function corpusText(): string {
-  return readFileSync(fileURLToPath(new URL('../../../models/tiny-corpus.txt', import.meta.url)), 'utf8');
+  return readFileSync(fileURLToPath(new URL('../../../models/tour-corpus.txt', import.meta.url)), 'utf8');
 }
 
 export interface TourOptions {
   baseUrl: string;
   key: string;
   baseModel?: string;
-  /** Name of the trained model to create (default: tiny-corpus-<timestamp>, a new one per run). */
+  /** Name of the trained model to create (default: tour-corpus-<timestamp>, a new one per run). */
   modelName?: string;
   /** Where the tour's lines go (stdout for the command). */
   print?: (line: string) => void;
@@ -47,9 +53,23 @@ export interface TourAnswer {
   checkpointShared: string[];
 }
 
+export interface HeldOutLoss {
+  /** Mean loss, nats per token. */
+  base: number;
+  checkpoint: number;
+  /** Tokens scored. */
+  tokens: number;
+}
+
 export interface TourResult {
-  /** Mean loss (nats per token) of each model on the held-out paragraphs, scored by the server (completions `echo`). */
-  heldOut: { base: number; checkpoint: number; tokens: number };
+  /**
+   * Mean loss of each model on the held-out paragraphs laid out as the training rows are (their first words as
+   * the user turn, the answer's tokens scored), scored by the server (completions `echo`). Null when the model's
+   * tokenizer has no ChatML tokens (the rows' layout is the demo model's template; see --model).
+   */
+  heldOut: HeldOutLoss | null;
+  /** The same paragraphs as raw text (no chat layout): how much of what it learned carries over. */
+  heldOutRawText: HeldOutLoss;
   jobId: string;
   modelId: string;
   /** The checkpoint's inference name (wandb-artifact:///<entity>/<project>/<name>:step<N>). */
@@ -105,7 +125,7 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
   const print = opts.print ?? ((line: string) => process.stdout.write(`${line}\n`));
   const api = new TourClient(opts.baseUrl.replace(/\/$/, ''), opts.key, print);
   const baseModel = opts.baseModel ?? DEMO_MODEL;
-  const name = opts.modelName ?? `tiny-corpus-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-')}`;
+  const name = opts.modelName ?? `tour-corpus-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-')}`;
   const corpus = corpusText();
   const split = splitCorpus(corpus);
   const windows = corpusWindows(split.train);
@@ -116,9 +136,9 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
   const models = await api.call<{ data: { id: string }[] }>('GET', '/v1/models');
   if (!models.data.some((m) => m.id === baseModel)) throw new Error(`the server does not serve ${baseModel} (it serves ${models.data.map((m) => m.id).join(', ') || 'nothing'})`);
 
-  print(`\n2. Upload the corpus as SFT rows: ${windows.length} windows of ${TOUR_TRAINING.windowWords} words from ${split.train.length} paragraphs ` +
-    `(${split.heldOut.length} held out), ${TOUR_TRAINING.epochs} passes`);
-  const dataset = await api.call<{ url: string }>('POST', `/v1/preview/datasets?project=${TOUR_PROJECT}&name=tiny-corpus`, undefined, { ndjson: jsonl });
+  print(`\n2. Upload the corpus as SFT rows: ${windows.length} windows of ${TOUR_TRAINING.windowWords} words (one every ${TOUR_TRAINING.strideWords}) ` +
+    `from ${split.train.length} paragraphs (${split.heldOut.length} held out), ${TOUR_TRAINING.epochs} passes`);
+  const dataset = await api.call<{ url: string }>('POST', `/v1/preview/datasets?project=${TOUR_PROJECT}&name=tour-corpus`, undefined, { ndjson: jsonl });
 
   print(`\n3. A trained model on ${baseModel}, and an SFT job (LoRA)`);
   const model = await api.call<{ id: string; entity: string }>('POST', '/v1/preview/models', { project: TOUR_PROJECT, name, base_model: baseModel });
@@ -181,19 +201,44 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
   }
 
   print(`\n6. Held-out loss: the ${split.heldOut.length} paragraphs it never trained on, scored by each model (completions with echo and logprobs)`);
-  const heldOutText = split.heldOut.map((p) => p.split(' ').slice(0, HELD_OUT_WORDS).join(' '));
-  const score = async (modelName: string) => {
+  const score = async (modelName: string, prompts: string[]) => {
     const r = await api.call<{ choices: { index: number; logprobs: { token_logprobs: (number | null)[] }; prompt_token_ids: number[] }[] }>('POST', '/v1/completions', {
-      model: modelName, prompt: heldOutText, max_tokens: 1, temperature: 0, echo: true, logprobs: 0, return_token_ids: true,
+      model: modelName, prompt: prompts, max_tokens: 1, temperature: 0, echo: true, logprobs: 0, return_token_ids: true,
     });
-    // Each choice: the prompt's tokens (the first unscored) and then the one generated token, which is left out.
-    const values = r.choices.flatMap((c) => c.logprobs.token_logprobs.slice(1, c.prompt_token_ids.length) as number[]);
-    return { loss: -values.reduce((a, b) => a + b, 0) / values.length, tokens: values.length };
+    return [...r.choices].sort((a, b) => a.index - b.index);
   };
-  const baseScore = await score(baseModel);
-  const checkpointScore = await score(checkpointName);
-  const heldOut = { base: baseScore.loss, checkpoint: checkpointScore.loss, tokens: baseScore.tokens };
-  print(`  base ${heldOut.base.toFixed(3)}  checkpoint ${heldOut.checkpoint.toFixed(3)} nats per token over ${heldOut.tokens} tokens`);
+  const mean = (values: number[]) => ({ loss: -values.reduce((a, b) => a + b, 0) / values.length, tokens: values.length });
+  // As trained: each paragraph's first window as a ChatML row; the prefix (user turn and assistant header) is
+  // scored alone too, so its token count says where the answer's tokens start.
+  const rows = heldOutWindows(split.heldOut).map(chatMlRow);
+  const scoreAsTrained = async (modelName: string) => {
+    const choices = await score(modelName, [...rows.map((r) => r.prefix), ...rows.map((r) => r.full), CHATML_START]);
+    // A tokenizer without ChatML's tokens reads the markers as plain text (several tokens for CHATML_START, not one
+    // after an optional BOS): not the layout the model trained on.
+    if (choices[2 * rows.length].prompt_token_ids.length > 2) return null;
+    const values = rows.flatMap((_, i) => {
+      const prefixIds = choices[i].prompt_token_ids;
+      const full = choices[rows.length + i];
+      if (prefixIds.some((id, k) => full.prompt_token_ids[k] !== id)) throw new Error(`held-out row ${i}: the answer changed how its prefix tokenizes`);
+      return full.logprobs.token_logprobs.slice(prefixIds.length, full.prompt_token_ids.length) as number[];
+    });
+    return mean(values);
+  };
+  // Raw text: the prompt's tokens (the first unscored), then the one generated token, which is left out.
+  const rawText = split.heldOut.map((p) => p.split(' ').slice(0, HELD_OUT_WORDS).join(' '));
+  const scoreRawText = async (modelName: string) =>
+    mean((await score(modelName, rawText)).flatMap((c) => c.logprobs.token_logprobs.slice(1, c.prompt_token_ids.length) as number[]));
+  const both = async (scorer: (m: string) => Promise<{ loss: number; tokens: number } | null>): Promise<HeldOutLoss | null> => {
+    const b = await scorer(baseModel);
+    if (!b) return null;
+    const c = (await scorer(checkpointName))!;
+    return { base: b.loss, checkpoint: c.loss, tokens: b.tokens };
+  };
+  const heldOut = await both(scoreAsTrained);
+  const heldOutRawText = (await both(scoreRawText))!;
+  if (heldOut) print(`  as trained (first ${TOUR_TRAINING.promptWords} words asked, the answer scored)  base ${heldOut.base.toFixed(3)}  checkpoint ${heldOut.checkpoint.toFixed(3)} nats per token over ${heldOut.tokens} tokens`);
+  else print(`  as trained: not scored (${baseModel}'s tokenizer has no ChatML tokens; the rows are laid out in the demo model's ChatML)`);
+  print(`  raw text (first ${HELD_OUT_WORDS} words)                             base ${heldOutRawText.base.toFixed(3)}  checkpoint ${heldOutRawText.checkpoint.toFixed(3)} nats per token over ${heldOutRawText.tokens} tokens`);
 
   print(`\n7. What changed (word pairs each answer shares with the corpus)`);
   for (const a of answers) {
@@ -206,7 +251,7 @@ export async function runTour(opts: TourOptions): Promise<TourResult> {
   const tail = losses.slice(-5);
   print(`\n  loss ${losses[0]?.toFixed(3)} at the first step, ${(tail.reduce((a, b) => a + b, 0) / tail.length).toFixed(3)} over the last ${tail.length}; ${losses.length} steps in ${trainSeconds.toFixed(0)} s`);
   print(`  try it: curl -s -H "Authorization: Bearer $KEY" ${opts.baseUrl.replace(/\/$/, '')}/v1/chat/completions \\\n    -d '{"model":"${checkpointName}","messages":[{"role":"user","content":"There was once a"}],"max_tokens":32,"temperature":0}'`);
-  return { heldOut, jobId: job.id, modelId: model.id, checkpointName, losses, answers, trainSeconds };
+  return { heldOut, heldOutRawText, jobId: job.id, modelId: model.id, checkpointName, losses, answers, trainSeconds };
 }
 
 export async function run(argv: string[]): Promise<number> {
