@@ -55,7 +55,7 @@ describe('N3 RL token matrices → RL sequences', () => {
     rejects(batchOf({ ...m, rows: rows.filter((r) => r.name !== 'behavior_logprobs') }), /matrix "m" is missing rows behavior_logprobs/);
     rejects(batchOf({ ...m, rows: [...rows, { ...adv, name: 'rewards' }] }), /unused row rewards/);
     rejects(batchOf(withRow('advantages', { ...adv, shape: [5, 1] })), /5 values for shape|\[T,1\]/);
-    rejects(batchOf(withRow('advantages', { ...adv, shape: [6] , values: { encoding: 'dense', data: [0, 0, 0, 1, 1, 1] } })), /advantages must be float32 with shape \[T,1\]/);
+    rejects(batchOf(withRow('advantages', { ...adv, shape: [6], values: { encoding: 'dense', data: [0, 0, 0, 1, 1, 1] } })), /advantages must be float32 with shape \[T,1\]/);
     rejects(batchOf(withRow('advantages', { ...adv, dtype: 'int64' })), /advantages must be float32/);
     rejects(batchOf(withRow('token_ids', { name: 'token_ids', dtype: 'int64', shape: [6], values: { encoding: 'dense', data: [5, 6, 7.5, 8, 9, 10] } })), /token_ids \(int64\) must hold integers/);
     rejects(batchOf(withRow('token_ids', { name: 'token_ids', dtype: 'int64', shape: [6], values: { encoding: 'dense', data: [5, 6, -7, 8, 9, 10] } })), /nonnegative/);

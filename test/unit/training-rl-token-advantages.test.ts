@@ -60,12 +60,14 @@ describe('RL loss over per-token advantages', () => {
     const low = 0.5;
     const high = 1.5;
     let expected = 0;
+    let expectedIs = 0;
     const n = 4 + 3;
     const add = (lp: Float32Array, shift: number[], adv: number[], w: number[], mask: number[]) => {
       for (let t = 1; t < mask.length; t++) {
         if (!mask[t]) continue;
         const ratio = Math.exp(shift[t]);
         expected += (w[t] / n) * -(Math.min(high, Math.max(low, ratio)) * adv[t] * lp[t - 1]);
+        expectedIs += (w[t] / n) * -(ratio * adv[t]);
       }
     };
     add(lpA, shifts.a, advA, wA, [0, 0, 0, 1, 1, 1, 1]);
@@ -77,6 +79,10 @@ describe('RL loss over per-token advantages', () => {
     // No rewards come with per-token advantages: no reward metrics are made up.
     expect(measured.reward).toBeUndefined();
     expect(measured.num_groups_trainable).toBeUndefined();
+
+    // importance_sampling (-ratio * A, unclipped) as N3 maps it: the trainer's PPO with a clip that never binds.
+    const importanceSampling = { loss_fn: 'ppo', epsilon: 1, epsilon_high: 1e30, normalize_advantages: false, packed_sequence_length: 4096 };
+    expect((await run(data, importanceSampling, true, 'measure-is')).loss).toBeCloseTo(expectedIs, 4);
 
     // The training step starts from the same loss and moves the weights.
     const trained = await run(data, { ...config, learning_rate: 1e-2 }, false, 'train');
