@@ -94,7 +94,7 @@ export class Listings {
   jobConfig(entity: string, jobId: string) {
     const job = this.store.jobs.get(entity, jobId);
     if (!job) throw notFound(`Training job ${jobId} not found`);
-    const { trajectory_groups: groups, resolved_data_path: _path, ...request } = (job.payload ?? {}) as Record<string, unknown>;
+    const { trajectory_groups: groups, token_sequences: _tokens, resolved_data_path: _path, ...request } = (job.payload ?? {}) as Record<string, unknown>;
     return { id: job.id, kind: job.kind, model_id: job.modelId, request, trajectory_groups: Array.isArray(groups) ? groups.length : null };
   }
 

@@ -15,7 +15,9 @@ import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRec
 import { notImplemented } from '../errors/domain-errors.js';
 import { pendingGradients } from './native-admission.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
-import { admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, type RlInputs } from './native-rl-batch.js';
+import {
+  admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, rlTokenInputs, type RlInputs, type RlTokenBatch,
+} from './native-rl-batch.js';
 import { forwardResult, NativeStates } from './native-state.js';
 import { OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 import type { ModelsService } from './models.js';
@@ -130,6 +132,19 @@ export class NativeExecutor {
       fs.writeFileSync(file, JSON.stringify(inputs));
       await this.runJob(run, op, {
         trajectory_groups: inputs.trajectory_groups, experimental_config: inputs.experimental_config, forward_only: true, lora: this.loraPayload(run),
+        native_operation_id: op.id,
+      }, 'rl');
+      return;
+    }
+    const tokenBatch = command.batch as ForwardBackwardBodyT['batch'] | RlTokenBatch;
+    if (tokenBatch.kind === 'rl_tokens') {
+      // N3's RL token matrices: a measuring RL job over the client's sequences (per-token advantages); they are kept.
+      const inputs = rlTokenInputs(tokenBatch, command.loss);
+      const file = this.dataFile(op);
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, JSON.stringify(inputs));
+      await this.runJob(run, op, {
+        token_sequences: inputs.token_sequences, experimental_config: inputs.experimental_config, forward_only: true, lora: this.loraPayload(run),
         native_operation_id: op.id,
       }, 'rl');
       return;

@@ -97,6 +97,12 @@ function n3Operation(op: NativeOperationRecord): Json {
   };
 }
 
+/** ART's loss contract of a measured batch: `<loss name>_v1` (cross_entropy_v1, cispo_v1, importance_sampling_v1). */
+function lossContractId(op: NativeOperationRecord): string {
+  const name = (op.command as { loss?: { name?: unknown } }).loss?.name;
+  return `${typeof name === 'string' ? name : 'cross_entropy'}_v1`;
+}
+
 /** N3's error object holds only `code` (extra fields forbidden): Hearth's message goes there, so ART's exception shows it. */
 function n3ErrorCode(error: Json): string {
   return typeof error.message === 'string' ? error.message : JSON.stringify(error);
@@ -123,7 +129,7 @@ function n3Summary(op: NativeOperationRecord, r: Json): Json {
       ...common, packing,
       training: { accepted_trainable_tokens: p.trainable_assistant_tokens, policy_token_counts: null },
       // A batch without trainable tokens has no mean loss: 0, with produced_gradient false.
-      loss: { contract_id: 'cross_entropy_v1', value: typeof loss === 'number' && Number.isFinite(loss) ? loss : 0, reduction: 'mean_active_token' },
+      loss: { contract_id: lossContractId(op), value: typeof loss === 'number' && Number.isFinite(loss) ? loss : 0, reduction: 'mean_active_token' },
       produced_gradient: p.trainable_assistant_tokens > 0,
     };
   }

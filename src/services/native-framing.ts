@@ -4,9 +4,10 @@
 import { invalid, ValidationError } from '../errors/domain-errors.js';
 import type { NativeWire } from '../store/sqlite/native-run-wires-repo.js';
 import type { NativeOperationKind } from '../store/records.js';
-import type { N1CommandBodyT, N3ForwardBackwardBodyT, N3SaveWeightsForSamplerBodyT, ResolveAnyRunBodyT } from '../schemas/native-framings.js';
+import type { N1CommandBodyT, N3ForwardBackwardBodyT, N3SaveWeightsForSamplerBodyT, ResolveAnyRunBodyT, TokenMatrixBatchT } from '../schemas/native-framings.js';
 import { commandFingerprint } from './native-admission.js';
 import { sftSequencesFromTokenMatrices } from './native-token-matrix.js';
+import { checkTokenRlLoss, rlSequencesFromTokenMatrices, TOKEN_RL_LOSSES } from './native-rl-token-matrix.js';
 
 export type { NativeWire };
 
@@ -76,7 +77,7 @@ export function translateN1(runId: string, envelope: N1CommandBodyT, command: Re
   };
 }
 
-/** N3: token matrices become pre-tokenized SFT sequences, the flat loss N2's, `{target}` N2's publication mode. */
+/** N3: token matrices become pre-tokenized SFT or RL sequences, the flat loss N2's, `{target}` N2's publication mode. */
 export function translateN3(kind: NativeOperationKind, body: { request_id: string; sequence_id: number } & Record<string, unknown>): TranslatedCommand {
   const fingerprint = commandFingerprint(body);
   if (kind === 'forward_backward' || kind === 'forward') return { ...n3Batch(body as unknown as N3ForwardBackwardBodyT), fingerprint };
@@ -99,17 +100,29 @@ function n3Batch(body: N3ForwardBackwardBodyT): Omit<TranslatedCommand, 'fingerp
   if (batch.kind !== 'token_matrix') {
     return { command: { ...command, batch }, batchKind: batch.kind, unsupported: `${batch.kind} batches (server-held inputs) are not implemented by this server; send the token matrices` };
   }
-  if (name !== 'cross_entropy') {
-    return {
-      command: { ...command, batch: { kind: 'token_matrix' } }, batchKind: 'rl',
-      unsupported: `the ${name} loss over token matrices (RL) is not implemented by this server's native API; train RL through POST /v1/preview/training-jobs`,
-    };
-  }
-  if (body.return_token_logprobs) {
-    return { command: { ...command, batch: { kind: 'token_matrix' } }, batchKind: 'sft', unsupported: 'return_token_logprobs=true is not implemented by this server (no learner token logprobs are returned)' };
-  }
+  const kind = name === 'cross_entropy' ? 'sft' : 'rl';
+  const refused = (unsupported: string) => ({ command: { ...command, batch: { kind: 'token_matrix' } }, batchKind: kind, unsupported });
+  if (body.return_token_logprobs) return refused('return_token_logprobs=true is not implemented by this server (no learner token logprobs are returned)');
+  if (kind === 'rl') return n3RlBatch(command, batch, name, normalize_advantages, values, refused);
   const decoded = sftSequencesFromTokenMatrices(batch);
   if (!decoded.ok && decoded.status === 400) throw invalid(decoded.reason);
-  if (!decoded.ok) return { command: { ...command, batch: { kind: 'token_matrix' } }, batchKind: 'sft', unsupported: decoded.reason };
+  if (!decoded.ok) return refused(decoded.reason);
   return { command: { ...command, batch: { kind: 'sft_tokens', sequences: decoded.sequences } }, batchKind: 'sft' };
+}
+
+/** N3's RL token matrices become `rl_tokens` sequences (native-rl-token-matrix.ts); malformed ones are a 422 here, before anything is stored. */
+function n3RlBatch(
+  command: TranslatedCommand['command'], batch: TokenMatrixBatchT, name: string, normalizeAdvantages: boolean, values: Record<string, unknown>,
+  refused: (reason: string) => Omit<TranslatedCommand, 'fingerprint'>,
+): Omit<TranslatedCommand, 'fingerprint'> {
+  if (!(name in TOKEN_RL_LOSSES)) {
+    return refused(`the ${name} loss over token matrices is not implemented by this server (supported: cross_entropy, ${Object.keys(TOKEN_RL_LOSSES).join(', ')})`);
+  }
+  if (normalizeAdvantages) {
+    return refused('normalize_advantages=true over token matrices is not implemented by this server (ART\'s client normalizes the advantages itself and sends false)');
+  }
+  checkTokenRlLoss({ name, values });
+  const decoded = rlSequencesFromTokenMatrices(batch);
+  if (!decoded.ok) return refused(decoded.reason);
+  return { command: { ...command, batch: { kind: 'rl_tokens', sequences: decoded.sequences } }, batchKind: 'rl' };
 }

@@ -12,6 +12,7 @@ import type { ForwardBackwardBodyT } from '../schemas/native-training.js';
 import type { NativeOperationRecord, TrainingEventRecord } from '../store/records.js';
 import { canonicalJson } from './native-admission.js';
 import { pick } from './native-wire.js';
+import { tokenRlExperimentalConfig, type RlTokenSequence } from './native-rl-token-matrix.js';
 
 /** The losses of ART's RL batches that the preview API's RL trainer implements (ART's contract allows these two). */
 export const RL_LOSSES = ['cispo', 'ppo'];
@@ -20,12 +21,32 @@ type RlBatch = Extract<ForwardBackwardBodyT['batch'], { kind: 'rl' }>;
 type Loss = ForwardBackwardBodyT['loss'];
 
 /** What an RL forward_backward keeps (a file) until an optim_step applies it. */
-export interface RlInputs {
+export type RlInputs = RlGroupInputs | RlTokenInputs;
+
+export interface RlGroupInputs {
   kind: 'rl';
   trajectory_groups: TrajectoryGroupT[];
   experimental_config: Record<string, unknown>;
   min_source_version: number;
   max_source_version: number;
+}
+
+/** N3's RL token matrices, translated to sequences with per-token advantages (native-rl-token-matrix.ts). */
+export interface RlTokenInputs {
+  kind: 'rl_tokens';
+  token_sequences: RlTokenSequence[];
+  experimental_config: Record<string, unknown>;
+}
+
+/** The batch an N3 RL forward_backward is stored with (native-framing.ts). */
+export interface RlTokenBatch {
+  kind: 'rl_tokens';
+  sequences: RlTokenSequence[];
+}
+
+/** An N3 RL batch's inputs: its sequences and the trainer config of its loss. */
+export function rlTokenInputs(batch: RlTokenBatch, loss: Loss): RlTokenInputs {
+  return { kind: 'rl_tokens', token_sequences: batch.sequences, experimental_config: tokenRlExperimentalConfig(loss) };
 }
 
 /**
@@ -42,7 +63,7 @@ export function rlExperimentalConfig(loss: Loss): Record<string, unknown> {
  * source versions are ordered (ART's RlTrajectoryBatch rule, else 422), and every bundle decodes (else 422 naming
  * the group and record). Returns the inputs the operation will train on.
  */
-export function admitRlBatch(batch: RlBatch, loss: Loss, unsupportedKeys: (config: Record<string, unknown>) => string[]): RlInputs {
+export function admitRlBatch(batch: RlBatch, loss: Loss, unsupportedKeys: (config: Record<string, unknown>) => string[]): RlGroupInputs {
   if (!RL_LOSSES.includes(loss.name)) {
     throw notImplemented(`loss ${JSON.stringify(loss.name)} is not implemented for RL batches by this server (supported: ${RL_LOSSES.join(', ')})`);
   }
@@ -67,7 +88,8 @@ export function admitRlBatch(batch: RlBatch, loss: Loss, unsupportedKeys: (confi
 
 /** What a forward_backward's gradient is of: its batch kind, and for RL the loss it was measured with. */
 function gradientKind(body: ForwardBackwardBodyT): string {
-  return body.batch.kind === 'rl' ? `rl ${canonicalJson(body.loss)}` : body.batch.kind;
+  const kind = (body.batch as { kind: string }).kind;
+  return kind === 'rl' || kind === 'rl_tokens' ? `${kind} ${canonicalJson(body.loss)}` : kind;
 }
 
 /**
@@ -84,16 +106,22 @@ export function accumulationConflict(pending: NativeOperationRecord[], body: For
 }
 
 /** A forward or forward_backward of an RL batch. */
-export const measuresRl = (op: NativeOperationRecord) => (op.command as { batch?: { kind?: unknown } }).batch?.kind === 'rl';
+export const measuresRl = (op: NativeOperationRecord) => {
+  const kind = (op.command as { batch?: { kind?: unknown } }).batch?.kind;
+  return kind === 'rl' || kind === 'rl_tokens';
+};
 
 export const isRlForwardBackward = (op: NativeOperationRecord) => op.kind === 'forward_backward' && measuresRl(op);
 
-/** One RL job over every applied forward_backward's inputs, at the optim_step's learning rate. */
-export function rlOptimPayload(inputs: RlInputs[], learningRate: number): { trajectory_groups: TrajectoryGroupT[]; experimental_config: Record<string, unknown> } {
-  return {
-    trajectory_groups: inputs.flatMap((i) => i.trajectory_groups),
-    experimental_config: { ...inputs[0].experimental_config, learning_rate: learningRate },
-  };
+/**
+ * One RL job over every applied forward_backward's inputs, at the optim_step's learning rate. They share one kind and
+ * loss (accumulationConflict), so their data is concatenated: trajectory groups, or N3's token sequences.
+ */
+export function rlOptimPayload(inputs: RlInputs[], learningRate: number): Record<string, unknown> {
+  const experimental_config = { ...inputs[0].experimental_config, learning_rate: learningRate };
+  if (inputs.some((i) => i.kind !== inputs[0].kind)) throw new Error('an RL optim_step cannot apply trajectory groups and token matrices together');
+  if (inputs[0].kind === 'rl_tokens') return { token_sequences: (inputs as RlTokenInputs[]).flatMap((i) => i.token_sequences), experimental_config };
+  return { trajectory_groups: (inputs as RlGroupInputs[]).flatMap((i) => i.trajectory_groups), experimental_config };
 }
 
 const RL_METRICS = [

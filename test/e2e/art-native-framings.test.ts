@@ -6,8 +6,9 @@
 // - N1 (client.py / native_training.py @ 235af098): each command wrapped as {request_id, sequence_id, command};
 //   its ServerlessBackend trains through the preview API, so this is the sequence of code that calls
 //   `backend.create_training_client(...)`;
-// - N3 (client.py, backend.py @ 44cf4bbe): ServerlessBackend.train_sft's own sequence, tokenized client-side
-//   into token matrices, on a run resolved without a run_name.
+// - N3 (client.py, backend.py @ 44cf4bbe): ServerlessBackend.train_sft's and train()'s own sequences, tokenized
+//   client-side into token matrices (SFT: cross_entropy; RL: cispo with per-token advantages), on runs resolved
+//   without a run_name.
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
@@ -15,7 +16,7 @@ import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import {
-  artSftTokenMatrix, N1ForwardBackwardResult, N1NativeTrainingOperation, N1NativeTrainingRun, n1OperationRef, N1OptimStepResult,
+  artRlTokenMatrix, artSftTokenMatrix, N1ForwardBackwardResult, N1NativeTrainingOperation, N1NativeTrainingRun, n1OperationRef, N1OptimStepResult,
   N1SamplerWeightsResult, N3NativeTrainingRun, n3ClientOperation, n3ClientResult,
 } from '../helpers/art-native-framing-models.js';
 
@@ -179,8 +180,9 @@ describe('native runs in client framing N3 (frozen public wire, token matrices)'
     expect((await post(`/training/runs/${id}/forward_backward`, fbBody(fbRequest, 0))).body.operation_id).toBe(fb.operation_id);
     const divergent = await post(`/training/runs/${id}/forward_backward`, fbBody(fbRequest, 0, matrices().slice(0, 1)));
     expect([divergent.status, divergent.body.detail]).toEqual([409, expect.stringMatching(/request_id .* another command/)]);
+    // An RL loss reads its own rows: SFT matrices are malformed for it (422), and nothing is stored.
     const rl = await post(`/training/runs/${id}/forward_backward`, { ...fbBody(`fb-${hex()}`, 1), loss: { name: 'cispo', normalize_advantages: false, clip_low_threshold: 0, clip_high_threshold: 5 } });
-    expect([rl.status, rl.body.detail]).toEqual([501, expect.stringMatching(/cispo loss over token matrices/)]);
+    expect([rl.status, rl.body.detail?.[0]?.msg]).toEqual([422, expect.stringMatching(/"sft-0" is missing rows behavior_logprobs, advantages/)]);
     expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(1);
 
     const fbDone = await terminal(fb);
@@ -225,5 +227,69 @@ describe('native runs in client framing N3 (frozen public wire, token matrices)'
     const closed = ok(await post(`/training/runs/${id}:close`, { request_id: `close-${hex()}` }), N3NativeTrainingRun);
     expect([closed.run_name, ['closing', 'closed'].includes(closed.status)]).toEqual([null, true]);
     expect((await post(`/training/runs/${other.run_id}:close`, { request_id: `close-${hex()}` })).status).toBe(200);
+  }, 300_000);
+
+  it("runs ServerlessBackend.train()'s RL sequence (CISPO token matrices): trains, publishes a served generation; malformed rows are a 422", async () => {
+    await register('n3-rl');
+    const run = ok(await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, spec: { ...spec, seed: null }, initial_state: null }), N3NativeTrainingRun);
+    const id = run.run_id;
+    // _lower_rl_batch: one prompt, two rollouts rewarded 1 and 0 (advantages ±1 after ART's scaling), their sampled
+    // tokens' logprobs as behaviour logprobs, policy_version 0 where trained.
+    const rlMatrices = () => [
+      artRlTokenMatrix('rollout-0', [1, 40, 41, 42, 90, 91, 2], [0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, -1.2, -0.8, -0.5], 1, { versions: [-1, -1, -1, -1, 0, 0, 0] }),
+      artRlTokenMatrix('rollout-1', [1, 40, 41, 42, 95, 96, 97, 2], [0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, -2, -1.5, -1, -0.7], -1, { versions: [-1, -1, -1, -1, 0, 0, 0, 0] }),
+    ];
+    // train(): loss cispo, clip thresholds 1 - (epsilon ?? 1) and 1 + (epsilon_high ?? 4), advantages already normalized.
+    const rlBody = (requestId: string, sequenceId: number, batchMatrices: unknown[] = rlMatrices()) => ({
+      request_id: requestId, sequence_id: sequenceId, batch: { kind: 'token_matrix', matrices: batchMatrices, routes: [] },
+      loss: { name: 'cispo', normalize_advantages: false, clip_low_threshold: 0, clip_high_threshold: 5 },
+      collect_packing_shapes: false, retain_packed_input: false, return_token_logprobs: false,
+    });
+
+    // A malformed matrix (its advantages row one token short) is refused before anything is stored.
+    const bad = rlMatrices();
+    bad[1].rows = bad[1].rows.map((r) => ((r as { name: string }).name === 'advantages' ? { ...(r as object), shape: [7, 1] } : r));
+    const refused = await post(`/training/runs/${id}/forward_backward`, rlBody(`fb-${hex()}`, 0, bad));
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+    expect(refused.body.detail[0]).toMatchObject({ loc: ['body', 'batch', 'matrices', 1, 'rows', 3], msg: expect.stringMatching(/"rollout-1".*advantages/) });
+    expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(0);
+
+    const fbRequest = `fb-${hex()}`;
+    const fb = await submit(`/training/runs/${id}/forward_backward`, rlBody(fbRequest, 0));
+    expect((await post(`/training/runs/${id}/forward_backward`, rlBody(fbRequest, 0))).body.operation_id).toBe(fb.operation_id);
+    const fbDone = await terminal(fb);
+    expect(fbDone.status, JSON.stringify(fbDone.error)).toBe('succeeded');
+    const fbResult = fbDone.result as { produced_gradient: boolean; loss: { contract_id: string; value: number }; training: { accepted_trainable_tokens: number } };
+    // Trained: the positions with an advantage (3 + 4); train() reads loss.value and the accepted tokens.
+    expect([fbResult.produced_gradient, fbResult.training.accepted_trainable_tokens, fbResult.loss.contract_id]).toEqual([true, 7, 'cispo_v1']);
+    expect(Number.isFinite(fbResult.loss.value) && fbResult.loss.value !== 0).toBe(true);
+    expect(n3ClientResult(id, (await get(`/training/runs/${id}/operations/${fb.operation_id}/result`)).body)).toEqual(fbDone.result);
+
+    const optimDone = await terminal(await submit(`/training/runs/${id}/optim_step`, { request_id: `optim-${hex()}`, sequence_id: 1, optimizer }));
+    expect(optimDone.status, JSON.stringify(optimDone.error)).toBe('succeeded');
+    expect(optimDone.result).toMatchObject({ checkpoint: { run_id: id, learner_version: 1 }, contributing_forward_backward_operation_ids: [fb.operation_id] });
+    const optimMetrics = (optimDone.result as { metrics: Record<string, number> }).metrics;
+    expect(optimMetrics.gradient_steps).toBe(1);
+    expect(optimMetrics.grad_norm).toBeGreaterThan(0);
+    // The same batch measured at the new weights: the step changed the policy.
+    const again = await terminal(await submit(`/training/runs/${id}/forward_backward`, rlBody(`fb-${hex()}`, 2)));
+    expect((again.result as { loss: { value: number } }).loss.value).not.toBeCloseTo(fbResult.loss.value, 6);
+
+    const publish = await submit(`/training/runs/${id}/save_weights_for_sampler`, {
+      request_id: `publish-${hex()}`, sequence_id: 3, checkpoint_name: 'step-1', ttl_seconds: null, publication: { target: 'saved_generation', model_alias: 'n3-rl' },
+    });
+    const published = (await terminal(publish)).result as { generation_id: string; checkpoint: { learner_version: number } };
+    // train() returns generation_id as artifact_name: the served name.
+    expect([published.generation_id, published.checkpoint.learner_version]).toEqual(['alice/p/n3-rl:step1', 1]);
+    await servesWithLogprobs(published.generation_id);
+
+    // Only the trainer knows the vocabulary: an id outside it fails the operation, naming it.
+    const outside = rlMatrices();
+    const ids = outside[0].rows[0] as { values: { data: number[] } };
+    ids.values.data = [1, 40, 41, 42, 90, 91, 9_999_999];
+    (outside[0].rows[1] as { values: { data: number[] } }).values.data = [40, 41, 42, 90, 91, 9_999_999, 0];
+    const failed = await terminal(await submit(`/training/runs/${id}/forward_backward`, rlBody(`fb-${hex()}`, 4, outside)));
+    expect([failed.status, failed.error?.code]).toEqual(['failed', expect.stringMatching(/token id 9999999 is outside the vocabulary/)]);
+    expect((await post(`/training/runs/${id}:close`, { request_id: `close-${hex()}` })).status).toBe(200);
   }, 300_000);
 });

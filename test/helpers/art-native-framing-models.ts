@@ -255,3 +255,47 @@ export function artSftTokenMatrix(matrixId: string, tokens: number[], labels: nu
     ],
   };
 }
+
+/** ART's `_coefficient_row` (art/preprocessing/token_matrix.py @ 44cf4bbe): spans over nonzero runs when shorter, else dense. */
+function artCoefficientRow(name: string, values: number[]) {
+  const spans: { start: number; end: number; value: number[] }[] = [];
+  for (let start = 0; start < values.length; ) {
+    let end = start + 1;
+    while (end < values.length && values[end] === values[start]) end++;
+    if (values[start] !== 0) spans.push({ start, end, value: [values[start]] });
+    start = end;
+  }
+  const encoded = spans.length * 3 + 1 < values.length ? { encoding: 'spans', default: [0], spans } : { encoding: 'dense', data: values };
+  return { name, dtype: 'float32', shape: [values.length, 1], values: encoded };
+}
+
+/**
+ * One RL matrix as ART's token_matrix_batch_from_art_rollouts lowers a tokenized rollout (@ 44cf4bbe): position t is
+ * the target tokens[t + 1], active where assistantMask[t + 1]; advantage and weight on active positions, behaviour
+ * logprob logprobs[t + 1]; policy_version spans (default -1) when versions are given.
+ */
+export function artRlTokenMatrix(
+  matrixId: string, tokens: number[], assistantMask: number[], logprobs: number[], advantage: number,
+  opts: { weight?: number; versions?: number[] } = {},
+) {
+  const active = [...assistantMask.slice(1), 0].map(Boolean);
+  const rows: unknown[] = [
+    { name: 'token_ids', dtype: 'int64', shape: [tokens.length], values: { encoding: 'dense', data: tokens } },
+    { name: 'target_token_ids', dtype: 'int64', shape: [tokens.length, 1], values: { encoding: 'dense', data: [...tokens.slice(1), 0] } },
+    artCoefficientRow('loss_weights', active.map((a) => (a ? (opts.weight ?? 1) : 0))),
+    artCoefficientRow('advantages', active.map((a) => (a ? advantage : 0))),
+    artCoefficientRow('behavior_logprobs', active.map((a, t) => (a ? logprobs[t + 1] : 0))),
+  ];
+  if (opts.versions) {
+    const shifted = [...opts.versions.slice(1), -1];
+    const spans: { start: number; end: number; value: number }[] = [];
+    for (let start = 0; start < shifted.length; ) {
+      let end = start + 1;
+      while (end < shifted.length && shifted[end] === shifted[start]) end++;
+      if (shifted[start] !== -1) spans.push({ start, end, value: shifted[start] });
+      start = end;
+    }
+    rows.push({ name: 'policy_version', dtype: 'int64', shape: [tokens.length], values: { encoding: 'spans', default: -1, spans } });
+  }
+  return { kind: 'matrix', matrix_id: matrixId, packing_affinity_id: 'prompt-0', rows };
+}

@@ -16,6 +16,13 @@ export interface TrainSequence {
   logprobs?: number[];
   /** RL: the sequence's advantage. */
   advantage?: number;
+  /**
+   * RL over client-made token rows (ART's N3 token matrices): the advantage of each target ids[t], in place of
+   * `advantage` (which then does not count).
+   */
+  tokenAdvantages?: number[];
+  /** RL: a loss weight per target ids[t] (default 1), as ART's `loss_weights` row. */
+  tokenWeights?: number[];
 }
 
 export interface MicroBatch {
@@ -28,8 +35,10 @@ export interface MicroBatch {
   sequenceIndex: Int32Array;
   /** [N] sampling logprob of the target (NaN when unknown). */
   oldLogprobs: Float32Array;
-  /** [N] advantage of the position's sequence. */
+  /** [N] advantage of the position (its sequence's, or its own with per-token advantages). */
   advantages: Float32Array;
+  /** [N] loss weight of the position (1 unless the sequence carries per-token weights). */
+  lossWeights: Float32Array;
   /** Real tokens (the arrays above also hold padding slots when the batch has several rows). */
   numTokens: number;
   numTrainableTokens: number;
@@ -39,6 +48,8 @@ export function validateSequence(seq: TrainSequence, vocabSize: number): void {
   if (seq.ids.length < 2) throw new Error('a training sequence needs at least 2 tokens');
   if (seq.lossMask.length !== seq.ids.length) throw new Error(`lossMask has ${seq.lossMask.length} entries for ${seq.ids.length} tokens`);
   if (seq.logprobs && seq.logprobs.length !== seq.ids.length) throw new Error(`logprobs has ${seq.logprobs.length} entries for ${seq.ids.length} tokens`);
+  if (seq.tokenAdvantages && seq.tokenAdvantages.length !== seq.ids.length) throw new Error(`tokenAdvantages has ${seq.tokenAdvantages.length} entries for ${seq.ids.length} tokens`);
+  if (seq.tokenWeights && seq.tokenWeights.length !== seq.ids.length) throw new Error(`tokenWeights has ${seq.tokenWeights.length} entries for ${seq.ids.length} tokens`);
   for (const id of seq.ids) {
     if (!Number.isInteger(id) || id < 0 || id >= vocabSize) throw new Error(`token id ${id} is outside the vocabulary (${vocabSize})`);
   }
@@ -103,6 +114,7 @@ export function buildMicroBatch(sequences: TrainSequence[], indices: number[]): 
   const sequenceIndex = new Int32Array(slots);
   const oldLogprobs = new Float32Array(slots).fill(NaN);
   const advantages = new Float32Array(slots);
+  const lossWeights = new Float32Array(slots);
   let numTrainableTokens = 0;
   layout.rows.forEach((row, r) => {
     let o = r * layout.length;
@@ -117,7 +129,8 @@ export function buildMicroBatch(sequences: TrainSequence[], indices: number[]): 
         numTrainableTokens += trainable[o];
         sequenceIndex[o] = indices[s];
         if (seq.logprobs) oldLogprobs[o] = seq.logprobs[t + 1];
-        advantages[o] = seq.advantage ?? 0;
+        advantages[o] = seq.tokenAdvantages ? seq.tokenAdvantages[t + 1] : (seq.advantage ?? 0);
+        lossWeights[o] = seq.tokenWeights ? seq.tokenWeights[t + 1] : 1;
       }
     }
   });
@@ -128,6 +141,7 @@ export function buildMicroBatch(sequences: TrainSequence[], indices: number[]): 
     sequenceIndex,
     oldLogprobs,
     advantages,
+    lossWeights,
     numTokens: n,
     numTrainableTokens,
   };
@@ -149,6 +163,7 @@ export interface TrainedPositions {
   positionInSequence: Int32Array;
   oldLogprobs: Float32Array;
   advantages: Float32Array;
+  lossWeights: Float32Array;
 }
 
 export function trainedPositions(mb: MicroBatch): TrainedPositions {
@@ -167,5 +182,6 @@ export function trainedPositions(mb: MicroBatch): TrainedPositions {
     positionInSequence: pick(mb.batch.positions, Int32Array),
     oldLogprobs: pick(mb.oldLogprobs, Float32Array),
     advantages: pick(mb.advantages, Float32Array),
+    lossWeights: pick(mb.lossWeights, Float32Array),
   };
 }

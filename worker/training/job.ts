@@ -14,6 +14,7 @@ import type { LoraConfig } from './lora.js';
 import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
 import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
 import { tokenizeTrajectoryGroups, type TrajectoryGroupJson } from './rl-data.js';
+import { rlDataFromTokenSequences, type RlTokenSequenceJson } from './rl-token-data.js';
 import { parseSftJsonl, tokenizeSftRows } from './sft-data.js';
 
 interface JobCommon {
@@ -38,6 +39,8 @@ interface JobCommon {
 export interface RlJobSpec extends JobCommon {
   kind: 'rl';
   trajectoryGroups: TrajectoryGroupJson[];
+  /** Sequences the client tokenized, with per-token advantages (a native N3 run): trained instead of trajectoryGroups. */
+  tokenSequences?: RlTokenSequenceJson[];
   experimentalConfig?: ExperimentalConfig | null;
   /** Checkpoint folder the KL penalty compares against (null = the base model). */
   klReference?: string | null;
@@ -107,7 +110,9 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
 
   if (spec.kind === 'rl') {
     const settings = rlSettingsFromExperimentalConfig(spec.experimentalConfig);
-    const data = await tokenizeTrajectoryGroups(spec.trajectoryGroups, tokenizer, { allowTrainingWithoutLogprobs: settings.allowTrainingWithoutLogprobs });
+    const data = spec.tokenSequences
+      ? rlDataFromTokenSequences(spec.tokenSequences)
+      : await tokenizeTrajectoryGroups(spec.trajectoryGroups, tokenizer, { allowTrainingWithoutLogprobs: settings.allowTrainingWithoutLogprobs });
     // ART's trainer asserts the same: a job that would train on less than it was given fails instead of
     // writing a checkpoint that learned nothing from those choices.
     if (data.numChoicesWithoutLogprobs > 0) {

@@ -329,9 +329,20 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const adv = computeAdvantages(data.groupRewards, { scaleRewards: settings.scaleRewards });
   // Advantage of each trajectory, numbered over all groups as rl-data numbers them.
   const trajectoryAdvantage = adv.groups.flatMap((g) => g.advantages).map((a) => balanceAdvantage(a, settings.advantageBalance));
+  // Sequences made by the client (ART's N3 token matrices) carry an advantage and a loss weight per token: each
+  // step's loss is then the weighted mean over its trained tokens (ART's "mean_active_token"), not per trajectory.
+  const perToken = data.sequences.some((s) => s.tokenAdvantages);
+  if (perToken && !data.sequences.every((s) => s.tokenAdvantages)) throw new Error('an RL job takes per-token advantages for every sequence or for none');
   const sequences: TrainSequence[] = [];
   const trajectoryOf: number[] = [];
   for (const s of data.sequences) {
+    if (perToken) {
+      if (trainableTokens(s) === 0) continue;
+      validateSequence(s, deps.model.config.vocabSize);
+      sequences.push({ ids: s.ids, lossMask: s.lossMask, logprobs: s.logprobs, tokenAdvantages: s.tokenAdvantages, tokenWeights: s.tokenWeights });
+      trajectoryOf.push(s.trajectory);
+      continue;
+    }
     const a = trajectoryAdvantage[s.trajectory];
     if (a === undefined) throw new Error(`sequence refers to trajectory ${s.trajectory}, but there are ${trajectoryAdvantage.length}`);
     if (a === 0 || trainableTokens(s) === 0) continue;
@@ -386,7 +397,13 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     sequences.forEach((s, i) => trajectoryTokens.set(trajectoryOf[i], (trajectoryTokens.get(trajectoryOf[i]) ?? 0) + trainableTokens(s)));
     const steps = packSequences(sequences.map((s) => s.ids.length - 1), settings.packedSequenceLength);
     await emit({ type: 'training_started', data: { num_sequences: job.forwardOnly ? 1 : steps.length } });
-    const measured = { loss: 0, policy: 0, kl: 0, entropy: 0, trainable: 0, tokens: 0, trajectories: 0 };
+    // forwardOnly: steps weigh by their share (trajectories, or trained tokens with per-token advantages), as one step over all would.
+    const measured = { loss: 0, policy: 0, kl: 0, entropy: 0, trainable: 0, tokens: 0, shares: 0 };
+    // Rewards are known only from trajectory groups (per-token advantages come without them).
+    const rewardMetrics = (): Record<string, number> =>
+      perToken ? {} : { reward: adv.rewardMean, reward_std_dev: adv.rewardStdDev };
+    const groupMetrics = (): Record<string, number> =>
+      perToken ? {} : { num_groups_submitted: adv.numGroupsSubmitted, num_groups_trainable: adv.numGroupsTrainable };
 
     for (const stepSequences of steps) {
       await checkCancelled(deps);
@@ -396,6 +413,8 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       let entropySum = 0;
       let policySum = 0;
       let klSum = 0;
+      const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
+      const tokens = mbs.reduce((a, m) => a + m.numTokens, 0);
       const lossOf = (mb: MicroBatch) => {
         const at = trainedPositions(mb);
         const n = at.index.length;
@@ -404,7 +423,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         for (let j = 0; j < n; j++) {
           const s = at.sequenceIndex[j];
           if (ref && refLogprobs) ref[j] = refLogprobs[s][at.positionInSequence[j]];
-          weights[j] = 1 / (trajectoryTokens.get(trajectoryOf[s])! * trajectoriesInStep);
+          weights[j] = perToken ? at.lossWeights[j] / trainable : 1 / (trajectoryTokens.get(trajectoryOf[s])! * trajectoriesInStep);
         }
         const logprobs = logprobsAt(model, mb, at, true, (entropy) => {
           for (let j = 0; j < n; j++) entropySum += entropy[j];
@@ -421,15 +440,14 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         klSum += parts.kl.dataSync()[0];
         return parts.loss;
       };
-      const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
-      const tokens = mbs.reduce((a, m) => a + m.numTokens, 0);
       if (job.forwardOnly) {
-        // The step's loss without its gradient; steps weigh by their trajectories, as one step over all would.
+        // The step's loss without its gradient, weighed by the step's share.
         const loss = mbs.reduce((a, mb) => a + readAndDispose(tf.tidy(() => lossOf(mb)))[0], 0);
+        const share = perToken ? trainable : trajectoriesInStep;
         Object.assign(measured, {
-          loss: measured.loss + loss * trajectoriesInStep, policy: measured.policy + policySum * trajectoriesInStep, kl: measured.kl + klSum * trajectoriesInStep,
+          loss: measured.loss + loss * share, policy: measured.policy + policySum * share, kl: measured.kl + klSum * share,
           entropy: measured.entropy + entropySum, trainable: measured.trainable + trainable, tokens: measured.tokens + tokens,
-          trajectories: measured.trajectories + trajectoriesInStep,
+          shares: measured.shares + share,
         });
         continue;
       }
@@ -441,11 +459,9 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         entropy: trainable > 0 ? entropySum / trainable : 0,
         grad_norm: gradNorm,
         learning_rate: learningRate,
-        reward: adv.rewardMean,
-        reward_std_dev: adv.rewardStdDev,
+        ...rewardMetrics(),
         exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
-        num_groups_submitted: adv.numGroupsSubmitted,
-        num_groups_trainable: adv.numGroupsTrainable,
+        ...groupMetrics(),
         // The job's total (trajectories + exceptions), which is what ART's data/step_num_trajectories means (it renames this key onto
         // its own per-train() count); trajectoriesInStep would override it with one step's share.
         num_trajectories: data.numTrajectories + data.numExceptions,
@@ -458,16 +474,14 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     if (job.forwardOnly) {
-      const per = Math.max(1, measured.trajectories);
+      const per = Math.max(1, measured.shares);
       lastMetrics = {
         loss: measured.loss / per,
         policy_loss: measured.policy / per,
         entropy: measured.trainable > 0 ? measured.entropy / measured.trainable : 0,
-        reward: adv.rewardMean,
-        reward_std_dev: adv.rewardStdDev,
+        ...rewardMetrics(),
         exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
-        num_groups_submitted: adv.numGroupsSubmitted,
-        num_groups_trainable: adv.numGroupsTrainable,
+        ...groupMetrics(),
         num_trajectories: data.numTrajectories + data.numExceptions,
         num_trainable_tokens: measured.trainable,
         num_tokens: measured.tokens,

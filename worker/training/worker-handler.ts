@@ -16,7 +16,9 @@ import { parseLoraTargets } from './lora.js';
 import type { TrainingTask } from '../../src/queue/messages.js';
 
 interface RlPayload {
-  trajectory_groups: unknown[];
+  trajectory_groups?: unknown[];
+  /** A native N3 run's client-tokenized sequences (per-token advantages), in place of trajectory_groups. */
+  token_sequences?: unknown[];
   experimental_config?: Record<string, unknown> | null;
   /** A native run's RL forward_backward: measure only, no checkpoint. */
   forward_only?: boolean;
@@ -54,7 +56,8 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   if (task.kind === 'rl') {
     const p = task.payload as RlPayload;
     return {
-      ...common, kind: 'rl', trajectoryGroups: p.trajectory_groups as never, experimentalConfig: (p.experimental_config ?? null) as never,
+      ...common, kind: 'rl', trajectoryGroups: (p.trajectory_groups ?? []) as never, ...(p.token_sequences ? { tokenSequences: p.token_sequences as never } : {}),
+      experimentalConfig: (p.experimental_config ?? null) as never,
       klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [], forwardOnly: p.forward_only === true, ...loraOf(p), ...optimizerOf(p),
     };
   }
