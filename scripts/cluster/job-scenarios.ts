@@ -32,6 +32,7 @@ export interface JobRow {
   failed: Record<string, number>;
   broken: number;
   hung: number;
+  /** Slowest end of an affected stream or request, after the fault. */
   worstAfterFaultMs: number | null;
   boundMs: number | null;
   ok: boolean;

@@ -14,7 +14,7 @@ import { ArtifactClient } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
 import { buildManifest } from '../../src/artifacts/manifest.js';
 import { setLink, shapeLink, type Topology } from './topology.js';
-import { apiRestartWithJobs, checkpointOverCutLink, type ClusterHarness } from './job-scenarios.js';
+import { apiRestartWithJobs, checkpointOverCutLink, type ClusterHarness, type JobRow } from './job-scenarios.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(REPO, 'bin/hearth.js');
@@ -113,20 +113,8 @@ async function bounded(o: Promise<StreamOutcome>, limitMs: number): Promise<Stre
   return Promise.race([o, hung]);
 }
 
-interface Row {
-  scenario: string;
-  sent: number;
-  done: number;
-  failed: Record<string, number>;
-  broken: number;
-  hung: number;
-  /** Slowest end of an affected stream or request, after the fault. */
-  worstAfterFaultMs: number | null;
-  boundMs: number | null;
-  ms: number;
-  ok: boolean;
-  notes: string;
-}
+/** A table row: what the scenario returned (job-scenarios.ts JobRow), its name and its time. */
+type Row = JobRow & { scenario: string; ms: number };
 const rows: Row[] = [];
 
 function tally(outcomes: (StreamOutcome & { hung?: boolean })[]): Pick<Row, 'sent' | 'done' | 'failed' | 'broken' | 'hung'> {

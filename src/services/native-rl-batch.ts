@@ -11,7 +11,7 @@ import { ExperimentalTrainingConfig, type TrajectoryGroupT } from '../schemas/tr
 import type { ForwardBackwardBodyT } from '../schemas/native-training.js';
 import type { NativeOperationRecord, TrainingEventRecord } from '../store/records.js';
 import { canonicalJson } from './native-admission.js';
-import { pick } from './native-wire.js';
+import { measuredResult, pick } from './native-wire.js';
 import { tokenRlExperimentalConfig, type RlTokenSequence } from './native-rl-token-matrix.js';
 
 /** The losses of ART's RL batches that the preview API's RL trainer implements (ART's contract allows these two). */
@@ -129,25 +129,10 @@ const RL_METRICS = [
   'num_trajectories', 'num_tokens', 'num_trainable_tokens',
 ];
 
-/** An RL forward_backward's result from its measuring job's one step (ForwardBackwardResult, docs/art.md). */
+/** An RL forward_backward's result from its measuring job's one step (the packing its optim_step will train). */
 export function rlForwardBackwardResult(op: NativeOperationRecord, step: Record<string, number>): Record<string, unknown> {
-  const packed = step.packed_sequences ?? 0;
-  const length = step.packed_sequence_length ?? 0;
-  const tokens = step.num_tokens ?? 0;
-  const trainable = step.num_trainable_tokens ?? 0;
-  return {
-    operation_id: op.id,
-    kind: 'forward_backward',
-    packing: {
-      packed_sequence_length: length, packed_sequences: packed, target_packed_sequences: packed, nominal_capacity_tokens: length * packed,
-      physical_tokens: tokens, non_padding_tokens: tokens, loss_bearing_tokens: trainable, trainable_assistant_tokens: trainable,
-      policy_token_counts: null, group_shapes: [],
-    },
-    loss_fn_outputs: [],
-    metrics: pick(step, RL_METRICS),
-    produced_gradient: trainable > 0,
-    packed_input_capture: null,
-  };
+  const packing = { length: step.packed_sequence_length ?? 0, sequences: step.packed_sequences ?? 0, tokens: step.num_tokens ?? 0, trainable: step.num_trainable_tokens ?? 0 };
+  return measuredResult(op, packing, pick(step, RL_METRICS));
 }
 
 /**

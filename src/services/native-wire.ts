@@ -47,23 +47,34 @@ export function pick(metrics: Record<string, number>, keys: string[]): Record<st
   return Object.fromEntries(keys.filter((k) => typeof metrics[k] === 'number').map((k) => [k, metrics[k]]));
 }
 
-/** A forward_backward's result from its measuring job's one step (ForwardBackwardResult, docs/art.md). */
-export function forwardBackwardResult(op: NativeOperationRecord, step: Record<string, number>): Record<string, unknown> {
-  const sequences = step.num_trajectories ?? 0;
-  const longest = step.max_sequence_tokens ?? 0;
-  const tokens = step.num_tokens ?? 0;
-  const trainable = step.num_trainable_tokens ?? 0;
+/** What a measuring job's step says of its batch's shape (ART's PackingOutcome, in Hearth's terms). */
+export interface MeasuredPacking {
+  /** Tokens of the longest packed sequence. */
+  length: number;
+  sequences: number;
+  tokens: number;
+  trainable: number;
+}
+
+/** A forward_backward's result (ForwardBackwardResult, docs/art.md) from its packing and the metrics it reports. */
+export function measuredResult(op: NativeOperationRecord, p: MeasuredPacking, metrics: Record<string, number>): Record<string, unknown> {
   return {
     operation_id: op.id,
     kind: 'forward_backward',
     packing: {
-      packed_sequence_length: longest, packed_sequences: sequences, target_packed_sequences: sequences,
-      nominal_capacity_tokens: longest * sequences, physical_tokens: tokens, non_padding_tokens: tokens,
-      loss_bearing_tokens: trainable, trainable_assistant_tokens: trainable, policy_token_counts: null, group_shapes: [],
+      packed_sequence_length: p.length, packed_sequences: p.sequences, target_packed_sequences: p.sequences,
+      nominal_capacity_tokens: p.length * p.sequences, physical_tokens: p.tokens, non_padding_tokens: p.tokens,
+      loss_bearing_tokens: p.trainable, trainable_assistant_tokens: p.trainable, policy_token_counts: null, group_shapes: [],
     },
     loss_fn_outputs: [],
-    metrics: pick(step, ['loss', 'num_tokens', 'num_trainable_tokens']),
-    produced_gradient: trainable > 0,
+    metrics,
+    produced_gradient: p.trainable > 0,
     packed_input_capture: null,
   };
+}
+
+/** An SFT forward_backward's result from its measuring job's one step: one packed sequence per trajectory. */
+export function forwardBackwardResult(op: NativeOperationRecord, step: Record<string, number>): Record<string, unknown> {
+  const packing = { length: step.max_sequence_tokens ?? 0, sequences: step.num_trajectories ?? 0, tokens: step.num_tokens ?? 0, trainable: step.num_trainable_tokens ?? 0 };
+  return measuredResult(op, packing, pick(step, ['loss', 'num_tokens', 'num_trainable_tokens']));
 }
