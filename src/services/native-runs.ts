@@ -144,9 +144,6 @@ export class NativeRunsService {
     if (mixed) throw notImplemented(mixed);
     if (body.batch.kind !== 'sft') return;
     if (body.loss.name !== 'cross_entropy') throw invalid(`sft batches take the cross_entropy loss, not ${JSON.stringify(body.loss.name)}`);
-    if (body.batch.assistant_turns === 'last') {
-      throw notImplemented('assistant_turns="last" is not implemented by this server (every assistant turn is trained)');
-    }
   }
 
   private checkPublication(body: SaveWeightsForSamplerBodyT): void {
