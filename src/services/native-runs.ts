@@ -149,8 +149,12 @@ export class NativeRunsService {
   private checkPublication(body: SaveWeightsForSamplerBodyT): void {
     const { mode, model_alias: alias } = body.publication;
     if ((mode === 'none') !== (alias == null)) throw invalid('publication.model_alias is required exactly when publication.mode is not "none"');
-    if (mode === 'external_lora' || mode === 'merged_weights') {
-      throw notImplemented(`publication mode "${mode}" is not implemented by this server (supported: none, versioned_lora, in_flight_lora)`);
+    // Why each is refused: docs/art.md "Sampler weights".
+    if (mode === 'merged_weights') {
+      throw notImplemented('publication mode "merged_weights" is not implemented by this server: its inference serves a base model plus a LoRA adapter, not per-checkpoint full weights; "versioned_lora" serves the same outputs (the adapter applied at inference equals it merged, up to rounding)');
+    }
+    if (mode === 'external_lora') {
+      throw notImplemented('publication mode "external_lora" is not implemented by this server: the publication names no destination to export the adapter to (only mode and model_alias); use "versioned_lora": the published checkpoint is a PEFT adapter folder on the server (HEARTH_HOME/checkpoints/{model_id}/step-{N})');
     }
   }
 

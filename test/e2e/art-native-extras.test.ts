@@ -1,5 +1,6 @@
 // Native runs beyond train_sft's default path (docs/art.md "The native training-runs API"), through real HTTP and a
-// real training worker: SFT batches with assistant_turns "last" train only each trajectory's final assistant turn.
+// real training worker: SFT batches with assistant_turns "last" train only each trajectory's final assistant turn;
+// the publication modes Hearth cannot honour are refused with nothing stored.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -33,8 +34,8 @@ const parse = <T extends z.ZodType>(schema: T, value: unknown): z.output<T> => {
   return r.data as z.output<T>;
 };
 
-describe('native runs: assistant_turns "last"', () => {
-  it('"last" trains only the final assistant turn', async () => {
+describe('native runs: assistant_turns "last", publication modes', () => {
+  it('"last" trains only the final assistant turn; unsupported publications 501', async () => {
     s = await startDemoServer({ training: true });
     const home = s.home;
     const key = s.key('alice');
@@ -75,5 +76,14 @@ describe('native runs: assistant_turns "last"', () => {
     const step = await result(await submit('optim_step', { optimizer }), OptimStepResult);
     expect(step.contributing_forward_backward_operation_ids).toEqual([fbAll.operation_id, fbLast.operation_id, fbLastOnly.operation_id]);
     expect(step.metrics.num_trainable_tokens).toBe(all + last + final);
+
+    // Publication modes Hearth cannot honour: 501 naming why, nothing stored, the sequence does not advance.
+    for (const mode of ['merged_weights', 'external_lora']) {
+      const r = await post(`/training/runs/${id}/save_weights_for_sampler`, {
+        request_id: `publish-${hex()}`, sequence_id: seq, checkpoint_name: 'step-1', ttl_seconds: null, publication: { mode, model_alias: 'extras' },
+      });
+      expect([r.status, r.body.detail]).toEqual([501, expect.stringContaining(`publication mode "${mode}" is not implemented by this server: `)]);
+    }
+    expect((await get(`/training/runs/${id}`)).body.next_sequence_id).toBe(seq);
   }, 300_000);
 });
