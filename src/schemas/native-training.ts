@@ -32,6 +32,15 @@ export const NativeRunResponse = z
   })
   .meta({ id: 'NativeTrainingRun' });
 
+export const NativeRunDeletedResponse = z
+  .object({
+    run_id: z.string(),
+    deleted: z.literal(true),
+    deleted_learner_versions: z.number().int().describe('Learner versions (checkpoints of the run\'s internal learner) removed'),
+    deleted_states: z.number().int().describe('States saved with save_state that were removed'),
+  })
+  .meta({ id: 'NativeTrainingRunDeleted' });
+
 export const NativeOperationResponse = z
   .object({
     operation_id: z.string(),

@@ -151,7 +151,7 @@ export class NativeExecutor {
     }
     // N3's token matrices arrive as pre-tokenized sequences (native-token-matrix.ts), lines the worker reads as they are.
     const batch = command.batch as ForwardBackwardBodyT['batch'] | { kind: 'sft_tokens'; sequences: TokenSequence[] };
-    const rows = batch.kind === 'sft_tokens' ? batch.sequences : batch.kind === 'sft' ? batch.trajectories.map((t) => sftRow(t)) : null;
+    const rows = batch.kind === 'sft_tokens' ? batch.sequences : batch.kind === 'sft' ? batch.trajectories.map((t) => sftRow(t, batch.assistant_turns)) : null;
     if (!rows) throw notImplemented('only sft and rl batches are executed');
     const file = this.dataFile(op);
     fs.mkdirSync(path.dirname(file), { recursive: true });

@@ -1,7 +1,9 @@
 // Native training runs (`/v1/training/runs…`, ART's RemoteTrainingClient), as the API sees them: runs resolved
 // by name and spec, commands admitted in sequence_id order and idempotent by request_id (native-admission.ts),
-// operations read, cancelled and their results released; native-executor.ts runs them on Hearth's trainer.
+// operations read, cancelled and their results released, runs deleted; native-executor.ts runs them on Hearth's trainer.
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
 import { nowIso, type ModelRecord, type NativeOperationKind, type NativeOperationRecord, type NativeRunRecord } from '../store/records.js';
 import { conflict, invalid, notFound, notImplemented } from '../errors/domain-errors.js';
@@ -20,10 +22,10 @@ export class NativeRunsService {
 
   constructor(
     private readonly store: Store,
-    models: ModelsService,
+    private readonly models: ModelsService,
     private readonly catalog: BaseModelCatalog,
     private readonly jobs: TrainingJobsService,
-    dataRoot: string,
+    private readonly dataRoot: string,
   ) {
     this.executor = new NativeExecutor(store, models, jobs, dataRoot);
   }
@@ -92,6 +94,57 @@ export class NativeRunsService {
     return runResponse(this.store.nativeRuns.runById(run.id)!);
   }
 
+  /**
+   * Delete a run with everything only it holds (docs/art.md "Deleting a run"): its rows (operations, results,
+   * framing), its learner model with every learner version and the training jobs that made them, kept inputs and
+   * saved states. What it published lives in the user's own model and stays. Refused (409, nothing deleted) while an
+   * operation is admitted or running, or the learner has a training job in flight.
+   */
+  delete(entity: string, runId: string) {
+    const run = this.requireRun(entity, runId);
+    this.requireDeletable(run);
+    return this.remove(run);
+  }
+
+  /**
+   * Before `model` is deleted (ART's backend.delete): the runs that published into it and nowhere else are its
+   * training history and go with it; all or none (409 naming the busy run). Returns how many went.
+   */
+  deleteRunsPublishingOnlyInto(model: ModelRecord): number {
+    const prefix = `${model.entity}/${model.project}/${model.name}:step`;
+    const servedByModel = (lora: string) => lora.startsWith(prefix) && /^\d+$/.test(lora.slice(prefix.length));
+    const runs = this.store.nativeRuns.runsOf(model.entity).filter((run) => {
+      const published = this.store.nativeRuns.ops(run.id)
+        .filter((o) => o.kind === 'save_weights_for_sampler' && o.status === 'succeeded' && (o.command as { publication?: { mode?: string } }).publication?.mode !== 'none')
+        .map((o) => String((o.result as { lora?: unknown } | null)?.lora ?? ''));
+      return published.length > 0 && published.every(servedByModel);
+    });
+    for (const run of runs) this.requireDeletable(run);
+    for (const run of runs) this.remove(run);
+    return runs.length;
+  }
+
+  private requireDeletable(run: NativeRunRecord): void {
+    const busy = this.store.nativeRuns.ops(run.id).filter((o) => o.status === 'admitted' || o.status === 'running');
+    if (busy.length > 0 || run.status === 'closing') {
+      throw conflict(`Training run ${run.id} has ${busy.length} operation(s) admitted or running (sequence_id ${busy.map((o) => o.sequenceId).join(', ') || 'none'}${run.status === 'closing' ? ', and is closing' : ''}); cancel them or wait for them to finish, then delete it. Nothing was deleted.`);
+    }
+    const activeJobs = this.store.jobs.activeForModel(run.learnerModelId).length;
+    if (activeJobs > 0) throw conflict(`Training run ${run.id}'s learner has ${activeJobs} training job(s) in flight; retry once they have ended. Nothing was deleted.`);
+  }
+
+  private remove(run: NativeRunRecord) {
+    const versions = this.store.checkpoints.all(run.learnerModelId).length;
+    const states = this.store.nativeRuns.ops(run.id).filter((o) => o.kind === 'save_state' && o.status === 'succeeded').length;
+    // The learner's row cascades to the run (native_runs.learner_model_id), its operations and framing, and the
+    // learner's checkpoint rows and jobs. Rows go first: a crash before the files go leaves only orphan folders.
+    this.store.models.delete(run.learnerModelId);
+    for (const dir of [this.models.modelCheckpointDir(run.learnerModelId), path.join(this.dataRoot, run.id), path.join(this.dataRoot, 'states', run.id)]) {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    return { run_id: run.id, deleted: true as const, deleted_learner_versions: versions, deleted_states: states };
+  }
+
   // ---- commands ----
 
   /**
@@ -144,16 +197,17 @@ export class NativeRunsService {
     if (mixed) throw notImplemented(mixed);
     if (body.batch.kind !== 'sft') return;
     if (body.loss.name !== 'cross_entropy') throw invalid(`sft batches take the cross_entropy loss, not ${JSON.stringify(body.loss.name)}`);
-    if (body.batch.assistant_turns === 'last') {
-      throw notImplemented('assistant_turns="last" is not implemented by this server (every assistant turn is trained)');
-    }
   }
 
   private checkPublication(body: SaveWeightsForSamplerBodyT): void {
     const { mode, model_alias: alias } = body.publication;
     if ((mode === 'none') !== (alias == null)) throw invalid('publication.model_alias is required exactly when publication.mode is not "none"');
-    if (mode === 'external_lora' || mode === 'merged_weights') {
-      throw notImplemented(`publication mode "${mode}" is not implemented by this server (supported: none, versioned_lora, in_flight_lora)`);
+    // Why each is refused: docs/art.md "Sampler weights".
+    if (mode === 'merged_weights') {
+      throw notImplemented('publication mode "merged_weights" is not implemented by this server: its inference serves a base model plus a LoRA adapter, not per-checkpoint full weights; "versioned_lora" serves the same outputs (the adapter applied at inference equals it merged, up to rounding)');
+    }
+    if (mode === 'external_lora') {
+      throw notImplemented('publication mode "external_lora" is not implemented by this server: the publication names no destination to export the adapter to (only mode and model_alias); use "versioned_lora": the published checkpoint is a PEFT adapter folder on the server (HEARTH_HOME/checkpoints/{model_id}/step-{N})');
     }
   }
 

@@ -37,10 +37,18 @@ export const operationResponse = (o: NativeOperationRecord) => ({
   result_available: o.result !== null && !o.resultReleased, error: o.error,
 });
 
-/** One SFT row per trajectory: its messages (a Choice becomes its assistant message) and tools. */
-export function sftRow(trajectory: { messages_and_choices: Record<string, unknown>[]; tools?: unknown[] | null }): Record<string, unknown> {
-  const messages = trajectory.messages_and_choices.map((item) => ('message' in item && 'finish_reason' in item ? item.message : item));
-  return { messages, ...(trajectory.tools ? { tools: trajectory.tools } : {}) };
+/**
+ * One SFT row per trajectory: its messages (a Choice becomes its assistant message) and tools. With
+ * `assistantTurns: "last"` (ART's `last_assistant` mask) only the final assistant message is trained: the earlier
+ * ones get `weight: 0` (the SFT JSONL's per-message convention, worker/training/sft-data.ts) and stay context.
+ */
+export function sftRow(
+  trajectory: { messages_and_choices: Record<string, unknown>[]; tools?: unknown[] | null }, assistantTurns: 'all' | 'last' = 'all',
+): Record<string, unknown> {
+  const messages = trajectory.messages_and_choices.map((item) => ('message' in item && 'finish_reason' in item ? item.message : item) as Record<string, unknown>);
+  const last = messages.findLastIndex((m) => m.role === 'assistant');
+  const weighted = assistantTurns === 'all' ? messages : messages.map((m, i) => (m.role === 'assistant' && i !== last ? { ...m, weight: 0 } : m));
+  return { messages: weighted, ...(trajectory.tools ? { tools: trajectory.tools } : {}) };
 }
 
 export function pick(metrics: Record<string, number>, keys: string[]): Record<string, number> {

@@ -20,6 +20,16 @@ describe('native wire mappings', () => {
     expect(sftRow({ messages_and_choices: [{ role: 'user', content: 'q' }], tools: null })).toEqual({ messages: [{ role: 'user', content: 'q' }] });
   });
 
+  it('assistant_turns "last": every assistant message but the final one gets weight 0 (a Choice counts as one)', () => {
+    const choice = { finish_reason: 'stop', index: 0, message: { role: 'assistant', content: 'c' }, logprobs: null };
+    const trajectory = { messages_and_choices: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'user', content: 'r' }, choice, { role: 'user', content: 'bye' }] };
+    expect(sftRow(trajectory, 'last')).toEqual({
+      messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a', weight: 0 }, { role: 'user', content: 'r' }, { role: 'assistant', content: 'c' }, { role: 'user', content: 'bye' }],
+    });
+    expect(sftRow(trajectory, 'all')).toEqual(sftRow(trajectory));
+    expect((sftRow(trajectory) as { messages: object[] }).messages.some((m) => 'weight' in m)).toBe(false);
+  });
+
   it('reports a gradient exactly when the measured batch has trainable tokens', () => {
     const op = { id: 'op' } as NativeOperationRecord;
     const step = { loss: 2, num_trajectories: 2, max_sequence_tokens: 10, num_tokens: 18, num_trainable_tokens: 4 };

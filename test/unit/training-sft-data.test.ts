@@ -50,6 +50,22 @@ describe('SFT data', () => {
     expect(trained).toEqual([...c('yo'), 3, ...c('ok'), 3]);
   });
 
+  it('an assistant message with weight 0 is context: only weighted turns are trained (ART assistant_turns "last")', async () => {
+    const c = (t: string) => [...t].map((ch) => 20 + ch.charCodeAt(0));
+    const messages = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'yo', weight: 0 }, { role: 'user', content: 'q' }, { role: 'assistant', content: 'ok', weight: 1 }];
+    const { sequences } = await tokenizeSftRows(parseSftJsonl(JSON.stringify({ messages })), toy);
+    expect(sequences).toHaveLength(1);
+    const s = sequences[0];
+    // The weight key never reaches the template: the ids are those of the plain conversation.
+    expect(s.ids).toEqual([11, ...c('hi'), 3, 12, ...c('yo'), 3, 11, ...c('q'), 3, 12, ...c('ok'), 3]);
+    expect(s.ids.filter((_, i) => s.lossMask[i] === 1)).toEqual([...c('ok'), 3]);
+    // Every assistant turn weighted 0: nothing to train in that row.
+    const none = await tokenizeSftRows(parseSftJsonl(JSON.stringify({ messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b', weight: 0 }] })), toy);
+    expect([none.sequences.length, none.rowsWithoutAssistant]).toEqual([0, 1]);
+    expect(() => parseSftJsonl(JSON.stringify({ messages: [{ role: 'user', content: 'a', weight: 0 }] }))).toThrow(/line 1, message 0: "weight" must be 0 or 1, on assistant messages only/);
+    expect(() => parseSftJsonl(JSON.stringify({ messages: [{ role: 'assistant', content: 'a', weight: 0.5 }] }))).toThrow(/"weight" must be 0 or 1/);
+  });
+
   it('with a real tokenizer and chat template: tokenize, train a few LoRA steps, write the adapter', async () => {
     const dir = join(root, 'tiny');
     makeTinyModel({ dir, size: 'tiny', seed: 1 });

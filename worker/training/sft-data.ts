@@ -1,5 +1,7 @@
 // ART SFT data (train.jsonl: one `{"messages": [...], "tools": [...]}` per line) -> training
-// sequences with the loss on every assistant turn (ART's assistant_turns="all").
+// sequences with the loss on every assistant turn (ART's assistant_turns="all"), except assistant messages
+// marked `"weight": 0` (OpenAI's fine-tuning format), which stay context: that is how ART's
+// assistant_turns="last" reaches the trainer (src/services/native-wire.ts sftRow).
 //
 // Each assistant message's tokens are found by rendering the conversation up to it with the
 // generation prompt and once more including it: the extra tokens are the turn (content plus the
@@ -48,6 +50,8 @@ export function parseSftJsonl(text: string): (SftRow | TokenizedSftRow)[] {
     if (!Array.isArray(messages) || messages.some((m) => typeof m !== 'object' || m === null || typeof (m as ChatMessage).role !== 'string')) {
       throw new Error(`training data line ${i + 1} needs "messages": a list of {role, content} objects`);
     }
+    const badWeight = (messages as (ChatMessage & { weight?: unknown })[]).findIndex((m) => m.weight !== undefined && (m.role !== 'assistant' || (m.weight !== 0 && m.weight !== 1)));
+    if (badWeight >= 0) throw new Error(`training data line ${i + 1}, message ${badWeight}: "weight" must be 0 or 1, on assistant messages only`);
     const tools = (row as { tools?: unknown }).tools;
     if (tools != null && !Array.isArray(tools)) throw new Error(`training data line ${i + 1}: "tools" must be a list`);
     rows.push({ messages: messages as ChatMessage[], tools: (tools as unknown[] | null | undefined) ?? null });
@@ -74,8 +78,11 @@ export async function tokenizeSftRows(rows: (SftRow | TokenizedSftRow)[], tokeni
       else sequences.push({ ids: row.token_ids, lossMask: row.loss_mask });
       continue;
     }
-    // Assistant messages become trainable items (Choice-shaped, without logprobs).
-    const items = row.messages.map((m) => (m.role === 'assistant' ? { finish_reason: 'stop', message: m } : m));
+    // Assistant messages become trainable items (Choice-shaped, without logprobs); `weight: 0` ones stay context.
+    const items = row.messages.map((m) => {
+      const { weight, ...message } = m as ChatMessage & { weight?: number };
+      return m.role === 'assistant' && weight !== 0 ? { finish_reason: 'stop', message } : message;
+    });
     const { sequences: seqs } = await tokenizeHistory(items, row.tools, tokenizer, { allowTrainingWithoutLogprobs: true });
     if (seqs.length === 0) rowsWithoutAssistant++;
     for (const s of seqs) {

@@ -24,10 +24,14 @@ export function modelRoutes(ctx: AppContext): RouteDef[] {
     }),
     defineRoute({
       method: 'DELETE', url: '/v1/preview/models/:model_id', operationId: 'delete_model_v1_preview_models__model_id__delete', summary: 'Delete Model', tags,
-      auth: 'bearer', params: ModelIdParams, response: DeleteModelResponse, errors: { 404: 'Unknown model', 409: 'Training jobs still active' },
+      auth: 'bearer', params: ModelIdParams, response: DeleteModelResponse,
+      errors: { 404: 'Unknown model', 409: 'Training jobs still active, or a native run that published only into it has an operation in flight' },
       handler: ({ auth, params }) => {
         const model = ctx.models.require(auth.entity, params.model_id);
-        return ctx.models.delete(auth.entity, model.id, ctx.store.jobs.activeForModel(model.id).length);
+        const activeJobs = ctx.store.jobs.activeForModel(model.id).length;
+        // The native runs that published only into this model go with it (docs/art.md "Deleting a run").
+        if (activeJobs === 0) ctx.nativeRuns.deleteRunsPublishingOnlyInto(model);
+        return ctx.models.delete(auth.entity, model.id, activeJobs);
       },
     }),
     defineRoute({

@@ -6,7 +6,7 @@ import type { AppContext } from '../context.js';
 import { notFound } from '../../errors/domain-errors.js';
 import type { NativeOperationKind } from '../../store/records.js';
 import {
-  NativeOperationResponse, NativeResultReleaseResponse, NativeResultResponse, NativeRunResponse, OperationParams,
+  NativeOperationResponse, NativeResultReleaseResponse, NativeResultResponse, NativeRunDeletedResponse, NativeRunResponse, OperationParams,
   OperationResultParams, ReleaseResultBody, RunCommandParams, RunParams,
 } from '../../schemas/native-training.js';
 import { CloseRunBody, NativeCommandEnvelope, ResolveAnyRunBody } from '../../schemas/native-framings.js';
@@ -52,6 +52,18 @@ export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
         const [runId, verb] = splitVerb(params.run_ref);
         if (verb !== null) throw unknownVerb('GET', request.url);
         return runs.get(auth.entity, runId);
+      },
+    }),
+    // Hearth's own: ART has no call that deletes a run (docs/art.md "Deleting a run").
+    defineRoute({
+      method: 'DELETE', url: '/v1/training/runs/:run_ref', operationId: 'native_delete_run',
+      summary: 'Delete Training Run (its learner, learner versions, kept inputs and saved states; published checkpoints stay)', tags, auth: 'bearer',
+      params: RunParams, response: NativeRunDeletedResponse,
+      errors: { 404: 'Unknown run', 409: 'An operation is admitted or running (nothing deleted)' },
+      handler: ({ auth, params, request }) => {
+        const [runId, verb] = splitVerb(params.run_ref);
+        if (verb !== null) throw unknownVerb('DELETE', request.url);
+        return ctx.nativeRuns.delete(auth.entity, runId);
       },
     }),
     defineRoute({

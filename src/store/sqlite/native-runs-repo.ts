@@ -57,6 +57,10 @@ export class NativeRunsRepo {
     return r ? toRun(r) : null;
   }
 
+  runsOf(entity: string): NativeRunRecord[] {
+    return (this.db.prepare('SELECT * FROM native_runs WHERE entity = ? ORDER BY created_at').all(entity) as RunRow[]).map(toRun);
+  }
+
   openRuns(): NativeRunRecord[] {
     return (this.db.prepare(`SELECT * FROM native_runs WHERE status IN ('open', 'closing')`).all() as RunRow[]).map(toRun);
   }
