@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { startDemoServer } from '../helpers/demo-server.js';
-import type { TestServer } from '../helpers/server.js';
+import { tempHome, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 import { ForwardBackwardResult, NativeTrainingOperation, NativeTrainingResult, OptimStepResult, SamplerWeightsResult, SaveStateResult } from '../helpers/art-native-models.js';
 
@@ -27,10 +27,22 @@ const twoTurns = {
   tools: null,
 };
 
+// The busy-run checks hold the training worker at its job's load (worker/fault-points.ts) while they ask for a
+// delete, so that the operation is still in flight whatever the machine's speed.
+const faultDir = tempHome('hearth-native-extras-faults-');
+const holdTrainingJobs = () => {
+  const arm = path.join(faultDir, 'training-model-load');
+  fs.writeFileSync(arm, '');
+  return () => {
+    fs.rmSync(arm, { force: true });
+    fs.rmSync(`${arm}.reached`, { force: true });
+  };
+};
+
 let s: TestServer;
 let key: string;
 beforeAll(async () => {
-  s = await startDemoServer({ training: true });
+  s = await startDemoServer({ training: true, workerEnv: { HEARTH_FAULT_DIR: faultDir } });
   key = s.key('alice');
 }, 120_000);
 afterAll(async () => s?.close());
@@ -119,9 +131,11 @@ describe('native runs: assistant_turns "last", publication modes, deleting runs'
     expect(fs.existsSync(path.join(learnerDir, 'step-1'))).toBe(true);
     expect(fs.readdirSync(statesDir)).toHaveLength(1);
 
-    // An operation in flight (it has just been admitted; its job takes far longer than the next request): 409, nothing deleted.
+    // An operation in flight (its job held at its load): 409, nothing deleted.
+    const release = holdTrainingJobs();
     const inFlight = await submit('forward_backward', { batch: { kind: 'sft', trajectories: [twoTurns], assistant_turns: 'last' }, loss });
     const refused = await s.call('DELETE', `/v1/training/runs/${id}`, { key });
+    release();
     expect([refused.status, refused.body.detail]).toEqual([409, expect.stringMatching(/admitted or running \(sequence_id 4\).*Nothing was deleted/)]);
     expect(fs.existsSync(path.join(inputsDir, `4-${inFlight.operation_id}.jsonl`))).toBe(true);
     await result(inFlight, ForwardBackwardResult);
@@ -159,8 +173,10 @@ describe('native runs: assistant_turns "last", publication modes, deleting runs'
     const unpublished = await resolveRun('never-published');
     const onlyLearnerDir = s.ctx.models.modelCheckpointDir(s.store.nativeRuns.runById(only.id)!.learnerModelId);
 
+    const release = holdTrainingJobs();
     const inFlight = await only.submit('forward_backward', { batch: { kind: 'sft', trajectories: [twoTurns], assistant_turns: 'all' }, loss });
     const refused = await s.call('DELETE', `/v1/preview/models/${own.id}`, { key });
+    release();
     expect([refused.status, JSON.stringify(refused.body)]).toEqual([409, expect.stringContaining(`Training run ${only.id} has 1 operation(s) admitted or running`)]);
     expect((await get(`/preview/models/${own.id}`)).status).toBe(200);
     expect((await get(`/training/runs/${only.id}`)).status).toBe(200);

@@ -19,6 +19,8 @@ export interface DemoServerOptions {
   log?: (m: string) => void;
   /** How long the workers may take to come up. Default 60 s. */
   workersTimeoutMs?: number;
+  /** More environment for the worker processes (e.g. HEARTH_FAULT_DIR for worker/fault-points.ts). */
+  workerEnv?: Record<string, string>;
 }
 
 export async function startDemoServer(opts: DemoServerOptions = {}): Promise<TestServer> {
@@ -30,7 +32,7 @@ export async function startDemoServer(opts: DemoServerOptions = {}): Promise<Tes
     home,
     realTraining: training,
     env: { HEARTH_WORKERS: training ? 'inference:cpu,training:cpu' : 'inference:cpu' },
-    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200' }, log: opts.log },
+    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', ...opts.workerEnv }, log: opts.log },
   };
   const maxContext = opts.maxContext === undefined ? (training ? 256 : 512) : opts.maxContext;
   if (maxContext !== null) start.queue!.workerEnv!.HEARTH_MAX_CONTEXT = String(maxContext);
