@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
+import { parseAs } from '../helpers/art-native-client.js';
 import { startDemoServer } from '../helpers/demo-server.js';
 import { tempHome, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
@@ -49,11 +50,7 @@ afterAll(async () => s?.close());
 const post = (p: string, body?: unknown) => s.call('POST', `/v1${p}`, { key, body });
 const get = (p: string) => s.call('GET', `/v1${p}`, { key });
 
-const parse = <T extends z.ZodType>(schema: T, value: unknown): z.output<T> => {
-  const r = schema.safeParse(value);
-  expect(r.success, JSON.stringify(r.error?.issues ?? null)).toBe(true);
-  return r.data as z.output<T>;
-};
+const parse = parseAs;
 
 /** A resolved run and ART's client bookkeeping for it: each command takes the run's next sequence_id. */
 async function resolveRun(runName: string) {

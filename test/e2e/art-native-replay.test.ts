@@ -8,12 +8,12 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { z } from 'zod';
 import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
+import { nativeClient, parseAs } from '../helpers/art-native-client.js';
 import {
-  ForwardBackwardResult, NativeTrainingOperation, NativeTrainingResult, NativeTrainingResultRelease, NativeTrainingRun, OptimStepResult,
+  ForwardBackwardResult, NativeTrainingOperation, NativeTrainingResultRelease, NativeTrainingRun, OptimStepResult,
   SamplerWeightsResult,
 } from '../helpers/art-native-models.js';
 
@@ -36,38 +36,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => s?.close());
 
-const parse = <T extends z.ZodType>(schema: T, value: unknown): z.output<T> => {
-  const r = schema.safeParse(value);
-  expect(r.success, JSON.stringify(r.error?.issues ?? null)).toBe(true);
-  return r.data as z.output<T>;
-};
-// Body-less POSTs (`:cancel`, `:close`) go out as ART's openai client sends them: JSON content type, empty body.
-const post = (path: string, body?: unknown) =>
-  s.call('POST', `/v1${path}`, { key, ...(body === undefined ? { rawBody: '', headers: { 'content-type': 'application/json' } } : { body }) });
-const get = (path: string) => s.call('GET', `/v1${path}`, { key });
-
-type Op = z.output<typeof NativeTrainingOperation>;
-
-/** RemoteTrainingOperation.result(): poll to a terminal status, then fetch the result if one is available. */
-async function terminal(runId: string, op: Op): Promise<{ op: Op; result: Record<string, unknown> | null }> {
-  const done = await waitFor(async () => {
-    const r = await get(`/training/runs/${runId}/operations/${op.operation_id}`);
-    expect(r.status).toBe(200);
-    const o = parse(NativeTrainingOperation, r.body);
-    // _operation_ref(operation) != self._ref → "remote operation identity changed"
-    expect([o.run_id, o.sequence_id, o.kind, o.learner_parent_version, o.reserved_output_learner_version]).toEqual(
-      [op.run_id, op.sequence_id, op.kind, op.learner_parent_version, op.reserved_output_learner_version],
-    );
-    return ['succeeded', 'failed', 'cancelled'].includes(o.status) ? o : null;
-  }, `operation ${op.kind} #${op.sequence_id}`, 180_000, 100);
-  if (done.status !== 'succeeded' || !done.result_available) return { op: done, result: null };
-  const r = await get(`/training/runs/${runId}/operations/${op.operation_id}/result`);
-  expect(r.status).toBe(200);
-  const envelope = parse(NativeTrainingResult, r.body);
-  expect([envelope.operation_id, envelope.kind]).toEqual([done.operation_id, done.kind]);
-  expect(envelope.result.operation_id).toBe(done.operation_id);
-  return { op: done, result: envelope.result };
-}
+const { post, get, terminal } = nativeClient(() => s, () => key);
+const parse = parseAs;
 
 describe('native training runs, as ART N2 calls them', () => {
   it('resolves a run, trains SFT through forward_backward/optim_step, publishes a sampler checkpoint that serves, refuses bad commands', async () => {

@@ -8,11 +8,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { z } from 'zod';
 import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
 import type { TestServer } from '../helpers/server.js';
-import { waitFor } from '../helpers/wait.js';
-import { ForwardBackwardResult, ForwardResult, NativeTrainingOperation, NativeTrainingResult, NativeTrainingRun, OptimStepResult, SamplerWeightsResult } from '../helpers/art-native-models.js';
+import { nativeClient, parseAs } from '../helpers/art-native-client.js';
+import { ForwardBackwardResult, ForwardResult, NativeTrainingOperation, NativeTrainingRun, OptimStepResult, SamplerWeightsResult } from '../helpers/art-native-models.js';
 import { bundleOf, bundleOfGroup, groupHeader, trajectoryRecord } from '../helpers/art-trajectory-bundles.js';
 import { decodeOptimizerState, OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
 
@@ -26,30 +25,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => s?.close());
 
-const parse = <T extends z.ZodType>(schema: T, value: unknown): z.output<T> => {
-  const r = schema.safeParse(value);
-  expect(r.success, JSON.stringify(r.error?.issues ?? null)).toBe(true);
-  return r.data as z.output<T>;
-};
-const post = (p: string, body: unknown) => s.call('POST', `/v1${p}`, { key, body });
-const get = (p: string) => s.call('GET', `/v1${p}`, { key });
-
-type Op = z.output<typeof NativeTrainingOperation>;
-
-/** RemoteTrainingOperation.result(): poll to a terminal status, then fetch the result. */
-async function terminal(runId: string, op: Op): Promise<{ op: Op; result: Record<string, unknown> | null }> {
-  const done = await waitFor(async () => {
-    const o = parse(NativeTrainingOperation, (await get(`/training/runs/${runId}/operations/${op.operation_id}`)).body);
-    expect([o.run_id, o.sequence_id, o.kind, o.learner_parent_version, o.reserved_output_learner_version]).toEqual(
-      [op.run_id, op.sequence_id, op.kind, op.learner_parent_version, op.reserved_output_learner_version],
-    );
-    return ['succeeded', 'failed', 'cancelled'].includes(o.status) ? o : null;
-  }, `operation ${op.kind} #${op.sequence_id}`, 180_000, 100);
-  if (done.status !== 'succeeded' || !done.result_available) return { op: done, result: null };
-  const envelope = parse(NativeTrainingResult, (await get(`/training/runs/${runId}/operations/${op.operation_id}/result`)).body);
-  expect([envelope.operation_id, envelope.kind, envelope.result.operation_id]).toEqual([done.operation_id, done.kind, done.operation_id]);
-  return { op: done, result: envelope.result };
-}
+const { post, get, terminal } = nativeClient(() => s, () => key);
+const parse = parseAs;
 
 /** What N2's train() puts in loss.values: its TrainConfig and dev config (every experimental_config key). */
 const lossValues = {

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
+import { parseAs } from '../helpers/art-native-client.js';
 import { ensureDemoModel } from '../../src/models/demo-model.js';
 import type { EmbeddedQueue } from '../../src/queue/embedded.js';
 import { decodeSafetensors } from '../../worker/training/safetensors.js';
@@ -42,11 +43,7 @@ async function start(home: string): Promise<void> {
 }
 const post = (p: string, body: unknown) => s.call('POST', `/v1${p}`, { key, body });
 const get = (p: string) => s.call('GET', `/v1${p}`, { key });
-const parse = <T extends z.ZodType>(schema: T, value: unknown): z.output<T> => {
-  const r = schema.safeParse(value);
-  expect(r.success, JSON.stringify(r.error?.issues ?? null)).toBe(true);
-  return r.data as z.output<T>;
-};
+const parse = parseAs;
 
 type Op = z.output<typeof NativeTrainingOperation>;
 
