@@ -10,7 +10,7 @@ import { HardwareCatalogue } from '../hardware/catalogue.js';
 import { BaseModelCatalog } from '../models/base-models.js';
 import { ModelsService } from '../services/models.js';
 import { TrainingJobsService, type TrainingPolicy } from '../services/training-jobs.js';
-import { NativeRunsService } from '../services/native-runs.js';
+import { NativeRunsService } from '../services/native-runs/runs.js';
 import path from 'node:path';
 import type { TrainingDispatcher, WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';

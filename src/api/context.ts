@@ -5,7 +5,7 @@ import type { ApiKeys } from '../services/api-keys.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import type { ModelsService } from '../services/models.js';
 import type { TrainingJobsService } from '../services/training-jobs.js';
-import type { NativeRunsService } from '../services/native-runs.js';
+import type { NativeRunsService } from '../services/native-runs/runs.js';
 import type { WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 import type { Datasets } from '../services/datasets.js';

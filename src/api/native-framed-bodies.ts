@@ -1,14 +1,14 @@
 // A native run command's body, read in the framing of its run (docs/art.md "Framings"): validated field by field
 // (422, FastAPI's shape, located as sent: N1's inner command under `body.command`) and translated to the runs
-// service's command (src/services/native-framing.ts).
+// service's command (src/services/native-runs/framing.ts).
 import type { z } from 'zod';
 import { ValidationError } from '../errors/domain-errors.js';
 import { zodIssuesToDetail } from './errors.js';
 import type { NativeOperationKind } from '../store/records.js';
 import { ForwardBackwardBody, ForwardBody, LoadStateBody, OptimStepBody, OtherCommandBody, SaveStateBody, SaveWeightsForSamplerBody } from '../schemas/native-training.js';
 import { N1CommandBody, N3ForwardBackwardBody, N3SaveWeightsForSamplerBody } from '../schemas/native-framings.js';
-import { commandFingerprint } from '../services/native-admission.js';
-import { translateN1, translateN3, type NativeWire, type TranslatedCommand } from '../services/native-framing.js';
+import { commandFingerprint } from '../services/native-runs/admission.js';
+import { translateN1, translateN3, type NativeWire, type TranslatedCommand } from '../services/native-runs/framing.js';
 
 const N2_BODIES: Partial<Record<NativeOperationKind, z.ZodType>> = {
   forward_backward: ForwardBackwardBody, optim_step: OptimStepBody, save_weights_for_sampler: SaveWeightsForSamplerBody,

@@ -77,7 +77,7 @@ export class TrainingJobsService implements TrainingJobReports {
   }
 
   /**
-   * An SFT job a native run's operation executes on its learner model (services/native-runs.ts): the payload is
+   * An SFT job a native run's operation executes on its learner model (services/native-runs/runs.ts): the payload is
    * built by that service (data file written, config and LoRA from the run), not by a client. The caller picks
    * the job id and stores it with its operation first, so a crash between the two cannot leave a job nobody follows.
    */

@@ -1,7 +1,7 @@
-// The admission rules of native run commands (src/services/native-admission.ts): idempotency by request_id,
+// The admission rules of native run commands (src/services/native-runs/admission.ts): idempotency by request_id,
 // strict sequence order, learner versions, and what is refused before anything is stored.
 import { describe, expect, it } from 'vitest';
-import { admit, canonicalJson, commandFingerprint, pendingGradients, type CommandInput } from '../../src/services/native-admission.js';
+import { admit, canonicalJson, commandFingerprint, pendingGradients, type CommandInput } from '../../src/services/native-runs/admission.js';
 import type { NativeOperationRecord, NativeRunRecord } from '../../src/store/records.js';
 
 const run = (over: Partial<NativeRunRecord> = {}): NativeRunRecord => ({

@@ -1,11 +1,11 @@
-// Client framings of the native training-runs API (src/services/native-framing*.ts, native-token-matrix.ts): which
+// Client framings of the native training-runs API (src/services/native-runs/framing*.ts, native-runs/token-matrix.ts): which
 // framing a resolve speaks, N1's and N3's commands translated to the runs service's, and the service's records
 // answered in each framing, checked against zod copies of ART's models (test/helpers/art-native-framing-models.ts).
 import { describe, expect, it } from 'vitest';
-import { resolveFraming, translateN1, translateN3 } from '../../src/services/native-framing.js';
-import { renderOperation, renderResult, renderRun } from '../../src/services/native-framing-responses.js';
-import { sftSequencesFromTokenMatrices } from '../../src/services/native-token-matrix.js';
-import { forwardBackwardResult } from '../../src/services/native-wire.js';
+import { resolveFraming, translateN1, translateN3 } from '../../src/services/native-runs/framing.js';
+import { renderOperation, renderResult, renderRun } from '../../src/services/native-runs/framing-responses.js';
+import { sftSequencesFromTokenMatrices } from '../../src/services/native-runs/token-matrix.js';
+import { forwardBackwardResult } from '../../src/services/native-runs/wire.js';
 import { N3ForwardBackwardBody, N3SaveWeightsForSamplerBody, TokenMatrixBatch, type TokenMatrixBatchT } from '../../src/schemas/native-framings.js';
 import type { NativeOperationRecord, NativeRunRecord } from '../../src/store/records.js';
 import {

@@ -1,10 +1,10 @@
-// RL batches of the native API (src/services/native-rl-batch.ts): admission checks, the trainer config a loss
+// RL batches of the native API (src/services/native-runs/rl-batch.ts): admission checks, the trainer config a loss
 // becomes, which gradients may accumulate, and the results built from the trainer's metrics.
 import { describe, expect, it } from 'vitest';
 import { DomainError, ValidationError } from '../../src/errors/domain-errors.js';
 import {
   accumulationConflict, admitRlBatch, rlExperimentalConfig, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, type RlInputs,
-} from '../../src/services/native-rl-batch.js';
+} from '../../src/services/native-runs/rl-batch.js';
 import type { NativeOperationRecord, TrainingEventRecord } from '../../src/store/records.js';
 import { bundleOfGroup } from '../helpers/art-trajectory-bundles.js';
 

@@ -1,10 +1,10 @@
-// N3's RL token matrices (src/services/native-rl-token-matrix.ts): rows as ART's client lowers a rollout become the
+// N3's RL token matrices (src/services/native-runs/rl-token-matrix.ts): rows as ART's client lowers a rollout become the
 // RL trainer's sequences (per-token trained mask, behaviour logprob, advantage, loss weight), malformed rows are a
 // 422 naming the matrix and row, and the loss maps onto the trainer's CISPO (or PPO for importance_sampling).
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/errors/domain-errors.js';
-import { checkTokenRlLoss, rlSequencesFromTokenMatrices, tokenRlExperimentalConfig } from '../../src/services/native-rl-token-matrix.js';
-import { translateN3 } from '../../src/services/native-framing.js';
+import { checkTokenRlLoss, rlSequencesFromTokenMatrices, tokenRlExperimentalConfig } from '../../src/services/native-runs/rl-token-matrix.js';
+import { translateN3 } from '../../src/services/native-runs/framing.js';
 import { N3ForwardBackwardBody, TokenMatrixBatch, type TokenMatrixBatchT } from '../../src/schemas/native-framings.js';
 import { artRlTokenMatrix } from '../helpers/art-native-framing-models.js';
 

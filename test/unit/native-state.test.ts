@@ -1,9 +1,9 @@
-// Admission of save_state / load_state and the saved-state lookup (src/services/native-state.ts): names, overwrite,
+// Admission of save_state / load_state and the saved-state lookup (src/services/native-runs/state.ts): names, overwrite,
 // unknown states refused before anything is stored, load_state's reservation and the gradients it drops.
 import { describe, expect, it } from 'vitest';
-import { admit, pendingGradients, type CommandInput } from '../../src/services/native-admission.js';
-import { findSavedState, forwardResult } from '../../src/services/native-state.js';
-import { forwardBackwardResult } from '../../src/services/native-wire.js';
+import { admit, pendingGradients, type CommandInput } from '../../src/services/native-runs/admission.js';
+import { findSavedState, forwardResult } from '../../src/services/native-runs/state.js';
+import { forwardBackwardResult } from '../../src/services/native-runs/wire.js';
 import type { NativeOperationRecord, NativeRunRecord } from '../../src/store/records.js';
 
 const run = (over: Partial<NativeRunRecord> = {}): NativeRunRecord => ({

@@ -1,6 +1,6 @@
-// Pure mappings of the native training-runs API (src/services/native-wire.ts).
+// Pure mappings of the native training-runs API (src/services/native-runs/wire.ts).
 import { describe, expect, it } from 'vitest';
-import { forwardBackwardResult, peftTargets, sftRow } from '../../src/services/native-wire.js';
+import { forwardBackwardResult, peftTargets, sftRow } from '../../src/services/native-runs/wire.js';
 import type { NativeOperationRecord } from '../../src/store/records.js';
 
 describe('native wire mappings', () => {

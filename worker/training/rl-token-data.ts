@@ -1,4 +1,4 @@
-// RL sequences tokenized by the client (ART's N3 sends token matrices; src/services/native-rl-token-matrix.ts
+// RL sequences tokenized by the client (ART's N3 sends token matrices; src/services/native-runs/rl-token-matrix.ts
 // writes them as `token_sequences`): trained as given, with an advantage and a loss weight per token.
 //
 // Every array is aligned with token_ids: entry t belongs to the target token_ids[t] (loss_mask[t] = 1: trained;

@@ -1,7 +1,7 @@
 // ART SFT data (train.jsonl: one `{"messages": [...], "tools": [...]}` per line) -> training
 // sequences with the loss on every assistant turn (ART's assistant_turns="all"), except assistant messages
 // marked `"weight": 0` (OpenAI's fine-tuning format), which stay context: that is how ART's
-// assistant_turns="last" reaches the trainer (src/services/native-wire.ts sftRow).
+// assistant_turns="last" reaches the trainer (src/services/native-runs/wire.ts sftRow).
 //
 // Each assistant message's tokens are found by rendering the conversation up to it with the
 // generation prompt and once more including it: the extra tokens are the turn (content plus the
@@ -16,7 +16,7 @@ export interface SftRow {
 }
 
 /**
- * A sequence tokenized by the client (ART's N3 native API sends token matrices; src/services/native-token-matrix.ts
+ * A sequence tokenized by the client (ART's N3 native API sends token matrices; src/services/native-runs/token-matrix.ts
  * writes them as `{"token_ids": [...], "loss_mask": [...]}` lines): trained as given, loss_mask[t] = 1 where ids[t] is a target.
  */
 export interface TokenizedSftRow {

@@ -10,9 +10,9 @@ import {
   OperationResultParams, ReleaseResultBody, RunCommandParams, RunParams,
 } from '../../schemas/native-training.js';
 import { CloseRunBody, NativeCommandEnvelope, ResolveAnyRunBody } from '../../schemas/native-framings.js';
-import { NativeFramedRuns } from '../../services/native-framed-runs.js';
+import { NativeFramedRuns } from '../../services/native-runs/framed-runs.js';
 import { framedCommand } from '../native-framed-bodies.js';
-import { commandFingerprint } from '../../services/native-admission.js';
+import { commandFingerprint } from '../../services/native-runs/admission.js';
 
 /** `abc` → ['abc', null]; `abc:close` → ['abc', 'close']. */
 export function splitVerb(segment: string): [string, string | null] {

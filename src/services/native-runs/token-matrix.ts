@@ -3,7 +3,7 @@
 // (1 where that target is trained on), dense or as spans. Hearth's trainer takes a sequence as token ids and a loss
 // mask over them (mask[t] = 1: ids[t] is a target), so a matrix is exactly one such sequence when its weights are
 // 0/1 and every weighted target is the next input token; anything else is refused with the reason.
-import type { TokenMatrixBatchT } from '../schemas/native-framings.js';
+import type { TokenMatrixBatchT } from '../../schemas/native-framings.js';
 
 type Row = TokenMatrixBatchT['matrices'][number]['rows'][number];
 

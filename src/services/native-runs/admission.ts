@@ -4,8 +4,8 @@
 // identified by its request_id: the same request_id with the same body is the same operation (answered again,
 // applied once), with another body it is refused; a new command must carry exactly the run's next sequence_id.
 import crypto from 'node:crypto';
-import type { NativeOperationKind, NativeOperationRecord, NativeRunRecord } from '../store/records.js';
-import { stateRefusal } from './native-state.js';
+import type { NativeOperationKind, NativeOperationRecord, NativeRunRecord } from '../../store/records.js';
+import { stateRefusal } from './state.js';
 
 /** sha256 of the body's JSON with object keys sorted: equal for a byte-different but same-valued retry. */
 export function commandFingerprint(body: unknown): string {
@@ -36,9 +36,9 @@ export interface CommandInput {
   fingerprint: string;
   /** forward_backward, forward: what its batch holds ('sft', 'rl', …). */
   batchKind?: string;
-  /** save_state: the name and overwrite; load_state: the state it names (native-state.ts). */
+  /** save_state: the name and overwrite; load_state: the state it names (native-runs/state.ts). */
   state?: { name?: string; overwrite?: boolean; ref?: string };
-  /** Why another client framing's command cannot be executed (native-framing.ts), answered like the reasons below. */
+  /** Why another client framing's command cannot be executed (native-runs/framing.ts), answered like the reasons below. */
   unsupported?: string;
 }
 

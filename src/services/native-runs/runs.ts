@@ -1,21 +1,21 @@
 // Native training runs (`/v1/training/runs…`, ART's RemoteTrainingClient), as the API sees them: runs resolved
-// by name and spec, commands admitted in sequence_id order and idempotent by request_id (native-admission.ts),
-// operations read, cancelled and their results released, runs deleted; native-executor.ts runs them on Hearth's trainer.
+// by name and spec, commands admitted in sequence_id order and idempotent by request_id (native-runs/admission.ts),
+// operations read, cancelled and their results released, runs deleted; native-runs/executor.ts runs them on Hearth's trainer.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Store } from '../store/sqlite/store.js';
-import { nowIso, type ModelRecord, type NativeOperationKind, type NativeOperationRecord, type NativeRunRecord } from '../store/records.js';
-import { conflict, invalid, notFound, notImplemented } from '../errors/domain-errors.js';
-import { admit, canonicalJson, commandFingerprint, pendingGradients } from './native-admission.js';
-import { accumulationConflict, admitRlBatch } from './native-rl-batch.js';
-import { NativeExecutor } from './native-executor.js';
-import { LEARNER_PROJECT } from './hidden-models.js';
-import { operationResponse, peftTargets, runResponse, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
-import type { BaseModelCatalog } from '../models/base-models.js';
-import type { ModelsService } from './models.js';
-import type { TrainingJobsService } from './training-jobs.js';
-import type { ForwardBackwardBodyT, ResolveRunBodyT, SaveWeightsForSamplerBodyT } from '../schemas/native-training.js';
+import type { Store } from '../../store/sqlite/store.js';
+import { nowIso, type ModelRecord, type NativeOperationKind, type NativeOperationRecord, type NativeRunRecord } from '../../store/records.js';
+import { conflict, invalid, notFound, notImplemented } from '../../errors/domain-errors.js';
+import { admit, canonicalJson, commandFingerprint, pendingGradients } from './admission.js';
+import { accumulationConflict, admitRlBatch } from './rl-batch.js';
+import { NativeExecutor } from './executor.js';
+import { LEARNER_PROJECT } from '../hidden-models.js';
+import { operationResponse, peftTargets, runResponse, TERMINAL_OPERATION_STATUSES } from './wire.js';
+import type { BaseModelCatalog } from '../../models/base-models.js';
+import type { ModelsService } from '../models.js';
+import type { TrainingJobsService } from '../training-jobs.js';
+import type { ForwardBackwardBodyT, ResolveRunBodyT, SaveWeightsForSamplerBodyT } from '../../schemas/native-training.js';
 
 export class NativeRunsService {
   private readonly executor: NativeExecutor;
@@ -148,7 +148,7 @@ export class NativeRunsService {
   // ---- commands ----
 
   /**
-   * `framing`: a command another client framing sent, already translated to `body` (native-framing.ts): its
+   * `framing`: a command another client framing sent, already translated to `body` (native-runs/framing.ts): its
    * fingerprint is the sent body's, its batch kind and any refusal come from the translation.
    */
   submit(

@@ -10,21 +10,21 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Store } from '../store/sqlite/store.js';
-import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRecord, type TrainingJobRecord } from '../store/records.js';
-import { notImplemented } from '../errors/domain-errors.js';
-import { pendingGradients } from './native-admission.js';
-import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './native-wire.js';
+import type { Store } from '../../store/sqlite/store.js';
+import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRecord, type TrainingJobRecord } from '../../store/records.js';
+import { notImplemented } from '../../errors/domain-errors.js';
+import { pendingGradients } from './admission.js';
+import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './wire.js';
 import {
   admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, rlTokenInputs, type RlInputs, type RlTokenBatch,
-} from './native-rl-batch.js';
-import { forwardResult, NativeStates } from './native-state.js';
-import { OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
-import type { ModelsService } from './models.js';
-import { isHiddenModel } from './hidden-models.js';
-import type { TrainingJobsService } from './training-jobs.js';
-import type { TokenSequence } from './native-token-matrix.js';
-import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../schemas/native-training.js';
+} from './rl-batch.js';
+import { forwardResult, NativeStates } from './state.js';
+import { OPTIMIZER_STATE_FILE } from '../../../worker/training/optimizer-state.js';
+import type { ModelsService } from '../models.js';
+import { isHiddenModel } from '../hidden-models.js';
+import type { TrainingJobsService } from '../training-jobs.js';
+import type { TokenSequence } from './token-matrix.js';
+import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../../schemas/native-training.js';
 
 export class NativeExecutor {
   private readonly pumping = new Set<string>();
@@ -149,7 +149,7 @@ export class NativeExecutor {
       }, 'rl');
       return;
     }
-    // N3's token matrices arrive as pre-tokenized sequences (native-token-matrix.ts), lines the worker reads as they are.
+    // N3's token matrices arrive as pre-tokenized sequences (native-runs/token-matrix.ts), lines the worker reads as they are.
     const batch = command.batch as ForwardBackwardBodyT['batch'] | { kind: 'sft_tokens'; sequences: TokenSequence[] };
     const rows = batch.kind === 'sft_tokens' ? batch.sequences : batch.kind === 'sft' ? batch.trajectories.map((t) => sftRow(t, batch.assistant_turns)) : null;
     if (!rows) throw notImplemented('only sft and rl batches are executed');

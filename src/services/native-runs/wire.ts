@@ -1,7 +1,7 @@
 // Pure pieces of the native training-runs API (no I/O): the wire shapes of runs, operations and results, and the
 // mapping of ART's inputs (LoRA target names, trajectories) to what Hearth's trainer takes.
-import type { NativeOperationRecord, NativeRunRecord } from '../store/records.js';
-import { invalid } from '../errors/domain-errors.js';
+import type { NativeOperationRecord, NativeRunRecord } from '../../store/records.js';
+import { invalid } from '../../errors/domain-errors.js';
 
 export const TERMINAL_OPERATION_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled']);
 

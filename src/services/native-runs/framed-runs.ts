@@ -1,16 +1,16 @@
 // The native training-runs API in every client framing ART has shipped (N1, N2, N3; docs/art.md "Framings"):
 // a run's framing is fixed when it is resolved and stored with it, commands of that run are translated into the
-// runs service's commands (native-framing.ts), and every answer of that run is shaped for its framing
-// (native-framing-responses.ts). The runs service keeps all semantics: order, idempotency, execution.
+// runs service's commands (native-runs/framing.ts), and every answer of that run is shaped for its framing
+// (native-runs/framing-responses.ts). The runs service keeps all semantics: order, idempotency, execution.
 import crypto from 'node:crypto';
-import type { Store } from '../store/sqlite/store.js';
-import type { NativeOperationKind } from '../store/records.js';
-import { conflict, notFound, notImplemented } from '../errors/domain-errors.js';
-import type { NativeRunsService } from './native-runs.js';
-import { ANONYMOUS_RUN_PREFIX, resolveFraming, type NativeWire, type TranslatedCommand } from './native-framing.js';
-import { renderOperation, renderResult, renderRun } from './native-framing-responses.js';
-import type { ResolveAnyRunBodyT } from '../schemas/native-framings.js';
-import type { ResolveRunBodyT } from '../schemas/native-training.js';
+import type { Store } from '../../store/sqlite/store.js';
+import type { NativeOperationKind } from '../../store/records.js';
+import { conflict, notFound, notImplemented } from '../../errors/domain-errors.js';
+import type { NativeRunsService } from './runs.js';
+import { ANONYMOUS_RUN_PREFIX, resolveFraming, type NativeWire, type TranslatedCommand } from './framing.js';
+import { renderOperation, renderResult, renderRun } from './framing-responses.js';
+import type { ResolveAnyRunBodyT } from '../../schemas/native-framings.js';
+import type { ResolveRunBodyT } from '../../schemas/native-training.js';
 
 export class NativeFramedRuns {
   constructor(

@@ -1,13 +1,13 @@
 // Client framings of the native training-runs API (docs/art.md "Framings"): which one a resolve speaks, and the
 // translation of N1's and N3's commands into the commands the runs service stores and executes (N2's shapes).
-// Pure: no I/O. Responses go the other way in native-framing-responses.ts.
-import { invalid, ValidationError } from '../errors/domain-errors.js';
-import type { NativeWire } from '../store/sqlite/native-run-wires-repo.js';
-import type { NativeOperationKind } from '../store/records.js';
-import type { N1CommandBodyT, N3ForwardBackwardBodyT, N3SaveWeightsForSamplerBodyT, ResolveAnyRunBodyT, TokenMatrixBatchT } from '../schemas/native-framings.js';
-import { commandFingerprint } from './native-admission.js';
-import { sftSequencesFromTokenMatrices } from './native-token-matrix.js';
-import { checkTokenRlLoss, rlSequencesFromTokenMatrices, TOKEN_RL_LOSSES } from './native-rl-token-matrix.js';
+// Pure: no I/O. Responses go the other way in native-runs/framing-responses.ts.
+import { invalid, ValidationError } from '../../errors/domain-errors.js';
+import type { NativeWire } from '../../store/sqlite/native-run-wires-repo.js';
+import type { NativeOperationKind } from '../../store/records.js';
+import type { N1CommandBodyT, N3ForwardBackwardBodyT, N3SaveWeightsForSamplerBodyT, ResolveAnyRunBodyT, TokenMatrixBatchT } from '../../schemas/native-framings.js';
+import { commandFingerprint } from './admission.js';
+import { sftSequencesFromTokenMatrices } from './token-matrix.js';
+import { checkTokenRlLoss, rlSequencesFromTokenMatrices, TOKEN_RL_LOSSES } from './rl-token-matrix.js';
 
 export type { NativeWire };
 
@@ -110,7 +110,7 @@ function n3Batch(body: N3ForwardBackwardBodyT): Omit<TranslatedCommand, 'fingerp
   return { command: { ...command, batch: { kind: 'sft_tokens', sequences: decoded.sequences } }, batchKind: 'sft' };
 }
 
-/** N3's RL token matrices become `rl_tokens` sequences (native-rl-token-matrix.ts); malformed ones are a 422 here, before anything is stored. */
+/** N3's RL token matrices become `rl_tokens` sequences (native-runs/rl-token-matrix.ts); malformed ones are a 422 here, before anything is stored. */
 function n3RlBatch(
   command: TranslatedCommand['command'], batch: TokenMatrixBatchT, name: string, normalizeAdvantages: boolean, values: Record<string, unknown>,
   refused: (reason: string) => Omit<TranslatedCommand, 'fingerprint'>,

@@ -5,14 +5,14 @@
 // Hearth runs them on the preview API's RL trainer: the decoded trajectory groups are that API's
 // `trajectory_groups`, and the loss (name, normalize_advantages, values) becomes its `experimental_config`, so a
 // native RL step trains exactly as a preview RL job with the same groups and config would.
-import { notImplemented, ValidationError } from '../errors/domain-errors.js';
-import { decodeTrajectoryGroupBundles } from '../domain/trajectory-bundle.js';
-import { ExperimentalTrainingConfig, type TrajectoryGroupT } from '../schemas/training.js';
-import type { ForwardBackwardBodyT } from '../schemas/native-training.js';
-import type { NativeOperationRecord, TrainingEventRecord } from '../store/records.js';
-import { canonicalJson } from './native-admission.js';
-import { measuredResult, pick } from './native-wire.js';
-import { tokenRlExperimentalConfig, type RlTokenSequence } from './native-rl-token-matrix.js';
+import { notImplemented, ValidationError } from '../../errors/domain-errors.js';
+import { decodeTrajectoryGroupBundles } from '../../domain/trajectory-bundle.js';
+import { ExperimentalTrainingConfig, type TrajectoryGroupT } from '../../schemas/training.js';
+import type { ForwardBackwardBodyT } from '../../schemas/native-training.js';
+import type { NativeOperationRecord, TrainingEventRecord } from '../../store/records.js';
+import { canonicalJson } from './admission.js';
+import { measuredResult, pick } from './wire.js';
+import { tokenRlExperimentalConfig, type RlTokenSequence } from './rl-token-matrix.js';
 
 /** The losses of ART's RL batches that the preview API's RL trainer implements (ART's contract allows these two). */
 export const RL_LOSSES = ['cispo', 'ppo'];
@@ -31,14 +31,14 @@ export interface RlGroupInputs {
   max_source_version: number;
 }
 
-/** N3's RL token matrices, translated to sequences with per-token advantages (native-rl-token-matrix.ts). */
+/** N3's RL token matrices, translated to sequences with per-token advantages (native-runs/rl-token-matrix.ts). */
 export interface RlTokenInputs {
   kind: 'rl_tokens';
   token_sequences: RlTokenSequence[];
   experimental_config: Record<string, unknown>;
 }
 
-/** The batch an N3 RL forward_backward is stored with (native-framing.ts). */
+/** The batch an N3 RL forward_backward is stored with (native-runs/framing.ts). */
 export interface RlTokenBatch {
   kind: 'rl_tokens';
   sequences: RlTokenSequence[];

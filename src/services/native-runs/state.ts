@@ -9,13 +9,13 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Store } from '../store/sqlite/store.js';
-import { nowIso, type NativeOperationRecord, type NativeRunRecord } from '../store/records.js';
-import { decodeOptimizerState, encodeOptimizerState, freshOptimizerState, OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
-import { decodeSafetensors } from '../../worker/training/safetensors.js';
-import type { AdmissionRefusal, CommandInput } from './native-admission.js';
-import type { ModelsService } from './models.js';
-import type { LoadStateBodyT, SaveStateBodyT } from '../schemas/native-training.js';
+import type { Store } from '../../store/sqlite/store.js';
+import { nowIso, type NativeOperationRecord, type NativeRunRecord } from '../../store/records.js';
+import { decodeOptimizerState, encodeOptimizerState, freshOptimizerState, OPTIMIZER_STATE_FILE } from '../../../worker/training/optimizer-state.js';
+import { decodeSafetensors } from '../../../worker/training/safetensors.js';
+import type { AdmissionRefusal, CommandInput } from './admission.js';
+import type { ModelsService } from '../models.js';
+import type { LoadStateBodyT, SaveStateBodyT } from '../../schemas/native-training.js';
 
 // A LoRA checkpoint's files as worker/training/checkpoint.ts writes them (importing that file would load TF.js here).
 const ADAPTER_CONFIG_FILE = 'adapter_config.json';
@@ -38,7 +38,7 @@ export function findSavedState(ops: NativeOperationRecord[], ref: string): Nativ
   return byId && latest !== byId ? null : latest;
 }
 
-/** Admission rules of save_state and load_state (native-admission.ts asks; nothing is stored when refused). */
+/** Admission rules of save_state and load_state (native-runs/admission.ts asks; nothing is stored when refused). */
 export function stateRefusal(ops: NativeOperationRecord[], input: CommandInput, parentVersion: number): AdmissionRefusal | null {
   if (input.kind === 'save_state') {
     if (parentVersion === 0) return { status: 409, message: 'save_state needs a trained learner version: learner version 0 is the base model (run an optim_step first)' };

@@ -9,9 +9,9 @@
 // logprob, advantage and loss weight (worker/training/rl-token-data.ts), so position t maps to id t + 1.
 // Pure: malformed rows throw a ValidationError (422, naming the matrix and row); well-formed rows Hearth cannot
 // train come back as a reason (501).
-import { ValidationError } from '../errors/domain-errors.js';
-import type { TokenMatrixBatchT } from '../schemas/native-framings.js';
-import { denseValues } from './native-token-matrix.js';
+import { ValidationError } from '../../errors/domain-errors.js';
+import type { TokenMatrixBatchT } from '../../schemas/native-framings.js';
+import { denseValues } from './token-matrix.js';
 
 type Matrix = TokenMatrixBatchT['matrices'][number];
 type Row = Matrix['rows'][number];

@@ -1,10 +1,10 @@
 // The answers of the native training-runs API in each client framing (docs/art.md "Framings"): runs, operations
 // and results as N1 (client.py @ 235af098, results as art.training contracts @ 76eaaea1) and N3 (client.py @
 // 44cf4bbe, "frozen public wire", results as art.training contracts @ 44cf4bbe) read them, from what the runs
-// service stores (N2's shapes, native-wire.ts). Pure: no I/O.
-import type { NativeOperationRecord, NativeRunRecord } from '../store/records.js';
-import type { NativeWire } from '../store/sqlite/native-run-wires-repo.js';
-import { operationResponse, runResponse } from './native-wire.js';
+// service stores (N2's shapes, native-runs/wire.ts). Pure: no I/O.
+import type { NativeOperationRecord, NativeRunRecord } from '../../store/records.js';
+import type { NativeWire } from '../../store/sqlite/native-run-wires-repo.js';
+import { operationResponse, runResponse } from './wire.js';
 
 type Json = Record<string, unknown>;
 
