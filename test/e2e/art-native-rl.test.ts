@@ -33,7 +33,7 @@ const lossValues = {
   learning_rate: 1e-2, advantage_balance: 0.0, allow_training_without_logprobs: false, epsilon: null, epsilon_high: null, importance_sampling_level: 'token',
   kimi_k2_tau: null, kl_penalty_coef: 0.0, kl_penalty_source: 'current_learner', kl_ref_adapter_path: null, logprob_calculation_chunk_size: 1024,
   mask_prob_ratio: false, max_negative_advantage_importance_sampling_weight: null, num_trajectories_learning_rate_multiplier_power: 0.0,
-  packed_sequence_length: null, plot_tensors: false, ppo: false, precalculate_logprobs: false, scale_learning_rate_by_reward_std_dev: false,
+  packed_sequence_length: 32, plot_tensors: false, ppo: false, precalculate_logprobs: false, scale_learning_rate_by_reward_std_dev: false,
   scale_rewards: true, truncated_importance_sampling: null, optimizer_save_interval: 5,
 };
 
@@ -121,7 +121,9 @@ describe('RL over the native training runs, as ART N2 train() calls them', () =>
     expect(optimResult.checkpoint.learner_version).toBe(1);
     expect(optimResult.contributing_forward_backward_operation_ids).toEqual([fb.operation_id]);
     expect(optimResult.metrics.learning_rate).toBeCloseTo(1e-2);
-    expect(optimResult.metrics.gradient_steps).toBe(fbResult.packing.packed_sequences);
+    // ART's optim_step applies the batch once: one Adam update over every packed sequence (here more than one).
+    expect(fbResult.packing.packed_sequences).toBeGreaterThan(1);
+    expect(optimResult.metrics.gradient_steps).toBe(1);
     // It ran as an RL job of the run's learner, with the forward_backward's loss and the optim_step's learning rate.
     const job = s.store.jobs.getById(s.store.nativeRuns.op(id, optim.operation_id)!.jobId!)!;
     expect(job.kind).toBe('rl');
@@ -130,7 +132,7 @@ describe('RL over the native training runs, as ART N2 train() calls them', () =>
     // AdamW's moments after the step are kept beside the learner's checkpoint (one update per gradient step), for the
     // next optim_step to continue from.
     const learnerDir = s.store.checkpoints.byStep(s.store.nativeRuns.runById(id)!.learnerModelId, 1)!.path!;
-    expect(decodeOptimizerState(fs.readFileSync(path.join(learnerDir, OPTIMIZER_STATE_FILE))).step).toBe(fbResult.packing.packed_sequences);
+    expect(decodeOptimizerState(fs.readFileSync(path.join(learnerDir, OPTIMIZER_STATE_FILE))).step).toBe(1);
 
     // The same groups measured again after the step: the optimizer step moved the policy.
     const again = parse(NativeTrainingOperation, (await post(`/training/runs/${id}/forward_backward`, { ...fbBody, request_id: `fb-${hex()}`, sequence_id: 2 })).body);

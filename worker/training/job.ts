@@ -48,6 +48,8 @@ export interface RlJobSpec extends JobCommon {
   rewardStdDevHistory?: RewardStdDevPoint[];
   /** Measure the policy loss at the starting weights; train nothing, write no checkpoint (loop.ts RlJob.forwardOnly). */
   forwardOnly?: boolean;
+  /** One optimizer step over all the packed sequences (loop.ts RlJob.oneOptimizerStep; a native run's optim_step). */
+  oneOptimizerStep?: boolean;
 }
 
 export interface SftJobSpec extends JobCommon {
@@ -123,7 +125,8 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
     }
     const klReference = spec.klReference ? await readCheckpoint(spec.klReference) : null;
     return runRl(
-      { data, experimentalConfig: spec.experimentalConfig, rewardStdDevHistory: spec.rewardStdDevHistory, forwardOnly: spec.forwardOnly },
+      { data, experimentalConfig: spec.experimentalConfig, rewardStdDevHistory: spec.rewardStdDevHistory, forwardOnly: spec.forwardOnly,
+        oneOptimizerStep: spec.oneOptimizerStep },
       { ...deps, klReference },
       emit,
     );

@@ -121,6 +121,11 @@ export interface RlJob {
    * up in one `gradient_step`; no optimizer step, no checkpoint (a native run's RL forward_backward: docs/art.md).
    */
   forwardOnly?: boolean;
+  /**
+   * One optimizer step over every packed sequence (their gradients accumulated), instead of one step per packed
+   * sequence as ART's preview-era trainer makes: a native run's optim_step applies its batch once (docs/art.md).
+   */
+  oneOptimizerStep?: boolean;
 }
 
 /**
@@ -395,7 +400,8 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     // Tokens of each trajectory's trained positions: every trajectory weighs the same in a step.
     const trajectoryTokens = new Map<number, number>();
     sequences.forEach((s, i) => trajectoryTokens.set(trajectoryOf[i], (trajectoryTokens.get(trajectoryOf[i]) ?? 0) + trainableTokens(s)));
-    const steps = packSequences(sequences.map((s) => s.ids.length - 1), settings.packedSequenceLength);
+    const packed = packSequences(sequences.map((s) => s.ids.length - 1), settings.packedSequenceLength);
+    const steps = job.oneOptimizerStep && !job.forwardOnly && packed.length > 1 ? [packed.flat()] : packed;
     await emit({ type: 'training_started', data: { num_sequences: job.forwardOnly ? 1 : steps.length } });
     // forwardOnly: steps weigh by their share (trajectories, or trained tokens with per-token advantages), as one step over all would.
     const measured = { loss: 0, policy: 0, kl: 0, entropy: 0, trainable: 0, tokens: 0, shares: 0 };

@@ -26,6 +26,8 @@ interface RlPayload {
   lora?: { rank: number; target_modules: string[] } | null;
   /** A native run's optim_step, as for SFT. */
   optimizer?: NativeOptimizer | null;
+  /** A native run's optim_step: one optimizer step over all its packed sequences. */
+  one_optimizer_step?: boolean;
 }
 interface SftPayload {
   resolved_data_path: string;
@@ -59,6 +61,7 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
       ...common, kind: 'rl', trajectoryGroups: (p.trajectory_groups ?? []) as never, ...(p.token_sequences ? { tokenSequences: p.token_sequences as never } : {}),
       experimentalConfig: (p.experimental_config ?? null) as never,
       klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [], forwardOnly: p.forward_only === true, ...loraOf(p), ...optimizerOf(p),
+      oneOptimizerStep: p.one_optimizer_step === true,
     };
   }
   const p = task.payload as SftPayload;

@@ -198,7 +198,8 @@ export class NativeExecutor {
     }
     await this.runJob(run, op, {
       ...rlOptimPayload(inputs, command.optimizer.learning_rate), lora: this.loraPayload(run),
-      optimizer: pick(command.optimizer, ['beta1', 'beta2', 'eps', 'weight_decay', 'grad_clip_norm']),
+      // ART's optim_step applies the accumulated gradient once: one Adam update, whatever the packing.
+      optimizer: pick(command.optimizer, ['beta1', 'beta2', 'eps', 'weight_decay', 'grad_clip_norm']), one_optimizer_step: true,
       native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
     }, 'rl');
   }

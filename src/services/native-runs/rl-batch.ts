@@ -136,8 +136,8 @@ export function rlForwardBackwardResult(op: NativeOperationRecord, step: Record<
 }
 
 /**
- * An RL optim_step's metrics: the mean of its job's gradient steps (one per packed sequence; none when no trajectory
- * had an advantage, and the learner version then advances with unchanged weights, as a preview RL job does).
+ * An RL optim_step's metrics: the mean of its job's gradient steps (one, over every packed sequence; none when no
+ * trajectory had an advantage, and the learner version then advances with unchanged weights, as a preview RL job does).
  */
 export function rlOptimMetrics(events: TrainingEventRecord[]): Record<string, number> {
   const steps = events.filter((e) => e.type === 'gradient_step').map((e) => e.data as Record<string, number>);
