@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { runRl, type TrainingEvent } from '../../worker/training/loop.js';
-import { tokenizeTrajectoryGroups, type ChatMessage, type ChatTokenizer } from '../../worker/training/rl-data.js';
+import { tokenizeTrajectoryGroups } from '../../worker/training/rl-data.js';
+import { END, chars, toyTokenizer } from '../helpers/toy-chat-tokenizer.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { tinyConfig } from './training-helpers.js';
 
@@ -17,17 +18,6 @@ beforeAll(async () => {
   await initTrainingBackend({ log: () => {} });
 });
 
-// A toy chat template (as in training-rl.test.ts): <role> chars… <end>.
-const ROLE: Record<string, number> = { system: 10, user: 11, assistant: 12 };
-const END = 3;
-const chars = (text: string) => [...text].map((c) => 20 + (c.charCodeAt(0) % 400));
-const toyTokenizer: ChatTokenizer = {
-  async encodeChat(messages: ChatMessage[], opts) {
-    const ids = messages.flatMap((m) => [ROLE[m.role], ...chars(String(m.content ?? '')), END]);
-    if (opts.addGenerationPrompt) ids.push(ROLE.assistant);
-    return ids;
-  },
-};
 const choice = (text: string) => ({
   finish_reason: 'stop', index: 0, message: { role: 'assistant', content: text },
   logprobs: { content: [...chars(text), END].map((id) => ({ token: `token_id:${id}`, logprob: -1.5 })) },

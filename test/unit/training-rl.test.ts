@@ -7,7 +7,8 @@ import { initTrainingBackend } from '../../worker/training/backend.js';
 import { readCheckpoint } from '../../worker/training/checkpoint.js';
 import { buildTrainingModel, runRl, sequenceLogprobs, type TrainingEvent } from '../../worker/training/loop.js';
 import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../../worker/training/rl-config.js';
-import { choiceTokens, isChoice, tokenizeTrajectoryGroups, type ChatMessage, type ChatTokenizer, type TrajectoryGroupJson } from '../../worker/training/rl-data.js';
+import { choiceTokens, isChoice, tokenizeTrajectoryGroups, type ChatTokenizer, type TrajectoryGroupJson } from '../../worker/training/rl-data.js';
+import { END, ROLE, chars, toyTokenizer } from '../helpers/toy-chat-tokenizer.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { tinyConfig } from './training-helpers.js';
 
@@ -17,17 +18,6 @@ beforeAll(async () => {
   await initTrainingBackend({ log: () => {} });
 });
 
-/** A toy chat template: <role> chars... <end>, roles system 10 / user 11 / assistant 12 / tool 13; chars 20 + code % 400. */
-const ROLE: Record<string, number> = { system: 10, user: 11, assistant: 12, tool: 13 };
-const END = 3;
-const chars = (text: string) => [...text].map((c) => 20 + (c.charCodeAt(0) % 400));
-const toyTokenizer: ChatTokenizer = {
-  async encodeChat(messages: ChatMessage[], opts) {
-    const ids = messages.flatMap((m) => [ROLE[m.role], ...chars(String(m.content ?? '')), END]);
-    if (opts.addGenerationPrompt) ids.push(ROLE.assistant);
-    return ids;
-  },
-};
 
 /** A Choice dict as Hearth's chat completions return it (token_id:N logprobs). */
 function choice(text: string, logprob = -1.5) {
