@@ -16,7 +16,7 @@ import { notImplemented } from '../../errors/domain-errors.js';
 import { pendingGradients } from './admission.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './wire.js';
 import {
-  admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlOptimMetrics, rlOptimPayload, rlTokenInputs, type RlInputs, type RlTokenBatch,
+  admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlJobData, rlOptimMetrics, rlOptimPayload, rlTokenInputs, type RlInputs, type RlTokenBatch,
 } from './rl-batch.js';
 import { forwardResult, NativeStates } from './state.js';
 import { OPTIMIZER_STATE_FILE } from '../../../worker/training/optimizer-state.js';
@@ -122,44 +122,42 @@ export class NativeExecutor {
     return { rank: spec.lora_rank, target_modules: peftTargets(spec.lora_target_modules) };
   }
 
-  private async startForwardBackward(run: NativeRunRecord, op: NativeOperationRecord): Promise<void> {
-    const command = op.command as unknown as ForwardBackwardBodyT;
-    if (command.batch.kind === 'rl') {
-      // A measuring RL job (the policy loss at the current weights, nothing written); the decoded inputs are kept.
-      const inputs = admitRlBatch(command.batch, command.loss, (config) => this.jobs.unsupportedRlKeys(config));
-      const file = this.dataFile(op);
-      fs.mkdirSync(path.dirname(file), { recursive: true });
-      fs.writeFileSync(file, JSON.stringify(inputs));
-      await this.runJob(run, op, {
-        trajectory_groups: inputs.trajectory_groups, experimental_config: inputs.experimental_config, forward_only: true, lora: this.loraPayload(run),
-        native_operation_id: op.id,
-      }, 'rl');
-      return;
-    }
-    const tokenBatch = command.batch as ForwardBackwardBodyT['batch'] | RlTokenBatch;
-    if (tokenBatch.kind === 'rl_tokens') {
-      // N3's RL token matrices: a measuring RL job over the client's sequences (per-token advantages); they are kept.
-      const inputs = rlTokenInputs(tokenBatch, command.loss);
-      const file = this.dataFile(op);
-      fs.mkdirSync(path.dirname(file), { recursive: true });
-      fs.writeFileSync(file, JSON.stringify(inputs));
-      await this.runJob(run, op, {
-        token_sequences: inputs.token_sequences, experimental_config: inputs.experimental_config, forward_only: true, lora: this.loraPayload(run),
-        native_operation_id: op.id,
-      }, 'rl');
-      return;
-    }
-    // N3's token matrices arrive as pre-tokenized sequences (native-runs/token-matrix.ts), lines the worker reads as they are.
-    const batch = command.batch as ForwardBackwardBodyT['batch'] | { kind: 'sft_tokens'; sequences: TokenSequence[] };
-    const rows = batch.kind === 'sft_tokens' ? batch.sequences : batch.kind === 'sft' ? batch.trajectories.map((t) => sftRow(t, batch.assistant_turns)) : null;
-    if (!rows) throw notImplemented('only sft and rl batches are executed');
+  /** Keep an operation's training inputs (`text`) until an optim_step applies them; returns their file. */
+  private keepInputs(op: NativeOperationRecord, text: string): string {
     const file = this.dataFile(op);
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n'));
+    fs.writeFileSync(file, text);
+    return file;
+  }
+
+  private async startForwardBackward(run: NativeRunRecord, op: NativeOperationRecord): Promise<void> {
+    const command = op.command as unknown as ForwardBackwardBodyT;
+    // N3's batches are stored translated (native-runs/framing.ts): RL token matrices as rl_tokens, SFT ones as sft_tokens.
+    const batch = command.batch as ForwardBackwardBodyT['batch'] | RlTokenBatch | { kind: 'sft_tokens'; sequences: TokenSequence[] };
+    const rl = batch.kind === 'rl' ? admitRlBatch(batch, command.loss, (config) => this.jobs.unsupportedRlKeys(config))
+      : batch.kind === 'rl_tokens' ? rlTokenInputs(batch, command.loss) : null;
+    if (rl) {
+      // A measuring RL job (the policy loss at the current weights, nothing written); the decoded inputs are kept.
+      this.keepInputs(op, JSON.stringify(rl));
+      await this.runJob(run, op, { ...rlJobData([rl]), forward_only: true, lora: this.loraPayload(run), native_operation_id: op.id }, 'rl');
+      return;
+    }
+    // SFT rows: from ART's trajectories, or N3's pre-tokenized sequences, lines the worker reads as they are.
+    const rows = batch.kind === 'sft_tokens' ? batch.sequences : batch.kind === 'sft' ? batch.trajectories.map((t) => sftRow(t, batch.assistant_turns)) : null;
+    if (!rows) throw notImplemented('only sft and rl batches are executed');
+    const file = this.keepInputs(op, rows.map((r) => JSON.stringify(r)).join('\n'));
     await this.runJob(run, op, {
       resolved_data_path: file, config: { batch_size: rows.length, learning_rate: 0 }, forward_only: true, lora: this.loraPayload(run),
       native_operation_id: op.id,
     });
+  }
+
+  /** A learner transition writes the learner's next checkpoint step: the learner must be at its parent version. */
+  private requireLearnerAtParent(run: NativeRunRecord, op: NativeOperationRecord): void {
+    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
+    if (latest !== op.learnerParentVersion) {
+      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this ${op.kind} would not produce version ${op.reservedOutputLearnerVersion}`);
+    }
   }
 
   private async startOptimStep(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): Promise<void> {
@@ -171,14 +169,8 @@ export class NativeExecutor {
     );
     if (contributing.length === 0) throw new Error('optim_step has no gradients to apply: every forward_backward since the last optim_step failed, was cancelled or had no trainable tokens');
     if (contributing.some(isRlForwardBackward)) return this.startRlOptimStep(run, op, command, contributing);
-    const file = this.dataFile(op);
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, contributing.map((o) => fs.readFileSync(this.dataFile(o), 'utf8')).join('\n'));
-    // The job continues from the learner's latest checkpoint and writes the next step: that must be this version.
-    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
-    if (latest !== op.learnerParentVersion) {
-      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this optim_step would not produce version ${op.reservedOutputLearnerVersion}`);
-    }
+    const file = this.keepInputs(op, contributing.map((o) => fs.readFileSync(this.dataFile(o), 'utf8')).join('\n'));
+    this.requireLearnerAtParent(run, op);
     await this.runJob(run, op, {
       // One optimizer step over all accumulated inputs: "auto" with a one-entry schedule makes one batch of everything.
       resolved_data_path: file, config: { batch_size: 'auto', learning_rate: [command.optimizer.learning_rate] }, lora: this.loraPayload(run),
@@ -192,10 +184,7 @@ export class NativeExecutor {
   private async startRlOptimStep(run: NativeRunRecord, op: NativeOperationRecord, command: OptimStepBodyT, contributing: NativeOperationRecord[]): Promise<void> {
     if (!contributing.every(isRlForwardBackward)) throw new Error('optim_step cannot apply RL and SFT gradients in one step');
     const inputs = contributing.map((o) => JSON.parse(fs.readFileSync(this.dataFile(o), 'utf8')) as RlInputs);
-    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
-    if (latest !== op.learnerParentVersion) {
-      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this optim_step would not produce version ${op.reservedOutputLearnerVersion}`);
-    }
+    this.requireLearnerAtParent(run, op);
     await this.runJob(run, op, {
       ...rlOptimPayload(inputs, command.optimizer.learning_rate), lora: this.loraPayload(run),
       // ART's optim_step applies the accumulated gradient once: one Adam update, whatever the packing.
@@ -317,10 +306,7 @@ export class NativeExecutor {
 
   /** The saved state becomes the reserved learner version: committed exactly when its checkpoint row is stored. */
   private loadState(run: NativeRunRecord, op: NativeOperationRecord, ops: NativeOperationRecord[]): void {
-    const latest = this.store.checkpoints.latest(run.learnerModelId)?.step ?? 0;
-    if (latest !== op.learnerParentVersion) {
-      throw new Error(`the learner is at version ${latest}, not ${op.learnerParentVersion}: this load_state would not produce version ${op.reservedOutputLearnerVersion}`);
-    }
+    this.requireLearnerAtParent(run, op);
     const dropped = pendingGradients(ops.filter((o) => o.sequenceId < op.sequenceId));
     const { checkpoint, result } = this.states.loadState(run, op, ops);
     this.store.tx(() => {

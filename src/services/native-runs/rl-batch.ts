@@ -114,14 +114,19 @@ export const measuresRl = (op: NativeOperationRecord) => {
 export const isRlForwardBackward = (op: NativeOperationRecord) => op.kind === 'forward_backward' && measuresRl(op);
 
 /**
- * One RL job over every applied forward_backward's inputs, at the optim_step's learning rate. They share one kind and
- * loss (accumulationConflict), so their data is concatenated: trajectory groups, or N3's token sequences.
+ * An RL job's data from kept inputs of one kind and loss (accumulationConflict): their trajectory groups, or N3's
+ * token sequences, concatenated, with the trainer config of their loss.
  */
-export function rlOptimPayload(inputs: RlInputs[], learningRate: number): Record<string, unknown> {
-  const experimental_config = { ...inputs[0].experimental_config, learning_rate: learningRate };
-  if (inputs.some((i) => i.kind !== inputs[0].kind)) throw new Error('an RL optim_step cannot apply trajectory groups and token matrices together');
+export function rlJobData(inputs: RlInputs[]): Record<string, unknown> {
+  const { experimental_config } = inputs[0];
+  if (inputs.some((i) => i.kind !== inputs[0].kind)) throw new Error('an RL job cannot train trajectory groups and token matrices together');
   if (inputs[0].kind === 'rl_tokens') return { token_sequences: (inputs as RlTokenInputs[]).flatMap((i) => i.token_sequences), experimental_config };
   return { trajectory_groups: (inputs as RlGroupInputs[]).flatMap((i) => i.trajectory_groups), experimental_config };
+}
+
+/** One RL job over every applied forward_backward's inputs, at the optim_step's learning rate. */
+export function rlOptimPayload(inputs: RlInputs[], learningRate: number): Record<string, unknown> {
+  return { ...rlJobData(inputs), experimental_config: { ...inputs[0].experimental_config, learning_rate: learningRate } };
 }
 
 const RL_METRICS = [
