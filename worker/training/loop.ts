@@ -167,9 +167,23 @@ function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget:
   assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
 }
 
-function checkpointContents(model: LlamaModel, spec: TrainingModelSpec): CheckpointContents {
-  if (model.lora) return { kind: 'lora', lora: model.lora.config, tensors: model.lora.toPeftTensors(), baseModel: spec.baseModelName };
-  return { kind: 'full', weights: model.exportWeights() };
+/** What the job writes: the adapter (with AdamW's moments beside it where the run carries them) or the full weights. */
+function checkpointContents(model: LlamaModel, deps: TrainingDeps, optimizer: AdamW): CheckpointContents {
+  if (!model.lora) return { kind: 'full', weights: model.exportWeights() };
+  const optimizerState = deps.carryOptimizer ? adapterMoments(model.lora, optimizer) : undefined;
+  return { kind: 'lora', lora: model.lora.config, tensors: model.lora.toPeftTensors(), baseModel: deps.model.baseModelName, ...(optimizerState ? { optimizer: optimizerState } : {}) };
+}
+
+/** The job's AdamW settings: a native run's optim_step gives its own, else the defaults with `weightDecay`. */
+function adamwConfig(deps: TrainingDeps): AdamWConfig {
+  return deps.adamw ?? { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 };
+}
+
+/** A native run's optim_step continues AdamW from the moments its parent version carries (fresh when it has none). */
+function continueCarriedMoments(model: LlamaModel, optimizer: AdamW, carry: TrainingDeps['carryOptimizer']): void {
+  if (!carry) return;
+  if (!model.lora) throw new Error('the optimizer state is only carried for LoRA training');
+  if (carry.from) restoreAdapterMoments(model.lora, optimizer, carry.from);
 }
 
 /**
@@ -242,12 +256,10 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
   const model = buildTrainingModel(deps.model, deps.seed);
-  const optimizer = new AdamW(model.trainableVariables(), deps.adamw ?? { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
+  const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
-    const carry = deps.carryOptimizer;
-    if (carry && !model.lora) throw new Error('the optimizer state is only carried for LoRA training');
-    if (carry?.from) restoreAdapterMoments(model.lora!, optimizer, carry.from);
+    continueCarriedMoments(model, optimizer, deps.carryOptimizer);
     await emit({ type: 'training_started', data: { num_sequences: batches.length } });
     for (let step = 0; step < batches.length; step++) {
       await checkCancelled(deps);
@@ -281,9 +293,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
       await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     await checkCancelled(deps);
-    const contents = checkpointContents(model, deps.model);
-    if (carry && contents.kind === 'lora') contents.optimizer = adapterMoments(model.lora!, optimizer);
-    await writeCheckpoint(deps.checkpointDir, contents);
+    await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps, optimizer));
     return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics };
   } catch (err) {
     throw explainTrainingError(err);
@@ -368,12 +378,10 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, sequences, budget);
   const model = buildTrainingModel(deps.model, deps.seed);
-  const optimizer = new AdamW(model.trainableVariables(), deps.adamw ?? { ...DEFAULT_ADAMW, weightDecay: deps.weightDecay ?? 0 });
+  const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
-    const carry = deps.carryOptimizer;
-    if (carry && !model.lora) throw new Error('the optimizer state is only carried for LoRA training');
-    if (carry?.from) restoreAdapterMoments(model.lora!, optimizer, carry.from);
+    continueCarriedMoments(model, optimizer, deps.carryOptimizer);
     // Reference logprobs (KL penalty) come from the base (LoRA disabled, or the starting weights), or from
     // an earlier checkpoint's LoRA factors swapped in for that one pass.
     let refLogprobs: Float32Array[] | null = null;
@@ -501,9 +509,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
     }
     await checkCancelled(deps);
-    const contents = checkpointContents(model, deps.model);
-    if (carry && contents.kind === 'lora') contents.optimizer = adapterMoments(model.lora!, optimizer);
-    await writeCheckpoint(deps.checkpointDir, contents);
+    await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps, optimizer));
     return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics };
   } catch (err) {
     throw explainTrainingError(err);
