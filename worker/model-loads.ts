@@ -6,6 +6,8 @@
 // that dies while loading is still caught: at once when its process exits (embedded queue), after the load
 // timeout otherwise. The BullMQ transport listens too: it extends its job locks for the load (worker/job-locks.ts).
 
+import { withDeadline } from '../src/domain/deadline.js';
+
 /** Longest a load waits for its announcement to leave (Redis reconnecting): the load goes ahead after it. */
 const ANNOUNCE_WAIT_MS = 5000;
 
@@ -43,9 +45,7 @@ export class ModelLoads {
   async begin(model: string): Promise<() => void> {
     const key = Symbol(model);
     this.underway.set(key, { model, sinceMs: Date.now() });
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.announce(), new Promise<void>((resolve) => (timer = setTimeout(resolve, ANNOUNCE_WAIT_MS)))]);
-    clearTimeout(timer);
+    await withDeadline(this.announce(), ANNOUNCE_WAIT_MS, () => undefined);
     return () => {
       if (this.underway.delete(key)) void this.announce();
     };

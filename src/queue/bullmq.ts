@@ -5,6 +5,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { QueueAdapter, QueueHealth } from './port.js';
 import { WorkerMessage, type InferenceTask, type TrainingTask } from './messages.js';
+import { withDeadline } from '../domain/deadline.js';
 import { controlChannel, REPORTS_CONSUMER, REPORTS_GROUP, reportsStream, workerConnectionName } from './redis-keys.js';
 
 export interface BullmqOptions {
@@ -69,10 +70,7 @@ export class BullmqQueue implements QueueAdapter {
     this.loop = this.readLoop(stream, sink, caughtUp);
     // The reports workers sent while no API ran (jobs started, steps, checkpoints, ends) are applied before this
     // resolves. Bounded: a Redis that does not answer must not keep the API from starting.
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), BACKLOG_WAIT_MS)));
-    const read = await Promise.race([backlogRead.then(() => true), late]);
-    clearTimeout(timer);
+    const read = await withDeadline(backlogRead.then(() => true), BACKLOG_WAIT_MS, () => false);
     if (!read) this.log(`bullmq: the worker reports sent while the API was down were not all read within ${BACKLOG_WAIT_MS / 1000} s; going on, they are applied as they come`);
   }
 
@@ -178,17 +176,13 @@ export class BullmqQueue implements QueueAdapter {
     const added = this.inference.add('infer', task, { jobId: task.requestId, removeOnComplete: true, removeOnFail: true, attempts: 1 });
     // Redis gone between the gateway's reachable() check and this command: ioredis would hold the command until
     // Redis is back. The client hears 503 now, and the job, if it lands later, is taken off the queue again.
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not take the request within ${HANDOVER_TIMEOUT_MS / 1000} s`)), HANDOVER_TIMEOUT_MS);
-    });
     try {
-      await Promise.race([added, late]);
+      await withDeadline(added, HANDOVER_TIMEOUT_MS, () => {
+        throw new Error(`Redis did not take the request within ${HANDOVER_TIMEOUT_MS / 1000} s`);
+      });
     } catch (err) {
       void added.then(() => this.inference.remove(task.requestId)).catch(() => {});
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -209,18 +203,14 @@ export class BullmqQueue implements QueueAdapter {
 
   async health(timeoutMs = 2000): Promise<QueueHealth> {
     const t0 = performance.now();
-    let timer: NodeJS.Timeout | undefined;
     try {
       // Commands wait while ioredis reconnects: bound the wait, so a health check never hangs on a Redis outage.
-      const late = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      await withDeadline(this.redis.ping(), timeoutMs, () => {
+        throw new Error(`no answer within ${timeoutMs} ms`);
       });
-      await Promise.race([this.redis.ping(), late]);
       return { ok: true, error: null, durationMs: performance.now() - t0 };
     } catch (err) {
       return { ok: false, error: `Redis: ${(err as Error).message}`, durationMs: performance.now() - t0 };
-    } finally {
-      clearTimeout(timer);
     }
   }
 
