@@ -115,9 +115,9 @@ export class ArtifactClient {
     fs.mkdirSync(path.dirname(dest), { recursive: true });
     for (let round = 0; round < 2; round++) {
       // Progress: the file on disk grew past where the previous try had left it.
-      let highWater = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
+      let highWater = bytesOnDisk(dest);
       const progressed = () => {
-        const now = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
+        const now = bytesOnDisk(dest);
         const grew = now > highWater;
         highWater = Math.max(highWater, now);
         return grew;
@@ -132,7 +132,7 @@ export class ArtifactClient {
   }
 
   private async continueDownload(rel: string, file: ManifestFile, dest: string): Promise<void> {
-    let have = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
+    let have = bytesOnDisk(dest);
     if (have > file.size) (fs.rmSync(dest), (have = 0));
     if (have === file.size) return;
     const ctrl = new AbortController();
@@ -185,3 +185,8 @@ export class ArtifactClient {
 
 /** A stable short name of a manifest (its files and digests), for logs and cache records. */
 export const manifestDigest = (m: Manifest) => crypto.createHash('sha256').update(JSON.stringify(m.files)).digest('hex').slice(0, 16);
+
+/** How much of a download is on disk (0 before its first byte). */
+function bytesOnDisk(file: string): number {
+  return fs.existsSync(file) ? fs.statSync(file).size : 0;
+}
