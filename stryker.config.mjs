@@ -17,7 +17,7 @@ export default {
     'src/tables/digest.ts', // table digests
     'src/tables/table-ops.ts', // table updates
     'src/services/api-keys.ts', // auth and entity checks
-    // Request schemas (src/schemas/training.ts): their mutants are all static, so they have their own run
+    // Request schemas (src/protocol/training.ts): their mutants are all static, so they have their own run
     // without a per-test filter: stryker.schemas.config.mjs (npm run test:mutation runs both).
   ],
   coverageAnalysis: 'perTest',

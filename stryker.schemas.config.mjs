@@ -5,7 +5,7 @@ import base from './stryker.config.mjs';
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   ...base,
-  mutate: ['src/schemas/training.ts'],
+  mutate: ['src/protocol/training.ts'],
   vitest: { configFile: 'vitest.mutation-schemas.config.ts' },
   coverageAnalysis: 'off',
   jsonReporter: { fileName: 'reports/mutation/schemas.json' },

@@ -8,11 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { importModel } from '../src/models/model-store.js';
-import { makeTinyModel, type TinySize } from '../src/models/tiny-model.js';
-import { loadModel, type LoadedModel } from '../worker/runtime/load-model.js';
-import { argmax } from '../worker/runtime/generate.js';
-import type { AttentionKind } from '../worker/runtime/llama-graph.js';
-import { Q4_BLOCK } from '../worker/runtime/q4.js';
+import { makeTinyModel, type TinySize } from '../src/synthetic-models/tiny-model.js';
+import { loadModel, type LoadedModel } from '../src/runtime/load-model.js';
+import { argmax } from '../src/runtime/generate.js';
+import type { AttentionKind } from '../src/runtime/llama-graph.js';
+import { Q4_BLOCK } from '../src/runtime/q4.js';
 import { machineLabel, speedProbe } from './machine.js';
 
 const STORIES = fileURLToPath(new URL('../../shared/models/stories260K/stories260K.gguf', import.meta.url));
@@ -105,7 +105,7 @@ async function benchOne(spec: string, attention?: AttentionKind, weightType: 'f3
       peak_rss_mb: Math.round(process.resourceUsage().maxRSS / 1024),
       speed_probe_ms: { before: probeBefore, after: speedProbe() },
     });
-    const { listFolderTensors } = await import('../worker/runtime/safetensors.js');
+    const { listFolderTensors } = await import('../src/runtime/safetensors.js');
     result.params = listFolderTensors(dir).reduce((a, e) => a + e.shape.reduce((x, y) => x * y, 1), 0);
     await m.runner.release();
     return result;

@@ -11,15 +11,15 @@
 // 3 × the decode step, which is how the default chunk budget was chosen. `separateOverPacked` is the same
 // work as two runs (the decoding rows, then the chunk alone): what packing the rows into one run saves.
 // Reports, per concurrency: output tokens/s over all requests, mean time to first token, and the
-// single-sequence loop of worker/runtime/generate.ts as the no-engine baseline. Two arrival patterns: a burst
+// single-sequence loop of src/runtime/generate.ts as the no-engine baseline. Two arrival patterns: a burst
 // (all requests at once) and a closed loop (each of `c` clients sends its next request when the last ends,
 // 4·c requests, each with its own prompt), which is what bench:serve does over HTTP.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { makeTinyModel, type TinySize } from '../src/models/tiny-model.js';
-import { generateIds } from '../worker/runtime/generate.js';
-import { loadModel } from '../worker/runtime/load-model.js';
+import { makeTinyModel, type TinySize } from '../src/synthetic-models/tiny-model.js';
+import { generateIds } from '../src/runtime/generate.js';
+import { loadModel } from '../src/runtime/load-model.js';
 import { Engine } from '../worker/inference/engine.js';
 import { servableFromRuntime } from '../worker/inference/model-runner.js';
 import { defaultSamplingParams } from '../worker/inference/sampling-params.js';

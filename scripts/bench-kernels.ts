@@ -11,7 +11,7 @@
 // Forms: 4-bit/32 is how Q4_0, Q4_1 and Q4_K are served as stored (exact); 8-bit/32 is Q5_0, Q5_1, Q5_K and
 // Q8_0; 8-bit/16 is Q6_K; 4-bit/128 is HEARTH_WEIGHTS=q4 (re-quantized, a second rounding).
 import * as ort from 'onnxruntime-node';
-import { DataType, GraphBuilder } from '../worker/runtime/onnx-proto.js';
+import { DataType, GraphBuilder } from '../src/runtime/onnx-proto.js';
 import { logSumExp, sampleToken } from '../worker/inference/sampler.js';
 import { defaultSamplingParams, type SamplingParams } from '../worker/inference/sampling-params.js';
 import { createRng } from '../worker/inference/rng.js';

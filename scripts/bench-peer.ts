@@ -43,7 +43,7 @@ function rssParts(): Record<string, number> | null {
 /** Hearth's side: (cold) import + load with no cached graph, or (warm) load of the cached graph; then speeds. */
 async function hearthChild(file: string, home: string, mode: 'cold' | 'warm'): Promise<Record<string, unknown>> {
   const { importModel, modelDir } = await import('../src/models/model-store.js');
-  const { loadModel } = await import('../worker/runtime/load-model.js');
+  const { loadModel } = await import('../src/runtime/load-model.js');
   const id = 'bench/peer';
   const out: Record<string, unknown> = {};
   if (mode === 'cold') {
@@ -86,7 +86,7 @@ async function hearthProfileChild(home: string): Promise<Record<string, unknown>
   const { tmpdir } = await import('node:os');
   const profDir = mkdtempSync(join(tmpdir(), 'hearth-prof-'));
   process.env.HEARTH_ORT_PROFILE = join(profDir, 'p');
-  const { loadModel } = await import('../worker/runtime/load-model.js');
+  const { loadModel } = await import('../src/runtime/load-model.js');
   const m = await loadModel('bench/peer', { home, maxContext: 1024, intraOpThreads: threads });
   const warm = m.runner.newSequence();
   await m.runner.forward([{ tokens: prompt(16, 9), kv: warm }]);
@@ -137,8 +137,8 @@ async function main(): Promise<void> {
     process.stdout.write(JSON.stringify(result) + '\n');
     return;
   }
-  const { writeGgufModel } = await import('../src/models/tiny-gguf.js');
-  const { shapeConfig } = await import('../src/models/tiny-model.js');
+  const { writeGgufModel } = await import('../src/synthetic-models/tiny-gguf.js');
+  const { shapeConfig } = await import('../src/synthetic-models/tiny-model.js');
   const specs = (flag('specs') ?? '1b:Q4_0,1b:Q4_K,1b:Q8_0,8b:Q4_K:4').split(',');
   mkdirSync(dir, { recursive: true });
   const results: Record<string, unknown>[] = [];

@@ -32,9 +32,9 @@
 // `group` compares a rollout group (8 requests with one prompt, arriving together) with 8 unrelated prompts:
 // TTFT over HTTP, and on the bare engine TTFT and the prompt tokens actually computed.
 //
-// Models: the generated ~20M (`s20`, or any size of src/models/tiny-model.ts), stories260K (`stories`, from
+// Models: the generated ~20M (`s20`, or any size of src/synthetic-models/tiny-model.ts), stories260K (`stories`, from
 // ../shared/models) and `1b-q4`: issue 17's 1.1B Llama shape as a Q4_0 GGUF written by the project's generator
-// (src/models/tiny-gguf.ts; made once into --gguf-dir, as bench:peer does, ~0.6 GB) and imported through the
+// (src/synthetic-models/tiny-gguf.ts; made once into --gguf-dir, as bench:peer does, ~0.6 GB) and imported through the
 // real import path, so the worker serves it as stored (MatMulNBits over the file's blocks). Its decode runs at
 // ~30–60 tok/s here, so its section measures less: 32 output tokens, concurrency 1 and 8, fewer requests and
 // rounds (REAL_SIZE below); 18–30 minutes after the file exists, most of them the overhead bar's warm-up
@@ -48,15 +48,15 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { makeTinyModel, shapeConfig } from '../src/models/tiny-model.js';
-import { writeGgufModel } from '../src/models/tiny-gguf.js';
+import { makeTinyModel, shapeConfig } from '../src/synthetic-models/tiny-model.js';
+import { writeGgufModel } from '../src/synthetic-models/tiny-gguf.js';
 import { adoptGeneratedFolder, importModel, modelsRoot } from '../src/models/model-store.js';
 import { startServe } from '../test/helpers/process.js';
-import { loadModel, loadTokenizer } from '../worker/runtime/load-model.js';
+import { loadModel, loadTokenizer } from '../src/runtime/load-model.js';
 import { createEngineFromRuntime, type HearthEngine } from '../worker/inference/serve-loop.js';
 import { machineLabel, speedProbe } from './machine.js';
 import { closedLoopCalls, firstByte, measureServeFloor, measureServeFloorItl, serverTimingDur, startFloor } from './serve-floor.js';
-import { argmax } from '../worker/runtime/generate.js';
+import { argmax } from '../src/runtime/generate.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const STORIES = path.resolve(REPO, '../shared/models/stories260K/stories260K.gguf');

@@ -149,7 +149,7 @@ async function buildApp(stage: string): Promise<void> {
   const dist = join(stage, 'app', 'dist');
   const external = ['onnxruntime-node', 'tokenizers', 'node-llama-cpp'];
   await esbuild.build({
-    entryPoints: { 'gpu-check': join(repo, 'scripts/gpu-check.ts'), 'synthetic-worker': join(repo, 'src/models/synthetic-worker.ts') },
+    entryPoints: { 'gpu-check': join(repo, 'scripts/gpu-check.ts'), 'synthetic-worker': join(repo, 'src/synthetic-models/synthetic-worker.ts') },
     outdir: dist, outExtension: { '.js': '.mjs' }, bundle: true, platform: 'node', format: 'esm', target: 'node20', minify: true, external, logLevel: 'warning',
     // tfjs-backend-cpu registers its kernels on import, but its package.json calls its node build side-effect free.
     ignoreAnnotations: true,

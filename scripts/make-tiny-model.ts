@@ -5,11 +5,11 @@
 // Sizes: tiny ≈ 1M, s20 ≈ 20M, m120 ≈ 120M parameters; 1b, 8b and qwen0.5b have the dimensions of
 // TinyLlama-1.1B, Llama 3.1 8B and Qwen2.5-0.5B. GGUF types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K
 // Q6_K (every matrix in that type) and Q4_K_M (llama.cpp's mixture). The logic lives in src/models/.
-import { makeTinyModel, MODEL_SHAPES, shapeConfig, TINY_SIZES, type ModelShape, type TinySize } from '../src/models/tiny-model.js';
-import { GGUF_FILE_TYPES, writeGgufModel, type GgufFileType } from '../src/models/tiny-gguf.js';
-import type { Architecture } from '../worker/runtime/model-config.js';
+import { makeTinyModel, MODEL_SHAPES, shapeConfig, TINY_SIZES, type ModelShape, type TinySize } from '../src/synthetic-models/tiny-model.js';
+import { GGUF_FILE_TYPES, writeGgufModel, type GgufFileType } from '../src/synthetic-models/tiny-gguf.js';
+import type { Architecture } from '../src/runtime/model-config.js';
 
-export { makeTinyModel, tinyConfig, randomWeights, TINY_SIZES } from '../src/models/tiny-model.js';
+export { makeTinyModel, tinyConfig, randomWeights, TINY_SIZES } from '../src/synthetic-models/tiny-model.js';
 export { ensureDemoModel } from '../src/models/demo-model.js';
 
 const USAGE = 'usage: tsx scripts/make-tiny-model.ts <out-dir> [--size tiny|s20|m120] [--seed N] [--std X] [--arch llama|mistral|qwen2|qwen3]\n' +

@@ -70,7 +70,7 @@ function streamSteps(send: (msg: [number[], number[]]) => void): (job: Job) => v
  * (a busy loop that touches nothing, or reads through 0.6 GB, shows neither).
  */
 async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: number | EngineReply) => void) => void> {
-  const { loadModel } = await import('../worker/runtime/load-model.js');
+  const { loadModel } = await import('../src/runtime/load-model.js');
   const { createEngineFromRuntime } = await import('../worker/inference/serve-loop.js');
   const hearth = createEngineFromRuntime(await loadModel(modelDir, { lora: true }), { kvCacheBytes: 2 ** 28 });
   return (job, reply) => {
@@ -129,7 +129,7 @@ async function serve(thread: boolean, modelDir: string | null, framework: boolea
   if (framework) {
     // The same, on the stack Hearth's API is built on: Fastify, a bearer-key hook, the completion body's zod schema.
     const { default: Fastify } = await import('fastify');
-    const { CompletionRequest } = await import('../src/schemas/openai.js');
+    const { CompletionRequest } = await import('../src/protocol/openai.js');
     const app = Fastify();
     app.addHook('onRequest', async (request, reply) => {
       if (!request.headers.authorization?.startsWith('Bearer ')) return reply.code(401).send({ error: 'no key' });

@@ -1,7 +1,7 @@
 // The handlers a worker runs unless told otherwise: the real inference and training engines.
 // Engines load lazily so a worker of one kind never pays for the other's dependencies.
 import type { Handlers } from './handlers.js';
-import type { WorkerKind } from '../src/queue/port.js';
+import type { WorkerKind } from '../src/protocol/messages.js';
 import { ModelLoads } from './model-loads.js';
 
 export async function createDefaultHandlers(kind: WorkerKind, device: string, log: (m: string) => void, loads = new ModelLoads()): Promise<Handlers> {

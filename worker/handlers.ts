@@ -1,6 +1,6 @@
 // What a worker does with a task. The host (worker/host.ts) owns transport, heartbeats and cancellation;
 // handlers own the work. Real handlers come from the inference and training engines.
-import type { InferenceTask, TrainingTask } from '../src/queue/messages.js';
+import type { InferenceTask, TrainingTask } from '../src/protocol/messages.js';
 
 export interface TrainingContext {
   /** Report an event (training_started, gradient_step, …) in order. */

@@ -2,8 +2,8 @@
 // The transport (IPC for the embedded queue, Redis for BullMQ) decides how messages travel; the host does not care.
 import os from 'node:os';
 import crypto from 'node:crypto';
-import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
-import type { WorkerKind } from '../src/queue/port.js';
+import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/protocol/messages.js';
+import type { WorkerKind } from '../src/protocol/messages.js';
 import { CancelledError, TaskError, type Handlers } from './handlers.js';
 import type { ModelLoads } from './model-loads.js';
 

@@ -1,8 +1,8 @@
 // Redis mode: pull tasks from BullMQ, report through the installation's reports stream, hear cancellations
 // on its control channel. Many `hearth worker` processes on many hosts share the queues.
 import { Redis } from 'ioredis';
-import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
-import { controlChannel, REPORTS_MAXLEN, reportsStream, workerConnectionName } from '../src/queue/redis-keys.js';
+import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/protocol/messages.js';
+import { controlChannel, REPORTS_MAXLEN, reportsStream, workerConnectionName } from '../src/protocol/redis-keys.js';
 import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
 import { ModelLoads } from './model-loads.js';

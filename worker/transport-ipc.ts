@@ -1,6 +1,6 @@
 // Embedded mode: the API process forked this worker and talks to it over Node's IPC channel.
 // Order is preserved end to end, so training events arrive in the order they were emitted.
-import type { ApiToWorker, WorkerMessage } from '../src/queue/messages.js';
+import type { ApiToWorker, WorkerMessage } from '../src/protocol/messages.js';
 import type { WorkerHost } from './host.js';
 
 /**

@@ -4,7 +4,7 @@
 // in count.
 import fs from 'node:fs';
 import path from 'node:path';
-import { buildManifest } from '../../src/artifacts/manifest.js';
+import { buildManifest } from '../../src/protocol/artifact-manifest.js';
 import type { StreamOutcome } from '../../test/hardening/faults-helpers.js';
 import { setLink, shapeInto, type Topology } from './topology.js';
 

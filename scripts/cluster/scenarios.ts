@@ -12,7 +12,7 @@ import { ensureDemoModel } from '../../src/models/demo-model.js';
 import { streamChat, type StreamOutcome } from '../../test/hardening/faults-helpers.js';
 import { ArtifactClient } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
-import { buildManifest } from '../../src/artifacts/manifest.js';
+import { buildManifest } from '../../src/protocol/artifact-manifest.js';
 import { setLink, shapeLink, type Topology } from './topology.js';
 import { apiRestartWithJobs, checkpointOverCutLink, type ClusterHarness, type JobRow } from './job-scenarios.js';
 

@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same zod schemas that validate requests.
 import { z } from 'zod';
 import type { RouteDef } from './route.js';
-import { HTTPValidationError, ErrorDetail, ErrorReason, OpenAIError, OpenAIValidationError } from '../schemas/common.js';
+import { HTTPValidationError, ErrorDetail, ErrorReason, OpenAIError, OpenAIValidationError } from '../protocol/common.js';
 
 export const INTERFACE_VERSION = '0.1.0';
 

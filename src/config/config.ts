@@ -1,6 +1,6 @@
 // Everything configurable, read once from the environment (documented in docs/configuration.md).
 import path from 'node:path';
-import { normalizeDeviceRequest } from '../hardware/device-name.js';
+import { normalizeDeviceRequest } from '../domain/device-name.js';
 
 export interface Config {
   host: string;
@@ -26,7 +26,7 @@ export interface Config {
    */
   loadTimeoutSec: number;
   logLevel: string;
-  /** Embedded mode: workers `hearth serve` starts, as kind:device pairs ("inference:cpu,training:cpu"; devices as in src/hardware/device-name.ts, "auto" included). */
+  /** Embedded mode: workers `hearth serve` starts, as kind:device pairs ("inference:cpu,training:cpu"; devices as in src/domain/device-name.ts, "auto" included). */
   workers: { kind: 'inference' | 'training'; device: string }[];
   /** Redis key prefix of this installation's queues and streams. */
   queuePrefix: string;

@@ -3,7 +3,7 @@
 // the events that carry it, under `train/<name>`. Stored with the checkpoint, so the model's history (and
 // scale_learning_rate_by_reward_std_dev) can read it per step. The parameters name only the fields read, so
 // the store's records (TrainingEventRecord, HistoryRow) fit without this floor importing the store.
-import type { RewardStdDevPoint } from '../../worker/training/reward-std-lr.js';
+import type { RewardStdDevPoint } from './reward-std-lr.js';
 
 /** A training event as stored: its type and data. */
 interface StepEvent {

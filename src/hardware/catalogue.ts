@@ -3,7 +3,7 @@
 // host is kept, and the devices the inference workers are bound to say which of them can serve.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { DeviceReport, type HardwareResponse } from '../schemas/hardware.js';
+import { DeviceReport, type HardwareResponse } from '../protocol/hardware.js';
 import { CalibrationCache } from './calibration-cache.js';
 import { DEFAULT_COSTS, type HardwareCosts, loadCosts } from './costs.js';
 import type { DeviceSlot } from './device-config.js';
@@ -53,7 +53,7 @@ const ManifestForPricing = z.object({
 });
 
 /**
- * Workers hold weights as f32 (worker/runtime/model-config.ts Tensor32), whatever the file's
+ * Workers hold weights as f32 (src/runtime/model-config.ts Tensor32), whatever the file's
  * dtype, so memory need is 4 bytes per parameter.
  */
 export const RUNTIME_BYTES_PER_PARAM = 4;

@@ -3,7 +3,7 @@
 // A missing or failing tool means "no GPUs of that vendor" plus a probe entry saying why.
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
-import type { CpuDevice, DetectionProbe, DeviceReport, GpuDevice } from '../schemas/hardware.js';
+import type { CpuDevice, DetectionProbe, DeviceReport, GpuDevice } from '../protocol/hardware.js';
 import { parseCpuInfo } from './cpuinfo.js';
 import { NVIDIA_QUERY_FIELDS, NVIDIA_QUERY_FIELDS_LEGACY, parseNvidiaSmiCsv } from './nvidia-smi.js';
 import { ROCM_SMI_ARGS, parseRocmSmiJson } from './rocm-smi.js';

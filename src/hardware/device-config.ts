@@ -4,7 +4,7 @@
 //
 // The configuration key doubles as the device fingerprint for calibration: anything that changes
 // measured speed (name, memory, driver, compute capability; for CPUs model, cores, SIMD) is in it.
-import type { CpuDevice, DeviceReport, GpuDevice, HardwareVendor } from '../schemas/hardware.js';
+import type { CpuDevice, DeviceReport, GpuDevice, HardwareVendor } from '../protocol/hardware.js';
 
 export interface DeviceConfig {
   key: string;
@@ -39,7 +39,7 @@ export function workerDeviceName(gpu: GpuDevice): string {
 /**
  * The detected GPU a worker's device name computes on: cuda:N is NVIDIA GPU N, rocm:N AMD GPU N, and
  * webgpu:N the N-th GPU of the report (the WebGPU provider takes the first adapter Dawn lists, which on a
- * one-GPU host is that GPU; several GPUs are split one per container, see worker/runtime/device-choice.ts).
+ * one-GPU host is that GPU; several GPUs are split one per container, see src/runtime/device-choice.ts).
  * undefined for cpu or a GPU the report does not list.
  */
 export function gpuOfDevice(report: DeviceReport, device: string): GpuDevice | undefined {

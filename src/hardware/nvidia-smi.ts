@@ -1,6 +1,6 @@
 // Parses `nvidia-smi --query-gpu=<NVIDIA_QUERY_FIELDS> --format=csv,noheader,nounits`.
 // One line per GPU, e.g. `0, NVIDIA A100-SXM4-80GB, 81920, 4, 535.104.05, 8.0, GPU-1a2b…`.
-import type { GpuDevice } from '../schemas/hardware.js';
+import type { GpuDevice } from '../protocol/hardware.js';
 
 export const NVIDIA_QUERY_FIELDS = [
   'index',

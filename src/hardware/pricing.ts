@@ -5,11 +5,11 @@
 // Input tokens are priced from measured prefill throughput, output tokens from decode throughput.
 // Prices are rounded UP to the next 0.01 cent, so a very fast device never shows a price of 0.
 import { createHash } from 'node:crypto';
-import type { DeviceReport, HardwareOption, HardwareVendor } from '../schemas/hardware.js';
+import type { DeviceReport, HardwareOption, HardwareVendor } from '../protocol/hardware.js';
 import type { Throughput } from './calibration-cache.js';
 import { DEFAULT_COSTS, type HardwareCosts, hourlyCostCents } from './costs.js';
 import { type DeviceConfig, type DeviceSlot, deviceConfigs } from './device-config.js';
-import { estimateMemoryNeedMiB } from './memory-fit.js';
+import { estimateMemoryNeedMiB } from '../domain/memory-fit.js';
 
 const VENDORS: readonly HardwareVendor[] = ['nvidia', 'amd', 'cpu'];
 

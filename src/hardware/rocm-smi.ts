@@ -1,7 +1,7 @@
 // Parses `rocm-smi <ROCM_SMI_ARGS>` JSON: one object per card ("card0", "card1", …) with string
 // values, plus a "system" object holding the driver version. Key spelling has changed between
 // ROCm releases ("Card series" / "Card Series"), so keys are matched case-insensitively.
-import type { GpuDevice } from '../schemas/hardware.js';
+import type { GpuDevice } from '../protocol/hardware.js';
 
 export const ROCM_SMI_ARGS = [
   '--showproductname',

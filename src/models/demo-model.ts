@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { adoptGeneratedFolder, getModel, listModels, modelsRoot, type ModelManifest } from './model-store.js';
-import { makeTinyModel, type TinySize } from './tiny-model.js';
+import { makeTinyModel, type TinySize } from '../synthetic-models/tiny-model.js';
 import { mkdirSync } from 'node:fs';
 
 export interface DemoRecipe {

@@ -7,15 +7,15 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { ModelConfig } from '../../worker/runtime/model-config.js';
+import type { ModelConfig } from '../runtime/model-config.js';
 import { totalmem } from 'node:os';
-import { openGguf } from '../../worker/runtime/gguf-model.js';
-import { ggmlTypeName } from '../../worker/runtime/gguf-dequant.js';
-import { GGUF_WEIGHTS_FILE, parseHfConfig, toHfConfig } from '../../worker/runtime/hf-model.js';
-import { verifyWeights } from '../../worker/runtime/llama-graph.js';
-import { listFolderTensors } from '../../worker/runtime/safetensors.js';
-import { Tokenizer } from '../../worker/runtime/tokenizer.js';
-import { chatTemplateFromConfig } from '../../worker/runtime/chat-template.js';
+import { openGguf } from '../runtime/gguf-model.js';
+import { ggmlTypeName } from '../runtime/gguf-dequant.js';
+import { GGUF_WEIGHTS_FILE, parseHfConfig, toHfConfig } from '../runtime/hf-model.js';
+import { verifyWeights } from '../runtime/llama-graph.js';
+import { listFolderTensors } from '../runtime/safetensors.js';
+import { Tokenizer } from '../runtime/tokenizer.js';
+import { chatTemplateFromConfig } from '../runtime/chat-template.js';
 
 export interface ModelManifest {
   id: string;

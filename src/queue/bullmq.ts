@@ -4,9 +4,9 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { QueueAdapter, QueueHealth } from './port.js';
-import { WorkerMessage, type InferenceTask, type TrainingTask } from './messages.js';
+import { WorkerMessage, type InferenceTask, type TrainingTask } from '../protocol/messages.js';
 import { withDeadline } from '../domain/deadline.js';
-import { controlChannel, REPORTS_CONSUMER, REPORTS_GROUP, reportsStream, workerConnectionName } from './redis-keys.js';
+import { controlChannel, REPORTS_CONSUMER, REPORTS_GROUP, reportsStream, workerConnectionName } from '../protocol/redis-keys.js';
 
 export interface BullmqOptions {
   redisUrl: string;

@@ -4,9 +4,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { QueueAdapter, QueueHealth, WorkerKind } from './port.js';
-import type { ApiToWorker, InferenceTask, TrainingTask, WorkerMessage } from './messages.js';
-import { WorkerMessage as WorkerMessageSchema } from './messages.js';
+import type { QueueAdapter, QueueHealth } from './port.js';
+import type { WorkerKind } from '../protocol/messages.js';
+import type { ApiToWorker, InferenceTask, TrainingTask, WorkerMessage } from '../protocol/messages.js';
+import { WorkerMessage as WorkerMessageSchema } from '../protocol/messages.js';
 
 const HEARTH_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/hearth.js');
 

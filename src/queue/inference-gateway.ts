@@ -2,7 +2,7 @@
 // the HTTP request that waits for them, and fail them cleanly when their worker goes away.
 import crypto from 'node:crypto';
 import type { QueueAdapter } from './port.js';
-import type { InferenceTask } from './messages.js';
+import type { InferenceTask } from '../protocol/messages.js';
 import { DomainError, kindOfStatus, overCapacity, unavailable } from '../errors/domain-errors.js';
 
 /** A request for the gateway. Its callbacks are called as methods (`call.onDelta(…)`), so a class can implement them. */

@@ -1,8 +1,8 @@
 // The queue port: how the API hands work to workers and hears back from them.
 // Two adapters implement it: embedded (child processes fed over IPC, jobs kept in SQLite) and
 // BullMQ (Redis queues shared by workers on many hosts). The worker code is the same for both.
-
-export type WorkerKind = 'inference' | 'training';
+import type { InferenceTask, TrainingTask, WorkerKind, WorkerMessage } from '../protocol/messages.js';
+import type { TrainingEventType, TrainingJobRecord } from '../store/records.js';
 
 export interface WorkerInfo {
   id: string;
@@ -53,9 +53,6 @@ export interface TrainingJobReports {
   recordCheckpoint(jobId: string, step: number, dir: string): boolean;
   fail(jobId: string, message: string): boolean;
 }
-
-import type { InferenceTask, TrainingTask, WorkerMessage } from './messages.js';
-import type { TrainingEventType, TrainingJobRecord } from '../store/records.js';
 
 /** What the API needs from a transport to workers. Implemented by EmbeddedQueue and BullmqQueue. */
 export interface QueueAdapter {

@@ -2,14 +2,15 @@
 // keeps the worker registry, schedules training, routes inference, and fails work whose worker vanished.
 import type { Store } from '../store/sqlite/store.js';
 import type { TrainingJobRecord } from '../store/records.js';
-import type { QueueAdapter, QueueHealth, TrainingDispatcher, TrainingJobReports, WorkerDirectory, WorkerInfo, WorkerKind } from './port.js';
-import type { WorkerMessage } from './messages.js';
+import type { QueueAdapter, QueueHealth, TrainingDispatcher, TrainingJobReports, WorkerDirectory, WorkerInfo } from './port.js';
+import type { WorkerKind } from '../protocol/messages.js';
+import type { WorkerMessage } from '../protocol/messages.js';
 import { loadingModels, WorkerRegistry } from './worker-directory.js';
 import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { overCapacity } from '../errors/domain-errors.js';
-import { ensureHomeId } from '../artifacts/manifest.js';
+import { ensureHomeId } from '../protocol/artifact-manifest.js';
 import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../metrics/metrics.js';
 
 export interface QueueServiceOptions {
@@ -33,7 +34,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   private timer: NodeJS.Timeout | null = null;
   private resubmitting = false;
   private checkingLoads = false;
-  /** This API host's home id (src/artifacts/manifest.ts): tells worker hosts whether they share its storage. */
+  /** This API host's home id (src/protocol/artifact-manifest.ts): tells worker hosts whether they share its storage. */
   private readonly homeId: string;
   private readonly log: (msg: string) => void;
 

@@ -7,9 +7,9 @@ import path from 'node:path';
 import type { Store } from '../store/sqlite/store.js';
 import type { TrainingJobRecord } from '../store/records.js';
 import type { QueueAdapter } from './port.js';
-import type { TrainingTask } from './messages.js';
+import type { TrainingTask } from '../protocol/messages.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
-import { clearUploadStaging } from '../artifacts/manifest.js';
+import { clearUploadStaging } from '../protocol/artifact-manifest.js';
 
 export class TrainingScheduler {
   /** Jobs handed to the adapter and not finished yet: job id → model id. */

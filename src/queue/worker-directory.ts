@@ -1,5 +1,6 @@
 // Who is alive: the last heartbeat of every worker, whichever adapter carried it.
-import type { WorkerInfo, WorkerKind } from './port.js';
+import type { WorkerInfo } from './port.js';
+import type { WorkerKind } from '../protocol/messages.js';
 
 export class WorkerRegistry {
   private readonly workers = new Map<string, WorkerInfo>();

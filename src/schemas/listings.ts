@@ -1,8 +1,8 @@
 // Shapes of Hearth's read-only listings (models, jobs, tables, system); extensions to the hosted
 // contracts, documented in docs/api.md. Each is scoped to the API key's entity.
 import { z } from 'zod';
-import { PageQuery } from './common.js';
-import { TrainingJobStatus } from './training.js';
+import { PageQuery } from '../protocol/common.js';
+import { TrainingJobStatus } from '../protocol/training.js';
 
 export const ModelListQuery = z.object({ project: z.string().min(1).max(128).optional() });
 

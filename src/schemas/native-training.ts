@@ -82,7 +82,7 @@ export const ForwardBackwardBody = z
     ...command,
     batch: z.discriminatedUnion('kind', [
       z.object({ kind: z.literal('sft'), trajectories: z.array(Trajectory).min(1), assistant_turns: z.enum(['all', 'last']).default('all') }),
-      // ART's RlTrajectoryBatch: TrajectoryGroupBundle bytes as base64 text (decoded by src/domain/trajectory-bundle.ts).
+      // ART's RlTrajectoryBatch: TrajectoryGroupBundle bytes as base64 text (decoded by src/protocol/trajectory-bundle.ts).
       z.object({
         kind: z.literal('rl'),
         groups: z.array(z.strictObject({ header: z.string(), records: z.array(z.string()) })).min(1),

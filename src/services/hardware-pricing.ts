@@ -8,7 +8,7 @@ import type { BaseModelInfo } from '../models/base-models.js';
 import type { QueueService } from '../queue/queue-service.js';
 import { HardwareCatalogue, latestReports, modelFingerprint, RUNTIME_BYTES_PER_PARAM, servingSlots } from '../hardware/catalogue.js';
 import { uncalibratedConfigs } from '../hardware/pricing.js';
-import type { HardwareResponse } from '../schemas/hardware.js';
+import type { HardwareResponse } from '../protocol/hardware.js';
 import { unavailable } from '../errors/domain-errors.js';
 
 export interface CalibrationReport {

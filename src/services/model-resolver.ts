@@ -5,7 +5,7 @@ import type { BaseModelCatalog } from '../models/base-models.js';
 import { parseModelName } from './model-names.js';
 import { notFound } from '../errors/domain-errors.js';
 import { isHiddenModel } from './hidden-models.js';
-import type { InferenceTask } from '../queue/messages.js';
+import type { InferenceTask } from '../protocol/messages.js';
 
 /** OpenAI's code for an unknown model, which its SDKs and clients test for. */
 const MODEL_NOT_FOUND = { code: 'model_not_found', param: 'model' };

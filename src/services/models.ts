@@ -9,7 +9,7 @@ import { toPage } from './pagination.js';
 import { aggregateTrajectoryMetrics } from './trajectory-metrics.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { isHiddenModel, LEARNER_PROJECT } from './hidden-models.js';
-import type { ModelCreateBody, TrajectoryGroupT } from '../schemas/training.js';
+import type { ModelCreateBody, TrajectoryGroupT } from '../protocol/training.js';
 
 export const modelResponse = (m: ModelRecord) => ({
   id: m.id, entity: m.entity, project: m.project, name: m.name, base_model: m.baseModel, run_id: m.runId ?? m.name,

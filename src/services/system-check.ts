@@ -2,7 +2,8 @@
 // The hosted service names its checks cpu_queue and gpu_queue; Hearth maps them to its two queues:
 // cpu_queue = inference (chat completions), gpu_queue = training (docs/api.md explains).
 import type { Store } from '../store/sqlite/store.js';
-import type { WorkerDirectory, WorkerKind } from '../queue/port.js';
+import type { WorkerDirectory } from '../queue/port.js';
+import type { WorkerKind } from '../protocol/messages.js';
 
 export interface QueueCheckResult {
   success: boolean;

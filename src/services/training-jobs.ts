@@ -10,7 +10,7 @@ import { toPage } from './pagination.js';
 import { trainStepMetrics } from '../domain/training-step-metrics.js';
 import { hearthMetrics } from '../metrics/metrics.js';
 import type { ModelsService } from './models.js';
-import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../schemas/training.js';
+import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../protocol/training.js';
 import type { TrainingDispatcher, TrainingJobReports } from '../queue/port.js';
 
 /** Checks that belong to the training engine (config keys it implements, data URLs it can read). */
@@ -152,7 +152,7 @@ export class TrainingJobsService implements TrainingJobReports {
   /**
    * Store one event from a worker, keeping the order ART relies on: nothing after a terminal event,
    * and a terminal event also finishes the job (one transaction). `seq`, the worker's number of this report
-   * (src/queue/messages.ts), below the number of events stored for the job: a report applied before and read again
+   * (src/protocol/messages.ts), below the number of events stored for the job: a report applied before and read again
    * (the API was killed between storing it and acknowledging it to Redis); dropped, so no step is stored twice.
    */
   recordEvent(jobId: string, type: TrainingEventType, data: Record<string, unknown>, seq?: number): boolean {

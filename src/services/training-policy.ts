@@ -4,7 +4,6 @@
 // as they are, Hearth tables snapshotted to a content-addressed file.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Config } from '../config/config.js';
 import { datasetsDir } from '../config/config.js';
 import type { TrainingPolicy } from './training-jobs.js';
@@ -12,14 +11,13 @@ import { parseDataUrl } from './data-urls.js';
 import { Datasets } from './datasets.js';
 import type { TableStore } from '../tables/table-store.js';
 import { writeTableRowsJsonl } from '../tables/read-table-rows.js';
+import { unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../protocol/rl-settings.js';
 
-const ENGINE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../worker/training/worker-handler.ts');
-
-/** The policy of this build's training engine, or null when the build has none (job creation answers 501). */
-export async function trainingPolicy(config: Pick<Config, 'home' | 'dataDirs'>, tables: TableStore | null): Promise<TrainingPolicy | null> {
-  if (!fs.existsSync(ENGINE) && !fs.existsSync(ENGINE.replace(/\.ts$/, '.js'))) return null;
-  const rlConfig = '../../worker/training/rl-config.js'; // loaded only in builds that have the engine
-  const { unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } = (await import(rlConfig)) as Record<string, (c: unknown) => string[]>;
+/**
+ * The policy of the training engine: which experimental_config keys it implements (src/protocol/rl-settings.ts,
+ * the one parse of ART's settings that the worker uses too) and where SFT data is read from.
+ */
+export async function trainingPolicy(config: Pick<Config, 'home' | 'dataDirs'>, tables: TableStore | null): Promise<TrainingPolicy> {
   return {
     unsupportedRlKeys: (cfg) => unsupportedExperimentalKeys(cfg),
     unsupportedSftKeys: (cfg) => unsupportedSftExperimentalKeys(cfg),

@@ -1,7 +1,7 @@
 // Aggregate metrics of logged trajectory groups, as ART's LocalBackend computes them for `/log`:
 // per split, the mean reward, the average within-group reward std, the exception rate
 // (1 per group exception, 0 per trajectory) and the mean of every trajectory metric.
-import type { TrajectoryGroupT } from '../schemas/training.js';
+import type { TrajectoryGroupT } from '../protocol/training.js';
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 

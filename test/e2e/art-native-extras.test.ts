@@ -28,7 +28,7 @@ const twoTurns = {
   tools: null,
 };
 
-// The busy-run checks hold the training worker at its job's load (worker/fault-points.ts) while they ask for a
+// The busy-run checks hold the training worker at its job's load (src/runtime/fault-points.ts) while they ask for a
 // delete, so that the operation is still in flight whatever the machine's speed.
 const faultDir = tempHome('hearth-native-extras-faults-');
 const holdTrainingJobs = () => {

@@ -13,7 +13,7 @@ import type { TestServer } from '../helpers/server.js';
 import { nativeClient, parseAs } from '../helpers/art-native-client.js';
 import { ForwardBackwardResult, ForwardResult, NativeTrainingOperation, NativeTrainingRun, OptimStepResult, SamplerWeightsResult } from '../helpers/art-native-models.js';
 import { bundleOf, bundleOfGroup, groupHeader, trajectoryRecord } from '../helpers/art-trajectory-bundles.js';
-import { decodeOptimizerState, OPTIMIZER_STATE_FILE } from '../../worker/training/optimizer-state.js';
+import { decodeOptimizerState, OPTIMIZER_STATE_FILE } from '../../src/runtime/optimizer-state.js';
 
 const hex = () => crypto.randomBytes(16).toString('hex');
 

@@ -8,8 +8,8 @@ import type { TestServer } from '../helpers/server.js';
 import { corpusText, runTour, type TourResult } from '../../src/cli/commands/tour.js';
 import { heldOutWindows, splitCorpus } from '../../src/cli/tour-data.js';
 import { modelDir } from '../../src/models/model-store.js';
-import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
-import type { LoraAdapter } from '../../worker/runtime/lora.js';
+import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
+import type { LoraAdapter } from '../../src/runtime/lora.js';
 
 /**
  * Mean next-token loss (nats) over the answers of held-out windows laid out as the tour's SFT rows are (the

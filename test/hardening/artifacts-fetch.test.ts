@@ -15,7 +15,7 @@ import { streamChat } from './faults-helpers.js';
 import { ArtifactClient, ArtifactRefusedError, ArtifactVerifyError } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
 import { HostPins } from '../../worker/artifacts/host-pins.js';
-import { ArtifactPathError, buildManifest } from '../../src/artifacts/manifest.js';
+import { ArtifactPathError, buildManifest } from '../../src/protocol/artifact-manifest.js';
 
 const BASE = 'hearth/tiny-random-llama';
 const TOKEN = crypto.randomBytes(24).toString('hex');

@@ -8,9 +8,9 @@ import crypto from 'node:crypto';
 import { Redis } from 'ioredis';
 import { installManifestOnly, startServer, tempHome, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
-import { REPORTS_CONSUMER, REPORTS_GROUP, reportsStream } from '../../src/queue/redis-keys.js';
+import { REPORTS_CONSUMER, REPORTS_GROUP, reportsStream } from '../../src/protocol/redis-keys.js';
 import { BullmqQueue } from '../../src/queue/bullmq.js';
-import type { WorkerMessage } from '../../src/queue/messages.js';
+import type { WorkerMessage } from '../../src/protocol/messages.js';
 
 const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const prefix = `restart-reports-${crypto.randomBytes(4).toString('hex')}`;

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import { freePort, HEARTH_BIN, REPO, startServe } from '../helpers/process.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import type { TrainingPolicy } from '../../src/services/training-jobs.js';
-import { reportsStream } from '../../src/queue/redis-keys.js';
+import { reportsStream } from '../../src/protocol/redis-keys.js';
 
 const HANDLERS = path.join(REPO, 'test/fixtures/queue-handlers.ts');
 const BASE = 'test-publisher/tiny-base';

@@ -113,7 +113,7 @@ describe('kill -9 of the training worker during a real SFT job', () => {
     expect(JSON.parse(fs.readFileSync(path.join(step1, 'adapter_config.json'), 'utf8')).peft_type).toBe('LORA');
   }, 150_000);
 
-  // Fault points (worker/fault-points.ts) stop the worker at each side of the checkpoint's rename, so the kill
+  // Fault points (src/runtime/fault-points.ts) stop the worker at each side of the checkpoint's rename, so the kill
   // lands there every time and each outcome is asserted, instead of whichever one a race produced.
   const arm = (point: string) => fs.writeFileSync(path.join(faultDir, point), '');
   const reached = (point: string) => fs.existsSync(path.join(faultDir, `${point}.reached`));

@@ -19,7 +19,7 @@ export interface DemoServerOptions {
   log?: (m: string) => void;
   /** How long the workers may take to come up. Default 60 s. */
   workersTimeoutMs?: number;
-  /** More environment for the worker processes (e.g. HEARTH_FAULT_DIR for worker/fault-points.ts). */
+  /** More environment for the worker processes (e.g. HEARTH_FAULT_DIR for src/runtime/fault-points.ts). */
   workerEnv?: Record<string, string>;
 }
 

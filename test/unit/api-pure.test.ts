@@ -4,7 +4,7 @@ import { takeToken, RateLimiter } from '../../src/api/rate-limit.js';
 import { toPage } from '../../src/services/pagination.js';
 import { aggregateTrajectoryMetrics, std } from '../../src/services/trajectory-metrics.js';
 import { zodIssuesToDetail } from '../../src/api/errors.js';
-import { TrajectoryGroup } from '../../src/schemas/training.js';
+import { TrajectoryGroup } from '../../src/protocol/training.js';
 import { loadConfig, parseWorkers } from '../../src/config/config.js';
 
 describe('token bucket', () => {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ArtifactPathError, artifactPath, ensureHomeId, entryPath, parseManifest, relativeArtifactPath, safeSegments } from '../../src/artifacts/manifest.js';
+import { ArtifactPathError, artifactPath, ensureHomeId, entryPath, parseManifest, relativeArtifactPath, safeSegments } from '../../src/protocol/artifact-manifest.js';
 import { parseRange } from '../../src/api/plugins/artifacts.js';
 import { chooseEvictions } from '../../worker/artifacts/eviction.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';

@@ -1,10 +1,10 @@
 // Device names (--device, HEARTH_WORKERS) and the worker's device choice over fake provider probes.
 import { describe, expect, it } from 'vitest';
-import { formatDevice, normalizeDeviceRequest, parseDevice } from '../../src/hardware/device-name.js';
+import { formatDevice, normalizeDeviceRequest, parseDevice } from '../../src/domain/device-name.js';
 import { parseWorkers } from '../../src/config/config.js';
-import { chooseDevice, providerError, type DeviceProbes } from '../../worker/runtime/device-choice.js';
+import { chooseDevice, providerError, type DeviceProbes } from '../../src/runtime/device-choice.js';
 import { cpuKey, deviceConfigs, deviceKeyOf, gpuKey, gpuOfDevice } from '../../src/hardware/device-config.js';
-import type { DeviceReport, GpuDevice } from '../../src/schemas/hardware.js';
+import type { DeviceReport, GpuDevice } from '../../src/protocol/hardware.js';
 
 const h100: GpuDevice = { vendor: 'nvidia', index: 0, name: 'NVIDIA H100 80GB HBM3', memoryMiB: 81559, driver: '550.54.15' };
 const report = (gpus: GpuDevice[]): DeviceReport => ({

@@ -7,12 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTinyModel } from '../../scripts/make-tiny-model.js';
-import { deviceFaultOf, DeviceFaultError } from '../../worker/runtime/device-fault.js';
-import { checkFitsDevice, GGUF_GRAPH_BYTES_PER_FILE_BYTE, modelMemoryNeed, ModelTooLargeError } from '../../worker/runtime/device-memory.js';
-import type { ModelConfig } from '../../worker/runtime/model-config.js';
+import { deviceFaultOf, DeviceFaultError } from '../../src/runtime/device-fault.js';
+import { checkFitsDevice, GGUF_GRAPH_BYTES_PER_FILE_BYTE, modelMemoryNeed, ModelTooLargeError } from '../../src/runtime/device-memory.js';
+import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { createHandlers, EXIT_DEVICE_LOST } from '../../worker/inference/worker-handler.js';
 import { TaskError, type Handlers } from '../../worker/handlers.js';
-import type { InferenceTask } from '../../src/queue/messages.js';
+import type { InferenceTask } from '../../src/protocol/messages.js';
 
 describe('deviceFaultOf', () => {
   it('recognises out-of-memory and lost devices in CUDA and WebGPU errors, naming the device', () => {

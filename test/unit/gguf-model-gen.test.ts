@@ -1,16 +1,16 @@
-// The GGUF model generator (src/models/tiny-gguf.ts): what it writes is what Hearth's GGUF reader reads
+// The GGUF model generator (src/synthetic-models/tiny-gguf.ts): what it writes is what Hearth's GGUF reader reads
 // back (names, q/k layout, config, quantized values), its tokenizer metadata tokenizes in llama.cpp as in
 // Hearth, its files are deterministic, and its tensor-type recipes match llama.cpp's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ggufTensorType, syntheticWeights, writeGgufModel } from '../../src/models/tiny-gguf.js';
-import { shapeConfig, tinyConfig, tinyTokenizer } from '../../src/models/tiny-model.js';
-import { readGgufModel } from '../../worker/runtime/gguf-model.js';
-import { dequantize, GGML_TYPE } from '../../worker/runtime/gguf-dequant.js';
-import { quantize } from '../../worker/runtime/gguf-quantize.js';
-import { Tokenizer } from '../../worker/runtime/tokenizer.js';
+import { ggufTensorType, syntheticWeights, writeGgufModel } from '../../src/synthetic-models/tiny-gguf.js';
+import { shapeConfig, tinyConfig, tinyTokenizer } from '../../src/synthetic-models/tiny-model.js';
+import { readGgufModel } from '../../src/runtime/gguf-model.js';
+import { dequantize, GGML_TYPE } from '../../src/runtime/gguf-dequant.js';
+import { quantize } from '../../src/runtime/gguf-quantize.js';
+import { Tokenizer } from '../../src/runtime/tokenizer.js';
 import { withLlamaCppModel } from '../helpers/llama-cpp.js';
 import { referenceLogits } from './runtime-reference.js';
 

@@ -3,7 +3,7 @@ import { HardwareCatalogue, latestReports, type LiveWorker, modelFingerprint, se
 import { DEFAULT_COSTS, mergeCosts } from '../../src/hardware/costs.js';
 import { cpuKey, deviceConfigs, deviceKeyOf, gpuKey, workerDeviceName } from '../../src/hardware/device-config.js';
 import { hardwareOptions } from '../../src/hardware/pricing.js';
-import type { DeviceReport, GpuDevice } from '../../src/schemas/hardware.js';
+import type { DeviceReport, GpuDevice } from '../../src/protocol/hardware.js';
 
 const gpu = (vendor: 'nvidia' | 'amd', index: number, name = 'NVIDIA L4', memoryMiB = 23034): GpuDevice => ({
   vendor, index, name, memoryMiB, driver: '550.54.14',

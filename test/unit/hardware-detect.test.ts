@@ -6,7 +6,7 @@ import { parseCpuInfo } from '../../src/hardware/cpuinfo.js';
 import { detectDevices } from '../../src/hardware/detect.js';
 import { NVIDIA_QUERY_FIELDS_LEGACY, parseNvidiaSmiCsv } from '../../src/hardware/nvidia-smi.js';
 import { parseRocmSmiJson } from '../../src/hardware/rocm-smi.js';
-import { DeviceReport } from '../../src/schemas/hardware.js';
+import { DeviceReport } from '../../src/protocol/hardware.js';
 
 const fixtures = path.resolve(import.meta.dirname, '../fixtures/hardware');
 const fixture = (name: string) => path.join(fixtures, name);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { estimateMemoryNeedMiB, kvCacheMiB } from '../../src/hardware/memory-fit.js';
-import { kvCacheShapeOf, parameterCount } from '../../src/hardware/model-size.js';
-import type { ModelConfig } from '../../worker/runtime/model-config.js';
+import { estimateMemoryNeedMiB, kvCacheMiB } from '../../src/domain/memory-fit.js';
+import { kvCacheShapeOf, parameterCount } from '../../src/runtime/model-size.js';
+import type { ModelConfig } from '../../src/runtime/model-config.js';
 
 const llama32_1b: ModelConfig = {
   architecture: 'llama', vocabSize: 128256, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16, numHeads: 32, numKvHeads: 8,

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_COSTS, hourlyCostCents, loadCosts, mergeCosts } from '../../src/hardware/costs.js';
 import { cpuKey, deviceConfigs, gpuKey } from '../../src/hardware/device-config.js';
-import { estimateMemoryNeedMiB, fitsInMemory, kvCacheMiB } from '../../src/hardware/memory-fit.js';
+import { estimateMemoryNeedMiB, fitsInMemory, kvCacheMiB } from '../../src/domain/memory-fit.js';
 import { centsPerMillionTokens, hardwareOptions, uncalibratedConfigs } from '../../src/hardware/pricing.js';
-import { type DeviceReport, type GpuDevice, HardwareResponse } from '../../src/schemas/hardware.js';
+import { type DeviceReport, type GpuDevice, HardwareResponse } from '../../src/protocol/hardware.js';
 
 const a100 = (index: number): GpuDevice => ({
   vendor: 'nvidia', index, name: 'NVIDIA A100-SXM4-80GB', memoryMiB: 81920, driver: '535.104.05', computeCapability: '8.0',

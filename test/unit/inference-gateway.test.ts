@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { InferenceGateway } from '../../src/queue/inference-gateway.js';
 import type { QueueAdapter } from '../../src/queue/port.js';
-import type { InferenceTask } from '../../src/queue/messages.js';
+import type { InferenceTask } from '../../src/protocol/messages.js';
 
 function recordingAdapter() {
   const started: InferenceTask[] = [];

@@ -3,7 +3,7 @@
 // and maxLength, each checked byte by byte on the grammar itself.
 import { describe, expect, it } from 'vitest';
 import { GrammarState } from '../../worker/inference/json-grammar.js';
-import { compileSchema, unsupportedSchemaFeatures } from '../../worker/inference/json-schema.js';
+import { compileSchema, unsupportedSchemaFeatures } from '../../src/domain/json-schema.js';
 
 const enc = new TextEncoder();
 const accepts = (schema: unknown, text: string, opts: { orderedKeys?: boolean } = {}) =>

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Engine } from '../../worker/inference/engine.js';
 import { GrammarConstraint, responseFormatConstraint } from '../../worker/inference/json-constraint.js';
 import { GrammarState } from '../../worker/inference/json-grammar.js';
-import { compileSchema, unsupportedSchemaFeatures, ANY_OBJECT } from '../../worker/inference/json-schema.js';
+import { compileSchema, unsupportedSchemaFeatures, ANY_OBJECT } from '../../src/domain/json-schema.js';
 import { createRng } from '../../worker/inference/rng.js';
 import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
 import { ToyModel, ToyTokenizer } from './inference-toy-model.js';

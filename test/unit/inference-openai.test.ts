@@ -6,7 +6,7 @@ import {
   ChatCompletionResponse,
   CompletionResponse,
   unsupportedParams,
-} from '../../src/schemas/openai.js';
+} from '../../src/protocol/openai.js';
 import type { ChatTemplatePort, ServableModel } from '../../worker/inference/model-port.js';
 import { SSE_DONE, sseData } from '../../worker/inference/openai-format.js';
 import { createEngine, type InferenceEvent, type InferenceRequest } from '../../worker/inference/serve-loop.js';

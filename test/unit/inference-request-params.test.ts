@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChatCompletionRequest, CompletionRequest, unsupportedParams } from '../../src/schemas/openai.js';
+import { ChatCompletionRequest, CompletionRequest, unsupportedParams } from '../../src/protocol/openai.js';
 import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingParamsFrom } from '../../worker/inference/request-params.js';
 
 const chat = (extra: Record<string, unknown>) => ChatCompletionRequest.parse({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra });

@@ -1,16 +1,16 @@
-// The engine on the real ONNX runner (worker/runtime) with a generated tiny model: batched,
+// The engine on the real ONNX runner (src/runtime) with a generated tiny model: batched,
 // chunked and preempted decoding must give exactly the tokens of one-at-a-time decoding.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTinyModel } from '../../scripts/make-tiny-model.js';
-import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
+import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
 import { Engine, type EngineOptions } from '../../worker/inference/engine.js';
 import { servableFromRuntime } from '../../worker/inference/model-runner.js';
 import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
 import { createEngineFromRuntime, type InferenceEvent } from '../../worker/inference/serve-loop.js';
-import { ChatCompletionResponse } from '../../src/schemas/openai.js';
+import { ChatCompletionResponse } from '../../src/protocol/openai.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-inference-'));
 const loaded: Partial<Record<'gqa' | 'standard', LoadedModel>> = {};

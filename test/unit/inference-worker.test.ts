@@ -7,12 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTinyModel } from '../../scripts/make-tiny-model.js';
-import { writeSafetensors } from '../../worker/runtime/safetensors.js';
-import { seededRandom } from '../../worker/runtime/generate.js';
-import type { Weights } from '../../worker/runtime/model-config.js';
+import { writeSafetensors } from '../../src/runtime/safetensors.js';
+import { seededRandom } from '../../src/runtime/generate.js';
+import type { Weights } from '../../src/runtime/model-config.js';
 import type { Handlers } from '../../worker/handlers.js';
 import { createHandlers } from '../../worker/inference/worker-handler.js';
-import type { InferenceTask } from '../../src/queue/messages.js';
+import type { InferenceTask } from '../../src/protocol/messages.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-inference-worker-'));
 const modelDir = join(dir, 'model');

@@ -1,7 +1,7 @@
 // The worker's IPC outbox (worker/transport-ipc.ts): one channel write per tick, except a request's first delta.
 import { describe, expect, it } from 'vitest';
 import { Outbox } from '../../worker/transport-ipc.js';
-import type { WorkerMessage } from '../../src/queue/messages.js';
+import type { WorkerMessage } from '../../src/protocol/messages.js';
 
 const delta = (requestId: string, text: string): WorkerMessage => ({ type: 'inference.delta', requestId, data: { text } });
 const done = (requestId: string): WorkerMessage => ({ type: 'inference.done', requestId, result: null });

@@ -11,7 +11,7 @@ import { initTrainingBackend } from '../../worker/training/backend.js';
 import { readOptimizerState, writeCheckpoint } from '../../worker/training/checkpoint.js';
 import { DEFAULT_LORA_CONFIG, LoraAdapters } from '../../worker/training/lora.js';
 import { AdamW, type AdamWConfig } from '../../worker/training/optimizer.js';
-import { decodeOptimizerState, encodeOptimizerState, OPTIMIZER_STATE_FILE, type OptimizerState } from '../../worker/training/optimizer-state.js';
+import { decodeOptimizerState, encodeOptimizerState, OPTIMIZER_STATE_FILE, type OptimizerState } from '../../src/runtime/optimizer-state.js';
 import { mulberry32 } from '../../worker/training/tensor-utils.js';
 import { tinyConfig } from './training-helpers.js';
 

@@ -2,7 +2,7 @@
 // train/reward_std_dev history. Expected values come from numpy.polyfit(steps, means, 1) run on the same
 // points (CPython 3.11, numpy), and from hand-checked lines.
 import { describe, expect, it } from 'vitest';
-import { fitRewardStdDevLearningRate } from '../../worker/training/reward-std-lr.js';
+import { fitRewardStdDevLearningRate } from '../../src/domain/reward-std-lr.js';
 import { rewardStdDevHistory, trainStepMetrics } from '../../src/domain/training-step-metrics.js';
 import type { HistoryRow } from '../../src/store/sqlite/history-repo.js';
 import type { TrainingEventRecord } from '../../src/store/records.js';

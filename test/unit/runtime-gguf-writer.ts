@@ -1,9 +1,9 @@
 // Test helper: small GGUF files with known contents (including deliberately broken ones) through the
-// product's GGUF writer and llama.cpp layout (worker/runtime/gguf-writer.ts, gguf-llama-layout.ts).
-import type { ModelConfig, Weights } from '../../worker/runtime/model-config.js';
-import { GgufWriter, type GgufMetaValue } from '../../worker/runtime/gguf-writer.js';
-import { ggufTensorName, llamaModelMetadata, permuteQK, qkPermutationHeads, type GgufArchitecture } from '../../worker/runtime/gguf-llama-layout.js';
-import { tensorByteSize } from '../../worker/runtime/gguf-dequant.js';
+// product's GGUF writer and llama.cpp layout (src/runtime/gguf-writer.ts, gguf-llama-layout.ts).
+import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
+import { GgufWriter, type GgufMetaValue } from '../../src/runtime/gguf-writer.js';
+import { ggufTensorName, llamaModelMetadata, permuteQK, qkPermutationHeads, type GgufArchitecture } from '../../src/runtime/gguf-llama-layout.js';
+import { tensorByteSize } from '../../src/runtime/gguf-dequant.js';
 
 export { permuteQK };
 export type MetaValue = GgufMetaValue;

@@ -5,14 +5,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { sharedPath } from '../helpers/shared.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dequantQ4_0, dequantQ8_0 } from '../../worker/runtime/gguf-dequant.js';
-import { readGgufHeader } from '../../worker/runtime/gguf-reader.js';
-import { readGgufModel, unpermuteQK } from '../../worker/runtime/gguf-model.js';
-import { f32ToF16 } from '../../worker/runtime/half.js';
-import { Tokenizer } from '../../worker/runtime/tokenizer.js';
-import { buildTokenizerFromGguf } from '../../worker/runtime/gguf-tokenizer.js';
-import type { GgufValue } from '../../worker/runtime/gguf-reader.js';
-import { randomWeights, tinyConfig, tinyTokenizer } from '../../src/models/tiny-model.js';
+import { dequantQ4_0, dequantQ8_0 } from '../../src/runtime/gguf-dequant.js';
+import { readGgufHeader } from '../../src/runtime/gguf-reader.js';
+import { readGgufModel, unpermuteQK } from '../../src/runtime/gguf-model.js';
+import { f32ToF16 } from '../../src/runtime/half.js';
+import { Tokenizer } from '../../src/runtime/tokenizer.js';
+import { buildTokenizerFromGguf } from '../../src/runtime/gguf-tokenizer.js';
+import type { GgufValue } from '../../src/runtime/gguf-reader.js';
+import { randomWeights, tinyConfig, tinyTokenizer } from '../../src/synthetic-models/tiny-model.js';
 import { permuteQK, writeGguf, writeLlamaGguf } from './runtime-gguf-writer.js';
 
 let dir: string;
@@ -150,8 +150,8 @@ describe('stories260K (real model)', () => {
   const STORIES = sharedPath('models', 'stories260K', 'stories260K.gguf'); // fails naming the path when ../shared is missing
   it('greedy decoding from BOS + "Once upon a time" tells the Lily story', async () => {
     const { importModel } = await import('../../src/models/model-store.js');
-    const { loadModel } = await import('../../worker/runtime/load-model.js');
-    const { generateText } = await import('../../worker/runtime/generate.js');
+    const { loadModel } = await import('../../src/runtime/load-model.js');
+    const { generateText } = await import('../../src/runtime/generate.js');
     const home = mkdtempSync(join(tmpdir(), 'hearth-home-'));
     try {
       await importModel(home, STORIES, { id: 'karpathy/stories260K' });

@@ -1,14 +1,14 @@
 // The ONNX decoder graphs (GroupQueryAttention and standard-ops forms) against a naive JS forward pass,
 // across architectures and features, for prefill, cached decode and mixed-length batches.
 import { describe, expect, it } from 'vitest';
-import type { Architecture, ModelConfig, Weights } from '../../worker/runtime/model-config.js';
-import { buildDecoderGraph, type AttentionKind } from '../../worker/runtime/llama-graph.js';
-import { createSession, ModelRunner, PACK_MAX_CHUNK_TOKENS } from '../../worker/runtime/runner.js';
-import type { SequenceKv } from '../../worker/runtime/kv-cache.js';
-import { randomWeights, tinyConfig } from '../../src/models/tiny-model.js';
+import type { Architecture, ModelConfig, Weights } from '../../src/runtime/model-config.js';
+import { buildDecoderGraph, type AttentionKind } from '../../src/runtime/llama-graph.js';
+import { createSession, ModelRunner, PACK_MAX_CHUNK_TOKENS } from '../../src/runtime/runner.js';
+import type { SequenceKv } from '../../src/runtime/kv-cache.js';
+import { randomWeights, tinyConfig } from '../../src/synthetic-models/tiny-model.js';
 import { referenceLogits } from './runtime-reference.js';
 import { logSumExp } from '../../worker/inference/sampler.js';
-import { dequantizeQ4, q4BlockFor, quantizeQ4 } from '../../worker/runtime/q4.js';
+import { dequantizeQ4, q4BlockFor, quantizeQ4 } from '../../src/runtime/q4.js';
 
 const SMALL = { hiddenSize: 64, numHeads: 4, numKvHeads: 2, headDim: 16, intermediateSize: 96, numLayers: 2, vocabSize: 300 };
 

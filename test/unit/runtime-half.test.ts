@@ -1,15 +1,15 @@
-// Float16 weights served at 16 bits where the device has fast fp16 math (worker/runtime/fast-half.ts):
+// Float16 weights served at 16 bits where the device has fast fp16 math (src/runtime/fast-half.ts):
 // the detection reads the CPU's flags, and a graph on the file's own half-precision weights computes the
 // model the float32 widening computes, within float16's rounding, in about half the bytes.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cpuinfoHasFastHalf, servesHalf } from '../../worker/runtime/fast-half.js';
-import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
+import { cpuinfoHasFastHalf, servesHalf } from '../../src/runtime/fast-half.js';
+import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
 import { importModel } from '../../src/models/model-store.js';
-import { writeGgufModel } from '../../src/models/tiny-gguf.js';
-import { shapeConfig } from '../../src/models/tiny-model.js';
+import { writeGgufModel } from '../../src/synthetic-models/tiny-gguf.js';
+import { shapeConfig } from '../../src/synthetic-models/tiny-model.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-half-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

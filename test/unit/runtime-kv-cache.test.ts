@@ -3,7 +3,7 @@
 // keys/values appended for it. Covers both copy paths of kv-cache.ts (short runs copied in a loop, long ones
 // with `set`) and the row moves of BatchKv.remove.
 import { describe, expect, it } from 'vitest';
-import { BatchKv, SequenceKv } from '../../worker/runtime/kv-cache.js';
+import { BatchKv, SequenceKv } from '../../src/runtime/kv-cache.js';
 
 const LAYERS = 2, KV = 3;
 

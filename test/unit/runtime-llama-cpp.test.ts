@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importModel } from '../../src/models/model-store.js';
-import { shapeConfig } from '../../src/models/tiny-model.js';
-import { writeGgufModel, type GgufFileType } from '../../src/models/tiny-gguf.js';
-import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
-import { generateIds, argmax, seededRandom } from '../../worker/runtime/generate.js';
+import { shapeConfig } from '../../src/synthetic-models/tiny-model.js';
+import { writeGgufModel, type GgufFileType } from '../../src/synthetic-models/tiny-gguf.js';
+import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
+import { generateIds, argmax, seededRandom } from '../../src/runtime/generate.js';
 import { withLlamaCppModel } from '../helpers/llama-cpp.js';
 import { sharedPath } from '../helpers/shared.js';
 

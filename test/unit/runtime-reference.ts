@@ -1,7 +1,7 @@
 // A direct, loop-based Llama/Qwen forward pass in plain JS: the oracle for the ONNX graphs.
 // Deliberately naive (no cache, no fusion, repeat_kv by index) so it shares no code with the graph.
-import type { ModelConfig, Weights } from '../../worker/runtime/model-config.js';
-import { inverseFrequencies } from '../../worker/runtime/rope.js';
+import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
+import { inverseFrequencies } from '../../src/runtime/rope.js';
 
 function matvec(w: Float32Array, x: Float64Array, rows: number, cols: number, bias?: Float32Array): Float64Array {
   const out = new Float64Array(rows);

@@ -6,10 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importModel } from '../../src/models/model-store.js';
-import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
-import { generateIds } from '../../worker/runtime/generate.js';
-import { ResidentSequenceKv } from '../../worker/runtime/resident-kv.js';
-import type { SequenceCache } from '../../worker/runtime/runner.js';
+import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
+import { generateIds } from '../../src/runtime/generate.js';
+import { ResidentSequenceKv } from '../../src/runtime/resident-kv.js';
+import type { SequenceCache } from '../../src/runtime/runner.js';
 import { sharedPath } from '../helpers/shared.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-resident-'));

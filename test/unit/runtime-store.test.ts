@@ -8,11 +8,11 @@ import { sharedPath } from '../helpers/shared.js';
 import { onnxCuda } from '../helpers/hardware.js';
 import { importModel, listModels, removeModel, modelsRoot } from '../../src/models/model-store.js';
 import { ensureDemoModel } from '../../src/models/demo-model.js';
-import { makeTinyModel } from '../../src/models/tiny-model.js';
-import { readModelWeights } from '../../worker/runtime/hf-model.js';
-import { writeSafetensors } from '../../worker/runtime/safetensors.js';
-import { f32ToF16 } from '../../worker/runtime/half.js';
-import { loadModel } from '../../worker/runtime/load-model.js';
+import { makeTinyModel } from '../../src/synthetic-models/tiny-model.js';
+import { readModelWeights } from '../../src/runtime/hf-model.js';
+import { writeSafetensors } from '../../src/runtime/safetensors.js';
+import { f32ToF16 } from '../../src/runtime/half.js';
+import { loadModel } from '../../src/runtime/load-model.js';
 import { run as runModels } from '../../src/cli/commands/models.js';
 import { run as runGenerate } from '../../src/cli/commands/generate.js';
 

@@ -3,10 +3,10 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { sharedPath } from '../helpers/shared.js';
-import { Tokenizer } from '../../worker/runtime/tokenizer.js';
-import { CHATML_TEMPLATE, chatTemplateFromConfig } from '../../worker/runtime/chat-template.js';
-import { byteLevelTokenizerJson, trainByteLevelBpe } from '../../worker/runtime/bpe-trainer.js';
-import { SPECIAL_TOKENS, TINY_CHAT_TEMPLATE, tinyTokenizer } from '../../src/models/tiny-model.js';
+import { Tokenizer } from '../../src/runtime/tokenizer.js';
+import { CHATML_TEMPLATE, chatTemplateFromConfig } from '../../src/runtime/chat-template.js';
+import { byteLevelTokenizerJson, trainByteLevelBpe } from '../../src/runtime/bpe-trainer.js';
+import { SPECIAL_TOKENS, TINY_CHAT_TEMPLATE, tinyTokenizer } from '../../src/synthetic-models/tiny-model.js';
 
 const tiny = () => new Tokenizer({ tokenizerJson: tinyTokenizer().json as Record<string, any>, tokenizerConfig: { bos_token: '<s>', eos_token: '</s>' } });
 

@@ -7,12 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importModel } from '../../src/models/model-store.js';
-import { loadModel, type LoadedModel } from '../../worker/runtime/load-model.js';
-import { generateIds } from '../../worker/runtime/generate.js';
-import { ortDeviceProbes } from '../../worker/runtime/device-choice.js';
-import { placementLine, placementOf } from '../../worker/runtime/placement.js';
-import type { ResidentSequenceKv } from '../../worker/runtime/resident-kv.js';
-import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from '../../worker/runtime/lora.js';
+import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
+import { generateIds } from '../../src/runtime/generate.js';
+import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
+import { placementLine, placementOf } from '../../src/runtime/placement.js';
+import type { ResidentSequenceKv } from '../../src/runtime/resident-kv.js';
+import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from '../../src/runtime/lora.js';
 import { sharedPath } from '../helpers/shared.js';
 import { onnxCuda } from '../helpers/hardware.js';
 

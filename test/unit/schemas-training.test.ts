@@ -1,4 +1,4 @@
-// The training API's request schemas (src/schemas/training.ts) as a client meets them: what they accept, the
+// The training API's request schemas (src/protocol/training.ts) as a client meets them: what they accept, the
 // defaults they fill in, what they refuse, and the component names the OpenAPI document publishes.
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -7,7 +7,7 @@ import {
   LogRequest, ModelCreate, ModelIdParams, SFTTrainingConfig, Trajectory, TrajectoryGroup, TrainingJobEventType, TrainingJobStatus,
   DeleteModelResponse, ModelResponse, CheckpointResponse, TrainingJobDetail, TrainingJobResponse, DeleteCheckpointsResponse,
   TrainingJobEventResponse, HealthResponse, QueueCheck, SystemCheckResponse,
-} from '../../src/schemas/training.js';
+} from '../../src/protocol/training.js';
 
 const ok = (schema: z.ZodType, value: unknown) => schema.safeParse(value).success;
 const uuid = '0b9f7c1e-8d6a-4c3b-9e2f-1a2b3c4d5e6f';

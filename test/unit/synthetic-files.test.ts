@@ -1,13 +1,13 @@
-// The parallel generators (src/models/synthetic-files.ts): the GGUF they write is writeGgufModel's, byte for
+// The parallel generators (src/synthetic-models/synthetic-files.ts): the GGUF they write is writeGgufModel's, byte for
 // byte, and the HF folder holds the same synthetic weights (exactly in F32, rounded in BF16).
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { writeGgufParallel, writeSyntheticHfFolder } from '../../src/models/synthetic-files.js';
-import { syntheticWeights, writeGgufModel } from '../../src/models/tiny-gguf.js';
-import { shapeConfig } from '../../src/models/tiny-model.js';
-import { readModelWeights } from '../../worker/runtime/hf-model.js';
+import { writeGgufParallel, writeSyntheticHfFolder } from '../../src/synthetic-models/synthetic-files.js';
+import { syntheticWeights, writeGgufModel } from '../../src/synthetic-models/tiny-gguf.js';
+import { shapeConfig } from '../../src/synthetic-models/tiny-model.js';
+import { readModelWeights } from '../../src/runtime/hf-model.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-synthetic-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { finiteMetrics } from '../../worker/training/loop.js';
 import { resolveKlReference } from '../../src/domain/kl-reference.js';
 import { choiceTokens } from '../../worker/training/rl-data.js';
-import { balanceAdvantage, rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys } from '../../worker/training/rl-config.js';
+import { balanceAdvantage, rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys } from '../../src/protocol/rl-settings.js';
 
 describe('finiteMetrics', () => {
   it('drops NaN and ±Infinity (JSON would write null, which float() refuses) and keeps every finite value', () => {

@@ -8,7 +8,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { DeviceFrozenProducts } from '../../worker/training/device-products.js';
 import { frozenLinear, setFrozenProductsDevice } from '../../worker/training/frozen-linear.js';
-import { ortDeviceProbes } from '../../worker/runtime/device-choice.js';
+import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
 import { relL2 } from './training-helpers.js';
 import { HEAD_CHUNK_ROWS, headTokenLogprobs } from '../../worker/training/head-logprobs.js';
 

@@ -1,5 +1,5 @@
 // Shared fixtures for the training tests (not a test file itself).
-import type { ModelConfig } from '../../worker/runtime/model-config.js';
+import type { ModelConfig } from '../../src/runtime/model-config.js';
 import type { TrainSequence } from '../../worker/training/data.js';
 import { runSft, type TrainingEvent, type TrainingModelSpec } from '../../worker/training/loop.js';
 import { setOnnxRuntimeCompute } from '../../worker/training/ort-kernels.js';

@@ -4,15 +4,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { computeAdvantages, groupAdvantages } from '../../worker/training/advantages.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { buildMicroBatch, packSequences } from '../../worker/training/data.js';
-import {
-  defaultPolicyLossConfig,
-  policyLoss,
-  tokenEntropy,
-  tokenLogprobs,
-  weightedNll,
-  type PolicyLossConfig,
-  type PolicyTokens,
-} from '../../worker/training/losses.js';
+import { policyLoss, tokenEntropy, tokenLogprobs, weightedNll, type PolicyTokens } from '../../worker/training/losses.js';
+import { defaultPolicyLossConfig, type PolicyLossConfig } from '../../src/protocol/policy-loss.js';
 import { AdamW, clipByGlobalNorm, learningRateAt } from '../../worker/training/optimizer.js';
 
 const LN2 = Math.log(2);

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { readCheckpoint } from '../../worker/training/checkpoint.js';
 import { buildTrainingModel, runRl, sequenceLogprobs, type TrainingEvent } from '../../worker/training/loop.js';
-import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../../worker/training/rl-config.js';
+import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../../src/protocol/rl-settings.js';
 import { choiceTokens, isChoice, tokenizeTrajectoryGroups, type ChatTokenizer, type TrajectoryGroupJson } from '../../worker/training/rl-data.js';
 import { END, ROLE, chars, toyTokenizer } from '../helpers/toy-chat-tokenizer.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';

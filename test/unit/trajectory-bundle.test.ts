@@ -1,9 +1,9 @@
-// ART's TrajectoryGroupBundle decoded (src/domain/trajectory-bundle.ts): bundles built as ART builds them
+// ART's TrajectoryGroupBundle decoded (src/protocol/trajectory-bundle.ts): bundles built as ART builds them
 // (msgpack header and records, base64 in JSON) come back as the trajectory groups they were made from; base64 in
 // either alphabet, padded or not; anything that is not ART's structure is refused naming the group and record.
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { decodeBase64, decodeTrajectoryGroupBundles } from '../../src/domain/trajectory-bundle.js';
+import { decodeBase64, decodeTrajectoryGroupBundles } from '../../src/protocol/trajectory-bundle.js';
 import { DomainError, ValidationError } from '../../src/errors/domain-errors.js';
 import { base64Url, bundleOf, bundleOfGroup, groupHeader, trajectoryRecord } from '../helpers/art-trajectory-bundles.js';
 

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildManifest, parseManifest, sha256OfFile, type Manifest, type ManifestFile } from '../../src/artifacts/manifest.js';
+import { buildManifest, parseManifest, sha256OfFile, type Manifest, type ManifestFile } from '../../src/protocol/artifact-manifest.js';
 
 /**
  * How hard a transfer tries. `attempts`: failed tries in a row that made no progress before it is given up (each

@@ -1,7 +1,7 @@
 // A worker host's own copies of the API host's artifacts. Tasks name models, checkpoints and datasets by the API
 // host's paths. HEARTH_STORAGE says what a worker does with them:
 //   auto (default)  the API host's paths when this host shares its storage (same host, or a shared mount at the same
-//                   path, as before: told by the API home's id, src/artifacts/manifest.ts), else this host's
+//                   path, as before: told by the API home's id, src/protocol/artifact-manifest.ts), else this host's
 //                   HEARTH_HOME, fetched from the API host when missing there;
 //   fetch           always this host's HEARTH_HOME, fetched when missing (what `auto` does on a host without the
 //                   API host's folders; the tests use it to keep two homes apart on one machine);
@@ -16,7 +16,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { artifactPath, entryPath, manifestBytes, readHomeId, relativeArtifactPath } from '../../src/artifacts/manifest.js';
+import { artifactPath, entryPath, manifestBytes, readHomeId, relativeArtifactPath } from '../../src/protocol/artifact-manifest.js';
 import { ArtifactClient } from './artifact-client.js';
 import { chooseEvictions, type CachedArtifact } from './eviction.js';
 import { HostPins, processAlive } from './host-pins.js';

@@ -6,7 +6,7 @@
 // (unless max_tokens cuts it, which finish_reason "length" reports).
 
 import { GrammarState, isPlainStringByte } from './json-grammar.js';
-import { ANY_OBJECT, compileSchema, type SchemaNode } from './json-schema.js';
+import { ANY_OBJECT, compileSchema, type SchemaNode } from '../../src/domain/json-schema.js';
 import type { TokenizerPort } from './model-port.js';
 import type { TokenConstraint } from './token-constraint.js';
 

@@ -4,7 +4,7 @@
 // the text invalid or not match the schema. A grammar is: literal prefix, one JSON value, literal
 // suffix (the prefix/suffix carry e.g. Hermes `<tool_call>` tags around a forced tool call).
 
-import type { SchemaNode } from './json-schema.js';
+import type { SchemaNode } from '../../src/domain/json-schema.js';
 
 /**
  * Whitespace allowed between tokens of JSON: one space or newline per gap (outlines allows one space;

@@ -1,4 +1,4 @@
-// The small interface the inference engine needs from a model. The runtime (worker/runtime)
+// The small interface the inference engine needs from a model. The runtime (src/runtime)
 // provides the real implementation (ONNX runner + HF tokenizer + chat template); tests use a tiny
 // deterministic model. Keeping the port this narrow lets the scheduler, sampler and engine be
 // tested without ONNX at all.

@@ -1,4 +1,4 @@
-// Adapts the runtime's loaded model (worker/runtime/load-model.ts) to the engine's ports:
+// Adapts the runtime's loaded model (src/runtime/load-model.ts) to the engine's ports:
 // the ONNX ModelRunner keeps one SequenceKv per sequence (contiguous per-sequence arrays, padded
 // into a batch on each forward), the runtime tokenizer decodes synchronously from a byte table,
 // the chat template is the model's Jinja template, and LoRA adapters (PEFT checkpoint folders)
@@ -8,9 +8,9 @@
 // copying it (SequenceKv.copyPrefix, read from a batch row in place), which saves the prefill compute but not memory.
 // `copyPrefix` exposes that; the engine's block accounting still charges each sequence fully.
 
-import type { LoadedModel } from '../runtime/load-model.js';
-import type { LoraAdapter } from '../runtime/lora.js';
-import type { SequenceCache } from '../runtime/runner.js';
+import type { LoadedModel } from '../../src/runtime/load-model.js';
+import type { LoraAdapter } from '../../src/runtime/lora.js';
+import type { SequenceCache } from '../../src/runtime/runner.js';
 import type { ChatMessage, ChatTemplatePort, ModelPort, ServableModel, StepItem, StepOutput, TokenizerPort, ToolDefinition } from './model-port.js';
 
 export class RuntimeModelPort implements ModelPort {

@@ -9,7 +9,7 @@ import type {
   ChatCompletionResponse,
   CompletionResponse,
   Usage,
-} from '../../src/schemas/openai.js';
+} from '../../src/protocol/openai.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import type { EngineEvent } from './engine.js';
 import type { TokenizerPort } from './model-port.js';

@@ -3,7 +3,7 @@
 // its id instead of being dropped; a later sequence whose tokens start the same way gets a copy of
 // that prefix from the runner and only prefills the rest.
 //
-// The runner keeps one contiguous cache per sequence (worker/runtime/kv-cache.ts), so reuse is a
+// The runner keeps one contiguous cache per sequence (src/runtime/kv-cache.ts), so reuse is a
 // copy: it saves prefill compute, not memory. Kept entries stay charged to the KV budget and are
 // evicted (least recently used first) whenever running sequences need the room, before anyone is
 // preempted. Lookup is a plain scan: there are few entries and prompts are short next to a step.

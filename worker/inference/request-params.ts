@@ -1,7 +1,7 @@
 // OpenAI request fields → engine SamplingParams, with OpenAI's defaults (temperature 1, top_p 1,
 // n 1) unless the model's generation_config supplies others (as vLLM does).
 
-import type { ChatCompletionRequest, CompletionRequest } from '../../src/schemas/openai.js';
+import type { ChatCompletionRequest, CompletionRequest } from '../../src/protocol/openai.js';
 import { defaultSamplingParams, type SamplingParams } from './sampling-params.js';
 
 /** A request the engine cannot serve as asked (answered 400); `param` names the field at fault, as OpenAI does. */

@@ -1,5 +1,5 @@
 // Per-sequence generation settings, already validated and with defaults applied. The OpenAI
-// request schema (src/schemas/openai.ts) is mapped onto this by request-params.ts.
+// request schema (src/protocol/openai.ts) is mapped onto this by request-params.ts.
 
 export interface SamplingParams {
   /** 0 means greedy (argmax). */

@@ -20,10 +20,10 @@ import {
   type ChatCompletionResponse,
   type CompletionResponse,
   type Usage,
-} from '../../src/schemas/openai.js';
+} from '../../src/protocol/openai.js';
 import { Engine, type EngineEvent, type EngineOptions, type GenerateRequest } from './engine.js';
 import { responseFormatConstraint } from './json-constraint.js';
-import { UnsupportedSchemaError } from './json-schema.js';
+import { UnsupportedSchemaError } from '../../src/domain/json-schema.js';
 import type { ChatMessage, ServableModel, ToolDefinition } from './model-port.js';
 import {
   buildChatCompletion,
@@ -37,7 +37,7 @@ import {
   withoutTokenIds,
 } from './openai-format.js';
 import { promptLogprobs, type PromptTokenLogprob } from './prompt-logprobs.js';
-import type { LoadedModel } from '../runtime/load-model.js';
+import type { LoadedModel } from '../../src/runtime/load-model.js';
 import { blocksForMemory } from './block-manager.js';
 import { servableFromRuntime } from './model-runner.js';
 import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingParamsFrom } from './request-params.js';

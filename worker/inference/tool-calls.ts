@@ -4,7 +4,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { GrammarConstraint } from './json-constraint.js';
-import { ANY_OBJECT, compileSchema, type SchemaNode } from './json-schema.js';
+import { ANY_OBJECT, compileSchema, type SchemaNode } from '../../src/domain/json-schema.js';
 import type { TokenizerPort, ToolDefinition } from './model-port.js';
 import { longestPartialSuffix } from './stop.js';
 import type { TokenConstraint } from './token-constraint.js';

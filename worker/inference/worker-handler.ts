@@ -11,18 +11,18 @@
 // HEARTH_INTRA_OP_THREADS (ONNX Runtime threads per model; default one per core), HEARTH_WEIGHTS
 // (f32, or q4: 4-bit projections quantized at load, 2-4× faster decode and 6× smaller, at some accuracy).
 
-import type { InferenceTask } from '../../src/queue/messages.js';
+import type { InferenceTask } from '../../src/protocol/messages.js';
 import { deviceKeyOf } from '../../src/hardware/device-config.js';
 import { parseServedWeights } from '../../src/config/config.js';
 import { detectDevices } from '../../src/hardware/detect.js';
 import { gpuOfDevice } from '../../src/hardware/device-config.js';
-import type { DeviceMemory } from '../runtime/device-memory.js';
+import type { DeviceMemory } from '../../src/runtime/device-memory.js';
 import { calibrate } from './calibrate.js';
 import { CancelledError, TaskError, type Handlers, type InferenceContext } from '../handlers.js';
-import { faultPointBlocking } from '../fault-points.js';
+import { faultPointBlocking } from '../../src/runtime/fault-points.js';
 import { ModelLoads } from '../model-loads.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
-import { loadModel, type LoadedModel } from '../runtime/load-model.js';
+import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
 import { createEngineFromRuntime, type HearthEngine, type InferenceEvent, type InferenceHandle } from './serve-loop.js';
 
 interface ServedModel {

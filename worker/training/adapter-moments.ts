@@ -3,7 +3,7 @@
 // layout, so it can be checked against adapter_model.safetensors name for name and shape for shape.
 import type { LoraAdapters } from './lora.js';
 import type { AdamW } from './optimizer.js';
-import type { OptimizerState } from './optimizer-state.js';
+import type { OptimizerState } from '../../src/runtime/optimizer-state.js';
 import { transpose2d } from './tensor-utils.js';
 
 interface Slot {

@@ -7,7 +7,7 @@
 // RAM instead). Either way a step's saved activations must fit beside them; when they would not,
 // enough decoder layers are recomputed in the backward pass (recompute.ts) to make them fit.
 import { totalmem } from 'node:os';
-import type { ModelConfig } from '../runtime/model-config.js';
+import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { countParameters, expectedWeightShapes } from './tensor-utils.js';
 
 /** The wasm32 heap limit (getHeapMax() = 4294901760). */

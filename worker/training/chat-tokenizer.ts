@@ -1,6 +1,6 @@
 // The runtime's tokenizer + chat template as the ChatTokenizer the training data code needs.
-import type { ChatTemplate, ChatMessage as TemplateMessage } from '../runtime/chat-template.js';
-import type { Tokenizer } from '../runtime/tokenizer.js';
+import type { ChatTemplate, ChatMessage as TemplateMessage } from '../../src/runtime/chat-template.js';
+import type { Tokenizer } from '../../src/runtime/tokenizer.js';
 import type { ChatTokenizer } from './rl-data.js';
 
 export function chatTokenizerFrom(tokenizer: Tokenizer, template: ChatTemplate): ChatTokenizer {

@@ -11,11 +11,11 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { faultPoint } from '../fault-points.js';
-import type { Weights } from '../runtime/model-config.js';
+import { faultPoint } from '../../src/runtime/fault-points.js';
+import type { Weights } from '../../src/runtime/model-config.js';
 import { parseLoraTargets, type LoraConfig } from './lora.js';
-import { decodeOptimizerState, encodeOptimizerState, OPTIMIZER_STATE_FILE, type OptimizerState } from './optimizer-state.js';
-import { decodeSafetensors, encodeSafetensors } from './safetensors.js';
+import { decodeOptimizerState, encodeOptimizerState, OPTIMIZER_STATE_FILE, type OptimizerState } from '../../src/runtime/optimizer-state.js';
+import { decodeSafetensors, encodeSafetensors } from '../../src/runtime/safetensors-f32.js';
 
 export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
 export const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';

@@ -8,7 +8,7 @@
 // of them and feeds the other's input as an empty [0, ·] tensor (ORT runs every node whatever is fetched).
 // Runs are synchronous (the native binding, as ort-compute.ts), because TF.js kernels are.
 import * as ort from 'onnxruntime-node';
-import { DataType, GraphBuilder } from '../runtime/onnx-proto.js';
+import { DataType, GraphBuilder } from '../../src/runtime/onnx-proto.js';
 import { ComputeGraph, floatTensor } from './ort-compute.js';
 import type { FrozenMatrix } from './frozen-linear.js';
 

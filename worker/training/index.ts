@@ -20,7 +20,7 @@ export { tokenizeTrajectoryGroups, type ChatMessage, type ChatTokenizer, type Rl
 export { parseSftJsonl, tokenizeSftRows, type SftRow } from './sft-data.js';
 export { chatTokenizerFrom } from './chat-tokenizer.js';
 export { runTrainingJob, DEFAULT_SFT_LEARNING_RATE, type RlJobSpec, type RunOptions, type SftJobSpec, type TrainingJobSpec } from './job.js';
-export { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys, type ExperimentalConfig } from './rl-config.js';
+export { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
 export { readCheckpoint, writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 export { DEFAULT_LORA_CONFIG, type LoraConfig } from './lora.js';
 export type { TrainSequence } from './data.js';

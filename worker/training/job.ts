@@ -3,16 +3,16 @@
 // the queue/store side only moves the spec in and the events out.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chatTemplateFromConfig } from '../runtime/chat-template.js';
-import { readModelWeights } from '../runtime/hf-model.js';
-import { loadTokenizer } from '../runtime/load-model.js';
+import { chatTemplateFromConfig } from '../../src/runtime/chat-template.js';
+import { readModelWeights } from '../../src/runtime/hf-model.js';
+import { loadTokenizer } from '../../src/runtime/load-model.js';
 import type { BackendName } from './backend.js';
 import { chatTokenizerFrom } from './chat-tokenizer.js';
 import { readCheckpoint, readOptimizerState } from './checkpoint.js';
-import type { RewardStdDevPoint } from './reward-std-lr.js';
+import type { RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { LoraConfig } from './lora.js';
 import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
-import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
+import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
 import { tokenizeTrajectoryGroups, type TrajectoryGroupJson } from './rl-data.js';
 import { rlDataFromTokenSequences, type RlTokenSequenceJson } from './rl-token-data.js';
 import { parseSftJsonl, tokenizeSftRows } from './sft-data.js';

@@ -5,7 +5,7 @@
 // The checkpoint folder is written (atomically) before the function returns; the caller then
 // lists it and emits training_ended. Cancellation is checked between optimizer steps.
 import * as tf from '@tensorflow/tfjs-core';
-import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
 import { computeAdvantages } from './advantages.js';
 import { assertFitsWasmHeap, explainTrainingError } from './capacity.js';
 import { initTrainingBackend, type BackendName, type TrainingBackend } from './backend.js';
@@ -17,10 +17,10 @@ import { LlamaModel, type LayerRecomputation } from './model.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt, type AdamWConfig } from './optimizer.js';
 import { adapterMoments, restoreAdapterMoments } from './adapter-moments.js';
-import type { OptimizerState } from './optimizer-state.js';
-import { fitRewardStdDevLearningRate, type RewardStdDevPoint } from './reward-std-lr.js';
+import type { OptimizerState } from '../../src/runtime/optimizer-state.js';
+import { fitRewardStdDevLearningRate, type RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { RlData } from './rl-data.js';
-import { balanceAdvantage, rlSettingsFromExperimentalConfig, type ExperimentalConfig } from './rl-config.js';
+import { balanceAdvantage, rlSettingsFromExperimentalConfig, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
 import { optimizerStep } from './train-step.js';
 
 export type TrainingEvent =

@@ -4,7 +4,7 @@
 // Internally A and B are kept transposed (A^T [in, r], B^T [r, out]) so the forward pass needs no
 // transposes; PEFT layout is restored when saving.
 import * as tf from '@tensorflow/tfjs-core';
-import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
 import { mulberry32, transpose2d } from './tensor-utils.js';
 
 export const ALL_LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;

@@ -4,6 +4,7 @@
 // mask and the normalisation into the weights (e.g. 1 / trainable tokens of the optimizer step for
 // SFT), so micro-batches of one step simply add up.
 import * as tf from '@tensorflow/tfjs-core';
+import type { PolicyLossConfig } from '../../src/protocol/policy-loss.js';
 
 /**
  * The values of a tensor, which is then disposed. (Never return a large typed array from tf.tidy:
@@ -79,44 +80,6 @@ export function tokenEntropy(logits: tf.Tensor2D): tf.Tensor1D {
 /** Supervised loss: -sum_t weight_t * logprob_t (weights are 0 on prompt tokens). */
 export function weightedNll(logprobs: tf.Tensor1D, weights: Float32Array): tf.Scalar {
   return tf.neg(tf.sum(tf.mul(logprobs, tf.tensor1d(weights)))) as tf.Scalar;
-}
-
-export type ImportanceSamplingLevel = 'token' | 'sequence' | 'average' | 'geometric_average';
-
-export interface PolicyLossConfig {
-  /** 'cispo': -sg(clip(ratio)) * A * logprob; 'ppo': -min(ratio * A, clip(ratio) * A). */
-  lossFn: 'cispo' | 'ppo';
-  /** Lower clip: ratio >= 1 - epsilon. */
-  epsilon: number;
-  /** Upper clip: ratio <= 1 + epsilonHigh. */
-  epsilonHigh: number;
-  importanceSamplingLevel: ImportanceSamplingLevel;
-  /** Multiply each token's loss by sg(min(ratio, this)) when set. */
-  truncatedImportanceSampling: number | null;
-  /** Cap the ratio of tokens with negative advantage. */
-  maxNegativeAdvantageIsWeight: number | null;
-  /** Zero the ratio of tokens outside (1 - epsilon, 1 + epsilonHigh). */
-  maskProbRatio: boolean;
-  /** Kimi K2 style: advantage -= tau * sg(new - old logprob). */
-  kimiK2Tau: number | null;
-  /** Weight of the k3 KL estimate against the reference (base) model. */
-  klPenaltyCoef: number;
-}
-
-/** ART's defaults: CISPO clips the ratio to [0, 5]; PPO to [0.8, 1.2]. */
-export function defaultPolicyLossConfig(lossFn: 'cispo' | 'ppo' = 'cispo'): PolicyLossConfig {
-  const epsilon = lossFn === 'ppo' ? 0.2 : 1.0;
-  return {
-    lossFn,
-    epsilon,
-    epsilonHigh: lossFn === 'ppo' ? epsilon : 4.0,
-    importanceSamplingLevel: 'token',
-    truncatedImportanceSampling: null,
-    maxNegativeAdvantageIsWeight: null,
-    maskProbRatio: false,
-    kimiK2Tau: null,
-    klPenaltyCoef: 0,
-  };
 }
 
 /** Per-token inputs of the policy loss, all of length N (flattened batch). */

@@ -10,7 +10,7 @@
 // weights (Linear layers, embedding, LM head) stay the caller's Float32Arrays in the Hugging Face
 // layout and are used through frozen-linear.ts; only norms and biases become TF.js tensors.
 import * as tf from '@tensorflow/tfjs-core';
-import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
 import { recomputedLayerCount } from './capacity.js';
 import { frozenLinear, gatherFrozenRows, type FrozenMatrix } from './frozen-linear.js';
 import { headTokenLogprobs } from './head-logprobs.js';

@@ -10,7 +10,7 @@
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import * as ort from 'onnxruntime-node';
-import { DataType, GraphBuilder } from '../runtime/onnx-proto.js';
+import { DataType, GraphBuilder } from '../../src/runtime/onnx-proto.js';
 
 interface NativeSession {
   loadModel(buffer: ArrayBuffer, byteOffset: number, byteLength: number, options: object): void;

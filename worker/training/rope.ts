@@ -1,5 +1,5 @@
 // Rotary position embedding tables (Hugging Face "rotate_half" convention), computed in plain JS.
-import type { ModelConfig } from '../runtime/model-config.js';
+import type { ModelConfig } from '../../src/runtime/model-config.js';
 
 /** inv_freq[i] = theta^(-2i/headDim), with Llama-3 frequency scaling when configured. */
 export function ropeInverseFrequencies(config: ModelConfig): Float64Array {

@@ -1,6 +1,6 @@
 // Small helpers on plain Float32Arrays shared by the training files.
-import type { ModelConfig, Weights } from '../runtime/model-config.js';
-import { seededRandom } from '../runtime/generate.js';
+import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
+import { seededRandom } from '../../src/runtime/generate.js';
 
 /** Row-major [rows, cols] -> [cols, rows]. */
 export function transpose2d(data: Float32Array, rows: number, cols: number): Float32Array {

@@ -3,17 +3,17 @@
 // folder is reported before the host sends `training_ended` (ART reads the new step right after it).
 import { DeviceFrozenProducts } from './device-products.js';
 import { setFrozenProductsDevice } from './frozen-linear.js';
-import { executionProvidersFor } from '../runtime/runner.js';
-import { parseDevice } from '../../src/hardware/device-name.js';
+import { executionProvidersFor } from '../../src/runtime/runner.js';
+import { parseDevice } from '../../src/domain/device-name.js';
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers, type TrainingContext } from '../handlers.js';
-import { faultPointBlocking } from '../fault-points.js';
+import { faultPointBlocking } from '../../src/runtime/fault-points.js';
 import { ModelLoads } from '../model-loads.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
 import { runTrainingJob, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError, type TrainingEvent } from './loop.js';
 import { parseLoraTargets } from './lora.js';
-import type { TrainingTask } from '../../src/queue/messages.js';
+import type { TrainingTask } from '../../src/protocol/messages.js';
 
 interface RlPayload {
   trajectory_groups?: unknown[];

@@ -14,7 +14,7 @@ import { pipeline } from 'node:stream/promises';
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError } from '../errors.js';
-import { ArtifactPathError, artifactPath, buildManifest, entryPath, parseManifest, uploadStagingOf, type Manifest } from '../../artifacts/manifest.js';
+import { ArtifactPathError, artifactPath, buildManifest, entryPath, parseManifest, uploadStagingOf, type Manifest } from '../../protocol/artifact-manifest.js';
 import { hearthMetrics } from '../../metrics/metrics.js';
 
 export interface ArtifactRoutesOptions {

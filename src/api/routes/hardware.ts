@@ -4,7 +4,7 @@ import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
 import { notFound } from '../../errors/domain-errors.js';
 import { HardwareParams, HardwareQuery } from '../../schemas/inference-models.js';
-import { HardwareResponse } from '../../schemas/hardware.js';
+import { HardwareResponse } from '../../protocol/hardware.js';
 
 export function hardwareRoutes(ctx: AppContext): RouteDef[] {
   return [

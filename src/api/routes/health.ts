@@ -1,6 +1,6 @@
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
-import { HealthResponse, SystemCheckResponse } from '../../schemas/training.js';
+import { HealthResponse, SystemCheckResponse } from '../../protocol/training.js';
 import { systemCheck } from '../../services/system-check.js';
 
 export function healthRoutes(ctx: AppContext): RouteDef[] {

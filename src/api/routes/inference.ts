@@ -9,7 +9,7 @@ import { errorBody, wireErrorOf } from '../errors.js';
 import { unavailable } from '../../errors/domain-errors.js';
 import { z } from 'zod';
 import { ModelEntry, ModelList } from '../../schemas/inference-models.js';
-import { ChatCompletionRequest, ChatCompletionResponse, CompletionRequest, CompletionResponse } from '../../schemas/openai.js';
+import { ChatCompletionRequest, ChatCompletionResponse, CompletionRequest, CompletionResponse } from '../../protocol/openai.js';
 import { resolveModel, type ResolvedModel } from '../../services/model-resolver.js';
 import { isHiddenModel } from '../../services/hidden-models.js';
 import type { InferenceCall } from '../../queue/inference-gateway.js';

@@ -4,7 +4,7 @@
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
 import { HttpError } from '../errors.js';
-import { JobIdParams, ModelIdParams } from '../../schemas/training.js';
+import { JobIdParams, ModelIdParams } from '../../protocol/training.js';
 import { JobConfig, JobList, JobListQuery, ModelDetail, ModelListQuery, ModelSummaryList, SystemResponse, TableListReq, TableListRes } from '../../schemas/listings.js';
 import { Listings } from '../../services/listings.js';
 

@@ -6,7 +6,7 @@ import type { AppContext } from '../context.js';
 import {
   CheckpointPage, CheckpointQuery, DeleteCheckpointsRequest, DeleteCheckpointsResponse, DeleteModelResponse, LogRequest,
   ModelCreate, ModelIdParams, ModelResponse,
-} from '../../schemas/training.js';
+} from '../../protocol/training.js';
 
 export function modelRoutes(ctx: AppContext): RouteDef[] {
   const tags = ['models'];

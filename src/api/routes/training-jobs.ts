@@ -5,7 +5,7 @@ import type { AppContext } from '../context.js';
 import { jobPlotSeries, trainingPlotSvg } from '../../services/training-plot.js';
 import {
   CreateSFTTrainingJob, CreateTrainingJob, EventPage, EventQuery, JobIdParams, TrainingJobDetail, TrainingJobResponse,
-} from '../../schemas/training.js';
+} from '../../protocol/training.js';
 
 export function trainingJobRoutes(ctx: AppContext): RouteDef[] {
   const tags = ['training-jobs'];

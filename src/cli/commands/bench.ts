@@ -27,7 +27,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`hearth bench: model "${modelId}" is not installed in ${config.home} (see "hearth models list")\n`);
     return 1;
   }
-  const { loadModel } = await import('../../../worker/runtime/load-model.js');
+  const { loadModel } = await import('../../runtime/load-model.js');
   const { createEngineFromRuntime } = await import('../../../worker/inference/serve-loop.js');
   const { calibrate } = await import('../../../worker/inference/calibrate.js');
   const loaded = await loadModel(modelId, { home: config.home, device, log: (m: string) => process.stderr.write(`${m}\n`) });

@@ -1,7 +1,7 @@
 // `hearth generate --model <id> --prompt <text>`: raw generation (no chat template).
 import { defaultHome } from '../../models/model-store.js';
-import { loadModel } from '../../../worker/runtime/load-model.js';
-import { generateText } from '../../../worker/runtime/generate.js';
+import { loadModel } from '../../runtime/load-model.js';
+import { generateText } from '../../runtime/generate.js';
 import { parseArgs } from './models.js';
 
 const USAGE = 'usage: hearth generate --model <publisher/name | folder> --prompt <text> [--max-tokens N] [--temperature T] [--seed S] [--device cpu|cuda[:N]|webgpu[:N]] [--weights stored|f32|q4] [--json]';

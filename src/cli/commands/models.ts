@@ -2,8 +2,8 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { defaultHome, importModel, listModels, modelDir, removeModel, getModel, weightType } from '../../models/model-store.js';
-import { readModelWeights } from '../../../worker/runtime/hf-model.js';
-import { buildDecoderGraph, defaultAttention, type AttentionKind } from '../../../worker/runtime/llama-graph.js';
+import { readModelWeights } from '../../runtime/hf-model.js';
+import { buildDecoderGraph, defaultAttention, type AttentionKind } from '../../runtime/llama-graph.js';
 
 const USAGE = `usage:
   hearth models import <hf-folder | file.gguf> [--id publisher/name] [--ignore-memory]
@@ -55,7 +55,7 @@ function progressBar(minBytes = 32 << 20): (stage: string, done: number, total: 
   };
 }
 
-/** Bytes of the built graphs kept beside a model (see worker/runtime/graph-cache.ts). */
+/** Bytes of the built graphs kept beside a model (see src/runtime/graph-cache.ts). */
 function cacheBytes(dir: string): number {
   const root = join(dir, '.cache');
   if (!existsSync(root)) return 0;

@@ -8,9 +8,9 @@ import type { Handlers } from '../../../worker/handlers.js';
 import { ModelLoads } from '../../../worker/model-loads.js';
 import { ipcSend, serveOverIpc } from '../../../worker/transport-ipc.js';
 import { detectDevices } from '../../hardware/detect.js';
-import type { WorkerKind } from '../../queue/port.js';
-import { normalizeDeviceRequest } from '../../hardware/device-name.js';
-import { chooseDevice, ortDeviceProbes, type DeviceProbes } from '../../../worker/runtime/device-choice.js';
+import type { WorkerKind } from '../../protocol/messages.js';
+import { normalizeDeviceRequest } from '../../domain/device-name.js';
+import { chooseDevice, ortDeviceProbes, type DeviceProbes } from '../../runtime/device-choice.js';
 
 /** `--device cpu` needs no probe (and loads no ONNX Runtime before the handlers do). */
 const cpuOnlyProbes: DeviceProbes = {

@@ -19,7 +19,7 @@ import {
   admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlJobData, rlOptimMetrics, rlOptimPayload, rlTokenInputs, type RlInputs, type RlTokenBatch,
 } from './rl-batch.js';
 import { forwardResult, NativeStates } from './state.js';
-import { OPTIMIZER_STATE_FILE } from '../../../worker/training/optimizer-state.js';
+import { OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
 import type { ModelsService } from '../models.js';
 import { isHiddenModel } from '../hidden-models.js';
 import type { TrainingJobsService } from '../training-jobs.js';

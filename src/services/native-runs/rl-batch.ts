@@ -6,8 +6,8 @@
 // `trajectory_groups`, and the loss (name, normalize_advantages, values) becomes its `experimental_config`, so a
 // native RL step trains exactly as a preview RL job with the same groups and config would.
 import { notImplemented, ValidationError } from '../../errors/domain-errors.js';
-import { decodeTrajectoryGroupBundles } from '../../domain/trajectory-bundle.js';
-import { ExperimentalTrainingConfig, type TrajectoryGroupT } from '../../schemas/training.js';
+import { decodeTrajectoryGroupBundles } from '../../protocol/trajectory-bundle.js';
+import { ExperimentalTrainingConfig, type TrajectoryGroupT } from '../../protocol/training.js';
 import type { ForwardBackwardBodyT } from '../../schemas/native-training.js';
 import type { NativeOperationRecord, TrainingEventRecord } from '../../store/records.js';
 import { canonicalJson } from './admission.js';

@@ -3,7 +3,7 @@
 //
 // ART sends every key, unset ones as null, so "set" means non-null and different from the value
 // that means "off". Unknown keys are tolerated (newer clients add keys), as the spec asks.
-import { defaultPolicyLossConfig, type ImportanceSamplingLevel, type PolicyLossConfig } from './losses.js';
+import { defaultPolicyLossConfig, type ImportanceSamplingLevel, type PolicyLossConfig } from './policy-loss.js';
 
 export type ExperimentalConfig = Record<string, unknown>;
 
@@ -47,7 +47,7 @@ export interface RlSettings {
    * only), < 0 scales positive ones by (1 + b) (−1: negative only), 0 leaves both (ART's preprocessing/pack.py).
    */
   advantageBalance: number;
-  /** Multiply the learning rate by the trend of the model's reward std dev (worker/training/reward-std-lr.ts). */
+  /** Multiply the learning rate by the trend of the model's reward std dev (src/domain/reward-std-lr.ts). */
   scaleLearningRateByRewardStdDev: boolean;
 }
 

@@ -4,11 +4,11 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Architecture, ModelConfig, RopeScaling, Weights } from '../../worker/runtime/model-config.js';
-import { toHfConfig } from '../../worker/runtime/hf-model.js';
-import { writeSafetensors } from '../../worker/runtime/safetensors.js';
-import { byteLevelTokenizerJson, trainByteLevelBpe } from '../../worker/runtime/bpe-trainer.js';
-import { seededRandom } from '../../worker/runtime/generate.js';
+import type { Architecture, ModelConfig, RopeScaling, Weights } from '../runtime/model-config.js';
+import { toHfConfig } from '../runtime/hf-model.js';
+import { writeSafetensors } from '../runtime/safetensors.js';
+import { byteLevelTokenizerJson, trainByteLevelBpe } from '../runtime/bpe-trainer.js';
+import { seededRandom } from '../runtime/generate.js';
 
 export type TinySize = 'tiny' | 's20' | 'm120';
 

@@ -8,7 +8,7 @@ import { buildDecoderGraph, cacheHeadDim, defaultAttention, type AttentionKind, 
 import { cachedGraph, graphCacheKey } from './graph-cache.js';
 import { createSession, executionProvidersFor, ModelRunner } from './runner.js';
 import { KvOps } from './resident-kv.js';
-import { parseDevice } from '../../src/hardware/device-name.js';
+import { parseDevice } from '../domain/device-name.js';
 import { servesHalf } from './fast-half.js';
 import { checkFitsDevice, modelMemoryNeed, type DeviceMemory } from './device-memory.js';
 import { placementLine, placementOf, type Placement, type ProfileEvent } from './placement.js';
@@ -87,7 +87,7 @@ export function defaultIntraOpThreads(config: ModelConfig): number | undefined {
 }
 
 export function hearthHome(): string {
-  return process.env.HEARTH_HOME ?? './.hearth';
+  return process.env.HEARTH_HOME ?? '.hearth';
 }
 
 /** A folder path if it holds config.json, else HEARTH_HOME/models/<id>. */

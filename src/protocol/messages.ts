@@ -2,6 +2,9 @@
 // Workers never touch the store: everything they learn or produce travels as one of these.
 import { z } from 'zod';
 
+/** The two kinds of worker process: one runs the inference engine, the other the training engine. */
+export type WorkerKind = 'inference' | 'training';
+
 export const TrainingTask = z.object({
   jobId: z.string(),
   kind: z.enum(['rl', 'sft']),

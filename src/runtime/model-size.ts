@@ -1,7 +1,7 @@
 // Sizes the memory-fit rule needs, computed from the shared ModelConfig: how many parameters a
 // model has, and the shape of its KV cache.
-import type { ModelConfig } from '../../worker/runtime/model-config.js';
-import type { KvCacheShape } from './memory-fit.js';
+import type { ModelConfig } from './model-config.js';
+import type { KvCacheShape } from '../domain/memory-fit.js';
 
 /** Exact parameter count of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3). */
 export function parameterCount(c: ModelConfig): number {

@@ -1,7 +1,7 @@
 // Minimal safetensors (https://github.com/huggingface/safetensors) for F32 tensors:
 // 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}, then the
 // raw little-endian data. The header is space-padded to a multiple of 8 bytes.
-import type { Weights } from '../runtime/model-config.js';
+import type { Weights } from './model-config.js';
 
 export function encodeSafetensors(tensors: Weights, metadata: Record<string, string> = {}): Buffer {
   const names = [...tensors.keys()].sort();

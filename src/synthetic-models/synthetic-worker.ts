@@ -1,10 +1,10 @@
 // Worker thread of synthetic-files.ts: turns chunks of rows of the synthetic weights into file bytes
 // (GGUF blocks of the tensor's type, or safetensors values in F32/F16/BF16).
 import { parentPort, workerData } from 'node:worker_threads';
-import type { ModelConfig } from '../../worker/runtime/model-config.js';
-import type { GgmlTypeName } from '../../worker/runtime/gguf-dequant.js';
-import { f32ToF16 } from '../../worker/runtime/half.js';
-import { llamaTensorSpecs } from '../../worker/runtime/gguf-llama-layout.js';
+import type { ModelConfig } from '../runtime/model-config.js';
+import type { GgmlTypeName } from '../runtime/gguf-dequant.js';
+import { f32ToF16 } from '../runtime/half.js';
+import { llamaTensorSpecs } from '../runtime/gguf-llama-layout.js';
 import { ggufRowsBytes, ggufTensorDecls, SyntheticWeights, type GgufFileType } from './tiny-gguf.js';
 
 export type WorkerSetup =

@@ -9,8 +9,8 @@
 // An explicit device that does not work is an error (a GPU worker silently computing on the CPU would be
 // priced as a GPU); `auto` falls back and says why in its one log line. The probes create a tiny session
 // with the provider; chooseDevice itself is pure over them (unit-tested with fakes).
-import type { GpuDevice } from '../../src/schemas/hardware.js';
-import { DEVICE_CHOICES, formatDevice, parseDevice, type DeviceName } from '../../src/hardware/device-name.js';
+import type { GpuDevice } from '../protocol/hardware.js';
+import { DEVICE_CHOICES, formatDevice, parseDevice, type DeviceName } from '../domain/device-name.js';
 
 /** null: the provider works; a string: why not. */
 export type ProbeResult = string | null;

@@ -4,8 +4,8 @@
 // the cache lives there), plus the runtime's own allocations; against free memory as detection saw it.
 import type { ModelConfig } from './model-config.js';
 import type { WeightType } from './llama-graph.js';
-import { parameterCount } from '../../src/hardware/model-size.js';
-import { RUNTIME_OVERHEAD_MIB } from '../../src/hardware/memory-fit.js';
+import { parameterCount } from './model-size.js';
+import { RUNTIME_OVERHEAD_MIB } from '../domain/memory-fit.js';
 
 export interface DeviceMemory {
   /** The GPU's name ("NVIDIA H100 80GB HBM3"). */

@@ -3,7 +3,7 @@
 //   cuda[:N]     ONNX Runtime's CUDA provider on NVIDIA GPU N (needs its provider libraries, see docs/gpu.md)
 //   webgpu[:N]   ONNX Runtime's WebGPU provider (Dawn over the driver's Vulkan), built into onnxruntime-node
 //   auto         CUDA if its provider loads, else WebGPU if an adapter exists on a detected GPU, else CPU
-// Pure parsing only: which of them actually works is decided in the worker (worker/runtime/device-choice.ts).
+// Pure parsing only: which of them actually works is decided in the worker (src/runtime/device-choice.ts).
 
 export type DeviceKind = 'cpu' | 'cuda' | 'webgpu';
 

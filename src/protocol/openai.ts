@@ -4,7 +4,7 @@
 // W&B spec declares additionalProperties), but extras we know would change the result and that
 // we do not implement are named by `unsupportedParams` so the route can answer 400.
 import { z } from 'zod';
-import { unsupportedSchemaFeatures } from '../../worker/inference/json-schema.js';
+import { unsupportedSchemaFeatures } from '../domain/json-schema.js';
 
 // ---------------------------------------------------------------- messages
 

@@ -18,10 +18,10 @@ import { KvBlock, ResidentSequenceKv, type KvOps } from './resident-kv.js';
 /** A sequence's cache: in host memory (SequenceKv), or resident where the session computes (ResidentSequenceKv). */
 export type SequenceCache = SequenceKv | ResidentSequenceKv;
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from './lora.js';
-import { formatDevice, parseDevice, type DeviceName } from '../../src/hardware/device-name.js';
+import { formatDevice, parseDevice, type DeviceName } from '../domain/device-name.js';
 import { providerError } from './device-choice.js';
 import { deviceFaultOf, type DeviceFaultError } from './device-fault.js';
-import { injectedError } from '../fault-points.js';
+import { injectedError } from './fault-points.js';
 
 export interface ForwardItem {
   /** New tokens to append (a prompt chunk, or one token when decoding). */
@@ -45,7 +45,7 @@ export interface ForwardRow {
 }
 
 export interface SessionSettings {
-  /** 'cpu' (default), 'cuda:N' or 'webgpu:0' (see src/hardware/device-name.ts; 'auto' is resolved by the worker first). */
+  /** 'cpu' (default), 'cuda:N' or 'webgpu:0' (see src/domain/device-name.ts; 'auto' is resolved by the worker first). */
   device?: string;
   intraOpThreads?: number;
   /** Called with a human-readable line when something about the session is worth logging. */
@@ -69,7 +69,7 @@ export function executionProvidersFor(device: DeviceName): ort.InferenceSession.
 /**
  * A session over graph bytes, or over a graph file (whose external data ONNX Runtime reads beside it).
  * A GPU device whose provider does not load falls back to the CPU with a log line (the returned device says
- * which was used); workers decide their device before loading (worker/runtime/device-choice.ts).
+ * which was used); workers decide their device before loading (src/runtime/device-choice.ts).
  */
 export async function createSession(model: Uint8Array | string, settings: SessionSettings = {}): Promise<{ session: ort.InferenceSession; device: string }> {
   const create = (options: ort.InferenceSession.SessionOptions) =>

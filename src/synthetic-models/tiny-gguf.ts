@@ -1,5 +1,5 @@
 // Seeded random Llama-family models written as GGUF files in any supported quantization, the way
-// llama.cpp's converter lays them out (see worker/runtime/gguf-llama-layout.ts), for tests and benchmarks
+// llama.cpp's converter lays them out (see src/runtime/gguf-llama-layout.ts), for tests and benchmarks
 // that must not download a model. Models of any size are generated row by row and streamed to the file
 // (each row has its own seed), so an 8B-shaped file needs about one chunk of rows of memory.
 //
@@ -10,13 +10,13 @@
 // head is the embedding itself), so the last token's embedding, which the residual stream carries to the
 // head, lifts one logit a few standard deviations above the rest. Greedy and argmax comparisons between two
 // engines then compare clear winners, not near-ties — while attention and MLP layers still move every logit.
-import type { ModelConfig, Weights } from '../../worker/runtime/model-config.js';
-import { GGML_TYPE, GGML_TYPES, type GgmlTypeName } from '../../worker/runtime/gguf-dequant.js';
-import { quantize } from '../../worker/runtime/gguf-quantize.js';
-import { GgufWriter, type GgufMetaValue, type GgufTensorDecl } from '../../worker/runtime/gguf-writer.js';
+import type { ModelConfig, Weights } from '../runtime/model-config.js';
+import { GGML_TYPE, GGML_TYPES, type GgmlTypeName } from '../runtime/gguf-dequant.js';
+import { quantize } from '../runtime/gguf-quantize.js';
+import { GgufWriter, type GgufMetaValue, type GgufTensorDecl } from '../runtime/gguf-writer.js';
 import {
   ggufTensorName, hfRowOfPermutedRow, llamaModelMetadata, llamaTensorSpecs, qkPermutationHeads, type GgufArchitecture, type HfTensorSpec,
-} from '../../worker/runtime/gguf-llama-layout.js';
+} from '../runtime/gguf-llama-layout.js';
 import { TINY_CHAT_TEMPLATE, tinyTokenizer } from './tiny-model.js';
 
 /** A single ggml type for every matrix, or llama.cpp's Q4_K_M mixture (mostly Q4_K, some Q6_K). */

@@ -11,7 +11,7 @@
 import { decode } from '@msgpack/msgpack';
 import { z } from 'zod';
 import { notImplemented, ValidationError, type ValidationIssue } from '../errors/domain-errors.js';
-import { Trajectory, type TrajectoryGroupT } from '../schemas/training.js';
+import { Trajectory, type TrajectoryGroupT } from './training.js';
 
 export interface TrajectoryGroupBundleJson {
   header: string;

@@ -1,0 +1,40 @@
+// The settings of the RL policy loss: what ART's experimental_config chooses (src/protocol/rl-settings.ts parses
+// it) and what the trainer's loss (worker/training/losses.ts) computes with. Plain data, shared by both sides.
+
+export type ImportanceSamplingLevel = 'token' | 'sequence' | 'average' | 'geometric_average';
+
+export interface PolicyLossConfig {
+  /** 'cispo': -sg(clip(ratio)) * A * logprob; 'ppo': -min(ratio * A, clip(ratio) * A). */
+  lossFn: 'cispo' | 'ppo';
+  /** Lower clip: ratio >= 1 - epsilon. */
+  epsilon: number;
+  /** Upper clip: ratio <= 1 + epsilonHigh. */
+  epsilonHigh: number;
+  importanceSamplingLevel: ImportanceSamplingLevel;
+  /** Multiply each token's loss by sg(min(ratio, this)) when set. */
+  truncatedImportanceSampling: number | null;
+  /** Cap the ratio of tokens with negative advantage. */
+  maxNegativeAdvantageIsWeight: number | null;
+  /** Zero the ratio of tokens outside (1 - epsilon, 1 + epsilonHigh). */
+  maskProbRatio: boolean;
+  /** Kimi K2 style: advantage -= tau * sg(new - old logprob). */
+  kimiK2Tau: number | null;
+  /** Weight of the k3 KL estimate against the reference (base) model. */
+  klPenaltyCoef: number;
+}
+
+/** ART's defaults: CISPO clips the ratio to [0, 5]; PPO to [0.8, 1.2]. */
+export function defaultPolicyLossConfig(lossFn: 'cispo' | 'ppo' = 'cispo'): PolicyLossConfig {
+  const epsilon = lossFn === 'ppo' ? 0.2 : 1.0;
+  return {
+    lossFn,
+    epsilon,
+    epsilonHigh: lossFn === 'ppo' ? epsilon : 4.0,
+    importanceSamplingLevel: 'token',
+    truncatedImportanceSampling: null,
+    maxNegativeAdvantageIsWeight: null,
+    maskProbRatio: false,
+    kimiK2Tau: null,
+    klPenaltyCoef: 0,
+  };
+}
