@@ -11,7 +11,7 @@ import type { ModelConfig } from '../runtime/model-config.js';
 import { totalmem } from 'node:os';
 import { openGguf } from '../runtime/gguf-model.js';
 import { ggmlTypeName } from '../runtime/gguf-dequant.js';
-import { GGUF_WEIGHTS_FILE, parseHfConfig, toHfConfig } from '../runtime/hf-model.js';
+import { GGUF_WEIGHTS_FILE, parseHfConfig, readJson, toHfConfig } from '../runtime/hf-model.js';
 import { verifyWeights } from '../runtime/llama-graph.js';
 import { listFolderTensors } from '../runtime/safetensors.js';
 import { Tokenizer } from '../runtime/tokenizer.js';
@@ -59,14 +59,6 @@ export function validateModelId(id: string): void {
 export function modelDir(home: string, id: string): string {
   validateModelId(id);
   return join(modelsRoot(home), id);
-}
-
-function readJson(path: string): Record<string, any> {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
-  }
 }
 
 const countParams = (shapes: Iterable<{ shape: number[] }>) => [...shapes].reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);

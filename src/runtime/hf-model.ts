@@ -17,7 +17,8 @@ const ARCHITECTURES: Record<string, Architecture> = {
 const HF_CLASS: Record<Architecture, string> = { llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM' };
 const MODEL_TYPE: Record<Architecture, string> = { llama: 'llama', mistral: 'mistral', qwen2: 'qwen2', qwen3: 'qwen3' };
 
-function readJson(path: string): Record<string, any> {
+/** A JSON file's contents; the error names the file. */
+export function readJson(path: string): Record<string, any> {
   try {
     return JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {

@@ -8,7 +8,7 @@
 // Pure (no TF.js): the API reads it too, to check a saved state before it restores it.
 import crypto from 'node:crypto';
 import type { Weights } from './model-config.js';
-import { decodeSafetensors, encodeSafetensors } from './safetensors-f32.js';
+import { decodeSafetensors, encodeSafetensors } from './safetensors.js';
 
 export const OPTIMIZER_STATE_FILE = 'optimizer.safetensors';
 export const OPTIMIZER_STATE_FORMAT = 'hearth-adamw/1';

@@ -13,7 +13,7 @@ import type { z } from 'zod';
 import { parseAs } from '../helpers/art-native-client.js';
 import { ensureDemoModel } from '../../src/models/demo-model.js';
 import type { EmbeddedQueue } from '../../src/queue/embedded.js';
-import { decodeSafetensors } from '../../src/runtime/safetensors-f32.js';
+import { decodeSafetensors } from '../../src/runtime/safetensors.js';
 import { decodeOptimizerState, OPTIMIZER_STATE_FILE } from '../../src/runtime/optimizer-state.js';
 import { startServer, tempHome, type TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';

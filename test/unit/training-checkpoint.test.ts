@@ -8,7 +8,7 @@ import { initTrainingBackend } from '../../worker/training/backend.js';
 import { readCheckpoint, writeCheckpoint } from '../../worker/training/checkpoint.js';
 import { DEFAULT_LORA_CONFIG, LoraAdapters } from '../../worker/training/lora.js';
 import { LlamaModel } from '../../worker/training/model.js';
-import { decodeSafetensors, encodeSafetensors } from '../../src/runtime/safetensors-f32.js';
+import { decodeSafetensors, encodeSafetensors } from '../../src/runtime/safetensors.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { tinyConfig } from './training-helpers.js';
 

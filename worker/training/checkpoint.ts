@@ -15,7 +15,7 @@ import { faultPoint } from '../../src/runtime/fault-points.js';
 import type { Weights } from '../../src/runtime/model-config.js';
 import { parseLoraTargets, type LoraConfig } from './lora.js';
 import { decodeOptimizerState, encodeOptimizerState, OPTIMIZER_STATE_FILE, type OptimizerState } from '../../src/runtime/optimizer-state.js';
-import { decodeSafetensors, encodeSafetensors } from '../../src/runtime/safetensors-f32.js';
+import { decodeSafetensors, encodeSafetensors } from '../../src/runtime/safetensors.js';
 
 export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
 export const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';

@@ -14,7 +14,8 @@ import type { LoraConfig } from './lora.js';
 import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
 import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
 import { tokenizeTrajectoryGroups, type TrajectoryGroupJson } from './rl-data.js';
-import { rlDataFromTokenSequences, type RlTokenSequenceJson } from './rl-token-data.js';
+import { rlDataFromTokenSequences } from './rl-token-data.js';
+import type { RlTokenSequence } from '../../src/protocol/token-sequences.js';
 import { parseSftJsonl, tokenizeSftRows } from './sft-data.js';
 
 interface JobCommon {
@@ -40,7 +41,7 @@ export interface RlJobSpec extends JobCommon {
   kind: 'rl';
   trajectoryGroups: TrajectoryGroupJson[];
   /** Sequences the client tokenized, with per-token advantages (a native N3 run): trained instead of trajectoryGroups. */
-  tokenSequences?: RlTokenSequenceJson[];
+  tokenSequences?: RlTokenSequence[];
   experimentalConfig?: ExperimentalConfig | null;
   /** Checkpoint folder the KL penalty compares against (null = the base model). */
   klReference?: string | null;

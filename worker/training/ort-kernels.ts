@@ -7,6 +7,7 @@
 // it does not cover, the call goes to the kernel it wraps (wasm-kernels.ts), the reference path.
 import * as tf from '@tensorflow/tfjs-core';
 import { floatTensor, matMulGraph } from './ort-compute.js';
+import { batchMatMulShape, sizeOf } from './batch-matmul-shape.js';
 
 /** The parts of BackendWasm (tfjs-backend-wasm 4.22) this kernel touches. */
 interface WasmBackendInternals {
@@ -14,7 +15,6 @@ interface WasmBackendInternals {
   typedArrayFromHeap(t: tf.TensorInfo): Float32Array | Int32Array | Uint8Array;
 }
 
-const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 const PATCHED = Symbol.for('hearth.training.ortBatchMatMul');
 
 /**
@@ -41,24 +41,12 @@ export function registerOrtBatchMatMul(): void {
   if (PATCHED in previous.kernelFunc) return;
 
   const kernelFunc: tf.KernelFunc = (args) => {
-    const { a, b } = args.inputs as { a: tf.TensorInfo; b: tf.TensorInfo };
-    const { transposeA, transposeB } = args.attrs as unknown as { transposeA: boolean; transposeB: boolean };
-    const batchShapeA = a.shape.slice(0, -2);
-    const batchShapeB = b.shape.slice(0, -2);
-    const batchA = sizeOf(batchShapeA);
-    const batchB = sizeOf(batchShapeB);
-    const sameBatch = batchShapeA.join(',') === batchShapeB.join(',');
-    const covered = state.enabled && a.dtype === 'float32' && b.dtype === 'float32' && (sameBatch || batchA === 1 || batchB === 1);
-    if (!covered || sizeOf(a.shape) === 0 || sizeOf(b.shape) === 0) return previous.kernelFunc(args);
+    const { a, b, transposeA, transposeB, batchA, batchB, batchShape, m, k, n, covered } = batchMatMulShape(args);
+    if (!state.enabled || !covered || sizeOf(a.shape) === 0 || sizeOf(b.shape) === 0) return previous.kernelFunc(args);
 
     const backend = args.backend as unknown as WasmBackendInternals;
     const [ra, ca] = a.shape.slice(-2);
     const [rb, cb] = b.shape.slice(-2);
-    const m = transposeA ? ca : ra;
-    const k = transposeA ? ra : ca;
-    const n = transposeB ? rb : cb;
-    if (k !== (transposeB ? cb : rb)) throw new Error(`matMul: inner dimensions differ (${a.shape} x ${b.shape}, transposeA=${transposeA}, transposeB=${transposeB})`);
-    const batchShape = batchShapeA.length >= batchShapeB.length ? batchShapeA : batchShapeB;
     const out = backend.makeOutput([...batchShape, m, n], 'float32');
     // [batch*m, k] x [k, n]: with one B, A's batch folds into the rows (one larger GEMM).
     const fold = batchB === 1 && !transposeA;

@@ -5,18 +5,11 @@
 // logprobs[t]: its sampling logprob; advantages[t], weights[t]: its advantage and loss weight). Entry 0 is never a
 // target. No trajectory groups and no rewards: the advantages were computed by the client.
 import type { RlData } from './rl-data.js';
+import type { RlTokenSequence } from '../../src/protocol/token-sequences.js';
 
-/** One client-tokenized RL sequence, as a native RL job's payload carries it. */
-export interface RlTokenSequenceJson {
-  token_ids: number[];
-  loss_mask: number[];
-  logprobs: number[];
-  advantages: number[];
-  weights: number[];
-}
 
 /** The RL data of client-tokenized sequences; errors name the sequence (the server validated them already). */
-export function rlDataFromTokenSequences(rows: RlTokenSequenceJson[]): RlData {
+export function rlDataFromTokenSequences(rows: RlTokenSequence[]): RlData {
   const sequences = rows.map((row, i) => {
     const n = Array.isArray(row.token_ids) ? row.token_ids.length : -1;
     for (const key of ['loss_mask', 'logprobs', 'advantages', 'weights'] as const) {

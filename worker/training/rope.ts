@@ -1,29 +1,13 @@
-// Rotary position embedding tables (Hugging Face "rotate_half" convention), computed in plain JS.
+// Rotary position embedding tables for the trainer, in the layout its TF.js ops want (Hugging Face "rotate_half"
+// convention); the frequencies are serving's, so a trained model sees exactly the positions it is served with.
 import type { ModelConfig } from '../../src/runtime/model-config.js';
+import { inverseFrequencies } from '../../src/runtime/rope.js';
 
-/** inv_freq[i] = theta^(-2i/headDim), with Llama-3 frequency scaling when configured. */
+/** inv_freq[i] = theta^(-2i/headDim), with Llama-3 frequency scaling when configured: serving's tables (src/runtime/rope.ts). */
 export function ropeInverseFrequencies(config: ModelConfig): Float64Array {
-  const half = config.headDim / 2;
-  const inv = new Float64Array(half);
-  for (let i = 0; i < half; i++) inv[i] = 1 / Math.pow(config.ropeTheta, (2 * i) / config.headDim);
-  const s = config.ropeScaling;
-  if (s) {
-    if (s.type !== 'llama3') throw new Error(`rope_scaling type ${String(s.type)} is not supported`);
-    // transformers' _compute_llama3_parameters: long wavelengths are divided by `factor`,
-    // short ones kept, the band in between interpolated smoothly.
-    const lowFreqWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
-    const highFreqWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
-    for (let i = 0; i < half; i++) {
-      const wavelen = (2 * Math.PI) / inv[i];
-      if (wavelen > lowFreqWavelen) {
-        inv[i] = inv[i] / s.factor;
-      } else if (wavelen >= highFreqWavelen) {
-        const smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
-        inv[i] = (1 - smooth) * (inv[i] / s.factor) + smooth * inv[i];
-      }
-    }
-  }
-  return inv;
+  const type = config.ropeScaling?.type;
+  if (type !== undefined && type !== 'llama3') throw new Error(`rope_scaling type ${String(type)} is not supported`);
+  return inverseFrequencies(config);
 }
 
 /**

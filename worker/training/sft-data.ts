@@ -9,20 +9,13 @@
 // RL choices without logprobs (rl-data.ts).
 import type { TrainSequence } from './data.js';
 import { tokenizeHistory, type ChatMessage, type ChatTokenizer } from './rl-data.js';
+import type { TokenizedSftRow } from '../../src/protocol/token-sequences.js';
 
 export interface SftRow {
   messages: ChatMessage[];
   tools?: unknown[] | null;
 }
 
-/**
- * A sequence tokenized by the client (ART's N3 native API sends token matrices; src/services/native-runs/token-matrix.ts
- * writes them as `{"token_ids": [...], "loss_mask": [...]}` lines): trained as given, loss_mask[t] = 1 where ids[t] is a target.
- */
-export interface TokenizedSftRow {
-  token_ids: number[];
-  loss_mask: number[];
-}
 
 const isTokenized = (row: SftRow | TokenizedSftRow): row is TokenizedSftRow => 'token_ids' in row;
 

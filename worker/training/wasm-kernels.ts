@@ -23,6 +23,7 @@
 // numbers against the cpu backend.
 import * as tf from '@tensorflow/tfjs-core';
 import { adamwUpdate, FUSED_ADAMW_KERNEL, type AdamWStep } from './optimizer.js';
+import { batchMatMulShape, sizeOf } from './batch-matmul-shape.js';
 
 /** The parts of BackendWasm (tfjs-backend-wasm 4.22) these kernels touch. */
 interface WasmBackendInternals {
@@ -42,7 +43,6 @@ interface CpuBackendInternals {
   makeTensorInfo(shape: number[], dtype: tf.DataType, values: Float32Array): tf.TensorInfo;
 }
 
-const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 
 /**
  * Kernels are registered process-wide, and a process may load this module more than once (test
@@ -114,26 +114,11 @@ export function patchWasmBatchMatMul(): void {
 
   const kernelFunc: tf.KernelFunc = (args) => {
     const backend = args.backend as unknown as WasmBackendInternals;
-    const { a, b } = args.inputs as { a: tf.TensorInfo; b: tf.TensorInfo };
-    const { transposeA, transposeB } = args.attrs as unknown as { transposeA: boolean; transposeB: boolean };
-    const batchShapeA = a.shape.slice(0, -2);
-    const batchShapeB = b.shape.slice(0, -2);
-    const batchA = sizeOf(batchShapeA);
-    const batchB = sizeOf(batchShapeB);
-    const sameBatch = batchA === batchB && batchShapeA.length === batchShapeB.length;
-    // Only the common cases: equal batch shapes, or one side without batch dims.
-    if (a.dtype !== 'float32' || b.dtype !== 'float32' || !(sameBatch || batchA === 1 || batchB === 1)) {
-      return original.kernelFunc(args);
-    }
-    const m = transposeA ? a.shape[a.shape.length - 1] : a.shape[a.shape.length - 2];
-    const k = transposeA ? a.shape[a.shape.length - 2] : a.shape[a.shape.length - 1];
-    const kb = transposeB ? b.shape[b.shape.length - 1] : b.shape[b.shape.length - 2];
-    const n = transposeB ? b.shape[b.shape.length - 2] : b.shape[b.shape.length - 1];
-    if (k !== kb) throw new Error(`matMul: inner dimensions differ (${a.shape} x ${b.shape}, transposeA=${transposeA}, transposeB=${transposeB})`);
+    const { a, b, transposeA, transposeB, batchA, batchB, batchShape, m, k, n, covered } = batchMatMulShape(args);
+    if (!covered) return original.kernelFunc(args);
 
     const aC = transposeA ? swapLastTwoDims(backend, a) : a; // [..., m, k]
     const bC = transposeB ? swapLastTwoDims(backend, b) : b; // [..., k, n]
-    const batchShape = batchShapeA.length >= batchShapeB.length ? batchShapeA : batchShapeB;
     const out = backend.makeOutput([...batchShape, m, n], 'float32');
     const id = (t: tf.TensorInfo) => backend.dataIdMap.get(t.dataId).id;
 

@@ -23,7 +23,7 @@ import { OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
 import type { ModelsService } from '../models.js';
 import { isHiddenModel } from '../hidden-models.js';
 import type { TrainingJobsService } from '../training-jobs.js';
-import type { TokenSequence } from './token-matrix.js';
+import type { TokenizedSftRow } from '../../protocol/token-sequences.js';
 import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../../schemas/native-training.js';
 
 export class NativeExecutor {
@@ -133,7 +133,7 @@ export class NativeExecutor {
   private async startForwardBackward(run: NativeRunRecord, op: NativeOperationRecord): Promise<void> {
     const command = op.command as unknown as ForwardBackwardBodyT;
     // N3's batches are stored translated (native-runs/framing.ts): RL token matrices as rl_tokens, SFT ones as sft_tokens.
-    const batch = command.batch as ForwardBackwardBodyT['batch'] | RlTokenBatch | { kind: 'sft_tokens'; sequences: TokenSequence[] };
+    const batch = command.batch as ForwardBackwardBodyT['batch'] | RlTokenBatch | { kind: 'sft_tokens'; sequences: TokenizedSftRow[] };
     const rl = batch.kind === 'rl' ? admitRlBatch(batch, command.loss, (config) => this.jobs.unsupportedRlKeys(config))
       : batch.kind === 'rl_tokens' ? rlTokenInputs(batch, command.loss) : null;
     if (rl) {

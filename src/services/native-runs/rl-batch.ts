@@ -12,7 +12,8 @@ import type { ForwardBackwardBodyT } from '../../schemas/native-training.js';
 import type { NativeOperationRecord, TrainingEventRecord } from '../../store/records.js';
 import { canonicalJson } from './admission.js';
 import { measuredResult, pick } from './wire.js';
-import { tokenRlExperimentalConfig, type RlTokenSequence } from './rl-token-matrix.js';
+import { tokenRlExperimentalConfig } from './rl-token-matrix.js';
+import type { RlTokenSequence } from '../../protocol/token-sequences.js';
 
 /** The losses of ART's RL batches that the preview API's RL trainer implements (ART's contract allows these two). */
 export const RL_LOSSES = ['cispo', 'ppo'];

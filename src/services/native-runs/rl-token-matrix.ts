@@ -12,18 +12,11 @@
 import { ValidationError } from '../../errors/domain-errors.js';
 import type { TokenMatrixBatchT } from '../../schemas/native-framings.js';
 import { denseValues } from './token-matrix.js';
+import type { RlTokenSequence } from '../../protocol/token-sequences.js';
 
 type Matrix = TokenMatrixBatchT['matrices'][number];
 type Row = Matrix['rows'][number];
 
-/** One RL sequence for the trainer; every array is aligned with token_ids (entry t: the target token_ids[t]). */
-export interface RlTokenSequence {
-  token_ids: number[];
-  loss_mask: number[];
-  logprobs: number[];
-  advantages: number[];
-  weights: number[];
-}
 
 export type RlTokenMatrixDecoding = { ok: true; sequences: RlTokenSequence[] } | { ok: false; reason: string };
 

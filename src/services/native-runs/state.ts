@@ -12,7 +12,7 @@ import path from 'node:path';
 import type { Store } from '../../store/sqlite/store.js';
 import { nowIso, type NativeOperationRecord, type NativeRunRecord } from '../../store/records.js';
 import { decodeOptimizerState, encodeOptimizerState, freshOptimizerState, OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
-import { decodeSafetensors } from '../../runtime/safetensors-f32.js';
+import { decodeSafetensors } from '../../runtime/safetensors.js';
 import type { AdmissionRefusal, CommandInput } from './admission.js';
 import type { ModelsService } from '../models.js';
 import type { LoadStateBodyT, SaveStateBodyT } from '../../schemas/native-training.js';

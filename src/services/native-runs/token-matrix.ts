@@ -4,16 +4,12 @@
 // mask over them (mask[t] = 1: ids[t] is a target), so a matrix is exactly one such sequence when its weights are
 // 0/1 and every weighted target is the next input token; anything else is refused with the reason.
 import type { TokenMatrixBatchT } from '../../schemas/native-framings.js';
+import type { TokenizedSftRow } from '../../protocol/token-sequences.js';
 
 type Row = TokenMatrixBatchT['matrices'][number]['rows'][number];
 
-/** A pre-tokenized SFT sequence, as the training worker reads it from a JSONL line. */
-export interface TokenSequence {
-  token_ids: number[];
-  loss_mask: number[];
-}
 
-export type TokenMatrixDecoding = { ok: true; sequences: TokenSequence[] } | { ok: false; status: 400 | 501; reason: string };
+export type TokenMatrixDecoding = { ok: true; sequences: TokenizedSftRow[] } | { ok: false; status: 400 | 501; reason: string };
 
 const SFT_ROWS = new Set(['token_ids', 'target_token_ids', 'loss_weights']);
 
@@ -44,7 +40,7 @@ export function denseValues(row: Row): number[] {
 /** The SFT (cross_entropy) sequences of a token matrix batch, or why Hearth cannot train on it. */
 export function sftSequencesFromTokenMatrices(batch: TokenMatrixBatchT): TokenMatrixDecoding {
   if (batch.routes.length > 0) return { ok: false, status: 501, reason: 'token matrix routes (MoE routing replay) are not implemented by this server' };
-  const sequences: TokenSequence[] = [];
+  const sequences: TokenizedSftRow[] = [];
   for (const matrix of batch.matrices) {
     const rows = new Map(matrix.rows.map((r) => [r.name, r]));
     const extra = [...rows.keys()].filter((n) => !SFT_ROWS.has(n));

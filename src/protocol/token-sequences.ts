@@ -1,0 +1,23 @@
+// Client-tokenized sequences as they travel from the API to the training worker: ART's native runs (N3) send
+// token matrices, which src/services/native-runs/ decodes into these and the trainer (worker/training/) reads.
+
+/**
+ * A pre-tokenized SFT sequence, one line of the JSONL file a native run's SFT job reads: trained as given,
+ * loss_mask[t] = 1 where token_ids[t] is a target.
+ */
+export interface TokenizedSftRow {
+  token_ids: number[];
+  loss_mask: number[];
+}
+
+/**
+ * One client-tokenized RL sequence, as a native RL job's payload carries it. Every array is aligned with token_ids
+ * (entry t: the target token_ids[t]): its sampling logprob, its advantage and its loss weight.
+ */
+export interface RlTokenSequence {
+  token_ids: number[];
+  loss_mask: number[];
+  logprobs: number[];
+  advantages: number[];
+  weights: number[];
+}
