@@ -4,7 +4,7 @@
 // GGUF file kept whole as model.gguf, its tensors in their own quantization (nothing is dequantized at
 // import; the runtime serves the blocks as they are). Imports are staged in a temp dir and renamed into
 // place at the end, so a failed import never leaves a half-written model.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, openSync, readSync, writeSync, closeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ModelConfig } from '../runtime/model-config.js';

@@ -6,22 +6,23 @@
 // lists it and emits training_ended. Cancellation is checked between optimizer steps.
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
-import { computeAdvantages } from './advantages.js';
 import { assertFitsWasmHeap, explainTrainingError } from './capacity.js';
 import { initTrainingBackend, type BackendName, type TrainingBackend } from './backend.js';
 import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
 import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
-import { policyLoss, readAndDispose, weightedNll } from './losses.js';
+import { readAndDispose, weightedNll } from './losses.js';
 import { LlamaModel, type LayerRecomputation } from './model.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt, type AdamWConfig } from './optimizer.js';
 import { adapterMoments, restoreAdapterMoments } from './adapter-moments.js';
 import type { OptimizerState } from '../../src/runtime/optimizer-state.js';
-import { fitRewardStdDevLearningRate, type RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
+import type { RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { RlData } from './rl-data.js';
-import { balanceAdvantage, rlSettingsFromExperimentalConfig, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
+import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
 import { optimizerStep } from './train-step.js';
+import { klReferenceLogprobs, rlDataMetrics, rlLearningRate, rlMicroBatchLoss, rlTrainSequences } from './rl-step.js';
+import { logprobsAt, sequenceLogprobs } from './token-logprobs.js';
 
 export type TrainingEvent =
   | { type: 'training_started'; data: { num_sequences: number } }
@@ -186,31 +187,6 @@ function continueCarriedMoments(model: LlamaModel, optimizer: AdamW, carry: Trai
   if (carry.from) restoreAdapterMoments(model.lora, optimizer, carry.from);
 }
 
-/**
- * log p(target) at the given rows only. The LM head is the largest GEMM at a big vocabulary,
- * and prompt positions need no logits, so they are dropped before it.
- */
-function logprobsAt(model: LlamaModel, mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
-  const hidden = model.hidden(mb.batch, training);
-  const selected = at.index.length === mb.trainable.length ? hidden : (tf.gather(hidden, tf.tensor1d(at.index, 'int32')) as tf.Tensor2D);
-  return model.tokenLogprobs(selected, at.targets, onEntropy);
-}
-
-/**
- * Per-sequence logprobs of the trained targets (index t holds ids[t + 1]; NaN where not trained),
- * without gradients.
- */
-export function sequenceLogprobs(model: LlamaModel, sequences: TrainSequence[], tokenBudget: number): Float32Array[] {
-  const out: Float32Array[] = sequences.map((s) => new Float32Array(s.ids.length - 1).fill(NaN));
-  for (const mb of microBatches(sequences, sequences.map((_, i) => i), tokenBudget)) {
-    if (mb.numTrainableTokens === 0) continue;
-    const at = trainedPositions(mb);
-    const lp = readAndDispose(tf.tidy(() => logprobsAt(model, mb, at, false)));
-    at.index.forEach((_, j) => (out[at.sequenceIndex[j]][at.positionInSequence[j]] = lp[j]));
-  }
-  return out;
-}
-
 /** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */
 function release(model: LlamaModel, optimizer: AdamW): void {
   try {
@@ -341,40 +317,9 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const backend = await initTrainingBackend({ prefer: deps.backend, log: deps.log });
   const settings = rlSettingsFromExperimentalConfig(job.experimentalConfig);
   const { data } = job;
-  const adv = computeAdvantages(data.groupRewards, { scaleRewards: settings.scaleRewards });
-  // Advantage of each trajectory, numbered over all groups as rl-data numbers them.
-  const trajectoryAdvantage = adv.groups.flatMap((g) => g.advantages).map((a) => balanceAdvantage(a, settings.advantageBalance));
-  // Sequences made by the client (ART's N3 token matrices) carry an advantage and a loss weight per token: each
-  // step's loss is then the weighted mean over its trained tokens (ART's "mean_active_token"), not per trajectory.
-  const perToken = data.sequences.some((s) => s.tokenAdvantages);
-  if (perToken && !data.sequences.every((s) => s.tokenAdvantages)) throw new Error('an RL job takes per-token advantages for every sequence or for none');
-  const sequences: TrainSequence[] = [];
-  const trajectoryOf: number[] = [];
-  for (const s of data.sequences) {
-    if (perToken) {
-      if (trainableTokens(s) === 0) continue;
-      validateSequence(s, deps.model.config.vocabSize);
-      sequences.push({ ids: s.ids, lossMask: s.lossMask, logprobs: s.logprobs, tokenAdvantages: s.tokenAdvantages, tokenWeights: s.tokenWeights });
-      trajectoryOf.push(s.trajectory);
-      continue;
-    }
-    const a = trajectoryAdvantage[s.trajectory];
-    if (a === undefined) throw new Error(`sequence refers to trajectory ${s.trajectory}, but there are ${trajectoryAdvantage.length}`);
-    if (a === 0 || trainableTokens(s) === 0) continue;
-    validateSequence(s, deps.model.config.vocabSize);
-    sequences.push({ ids: s.ids, lossMask: s.lossMask, logprobs: s.logprobs, advantage: a });
-    trajectoryOf.push(s.trajectory);
-  }
-  const numTrainableTrajectories = new Set(trajectoryOf).size;
-  const rewardStdFit = settings.scaleLearningRateByRewardStdDev ? fitRewardStdDevLearningRate(job.rewardStdDevHistory ?? []) : null;
-  if (rewardStdFit) {
-    deps.log?.(
-      `scale_learning_rate_by_reward_std_dev: ${rewardStdFit.steps} steps of history, slope ${rewardStdFit.slope ?? 'n/a'}, ` +
-        `intercept ${rewardStdFit.intercept ?? 'n/a'}, learning rate × ${rewardStdFit.multiplier}`,
-    );
-  }
-  const learningRate =
-    settings.learningRate * (rewardStdFit?.multiplier ?? 1) * Math.pow(Math.max(1, numTrainableTrajectories), settings.numTrajectoriesLrPower);
+  const train = rlTrainSequences(data, settings, deps.model.config.vocabSize);
+  const { sequences, trajectoryOf, perToken } = train;
+  const learningRate = rlLearningRate(settings, job.rewardStdDevHistory ?? [], new Set(trajectoryOf).size, deps.log);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, sequences, budget);
   const model = buildTrainingModel(deps.model, deps.seed);
@@ -382,24 +327,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   let lastMetrics: Record<string, number> = {};
   try {
     continueCarriedMoments(model, optimizer, deps.carryOptimizer);
-    // Reference logprobs (KL penalty) come from the base (LoRA disabled, or the starting weights), or from
-    // an earlier checkpoint's LoRA factors swapped in for that one pass.
-    let refLogprobs: Float32Array[] | null = null;
-    if (settings.loss.klPenaltyCoef !== 0) {
-      const reference = deps.klReference ?? null;
-      if (reference && (reference.kind !== 'lora' || !model.lora)) throw new Error('a KL reference checkpoint needs LoRA training and a LoRA checkpoint');
-      const own = model.lora;
-      if (reference?.kind === 'lora') model.lora = LoraAdapters.fromPeftTensors(deps.model.config, reference.lora, reference.tensors);
-      else if (own) own.enabled = false;
-      try {
-        refLogprobs = sequenceLogprobs(model, sequences, budget);
-      } finally {
-        if (reference?.kind === 'lora') {
-          for (const v of model.lora!.variables()) v.dispose();
-          model.lora = own;
-        } else if (own) own.enabled = true;
-      }
-    }
+    const refLogprobs = settings.loss.klPenaltyCoef !== 0 ? klReferenceLogprobs(model, deps.klReference ?? null, sequences, budget) : null;
     if (settings.precalculateLogprobs) {
       const current = sequenceLogprobs(model, sequences, budget);
       sequences.forEach((s, i) => (s.logprobs = [NaN, ...current[i]]));
@@ -413,54 +341,23 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     await emit({ type: 'training_started', data: { num_sequences: job.forwardOnly ? 1 : steps.length } });
     // forwardOnly: steps weigh by their share (trajectories, or trained tokens with per-token advantages), as one step over all would.
     const measured = { loss: 0, policy: 0, kl: 0, entropy: 0, trainable: 0, tokens: 0, shares: 0 };
-    // Rewards are known only from trajectory groups (per-token advantages come without them).
-    const rewardMetrics = (): Record<string, number> =>
-      perToken ? {} : { reward: adv.rewardMean, reward_std_dev: adv.rewardStdDev };
-    const groupMetrics = (): Record<string, number> =>
-      perToken ? {} : { num_groups_submitted: adv.numGroupsSubmitted, num_groups_trainable: adv.numGroupsTrainable };
 
     for (const stepSequences of steps) {
       await checkCancelled(deps);
       const started = performance.now();
       const trajectoriesInStep = new Set(stepSequences.map((i) => trajectoryOf[i])).size;
       const mbs = microBatches(stepSequences.map((i) => sequences[i]), stepSequences, budget);
-      let entropySum = 0;
-      let policySum = 0;
-      let klSum = 0;
+      const sums = { policy: 0, kl: 0, entropy: 0 };
       const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
       const tokens = mbs.reduce((a, m) => a + m.numTokens, 0);
-      const lossOf = (mb: MicroBatch) => {
-        const at = trainedPositions(mb);
-        const n = at.index.length;
-        const weights = new Float32Array(n);
-        const ref = refLogprobs ? new Float32Array(n) : undefined;
-        for (let j = 0; j < n; j++) {
-          const s = at.sequenceIndex[j];
-          if (ref && refLogprobs) ref[j] = refLogprobs[s][at.positionInSequence[j]];
-          weights[j] = perToken ? at.lossWeights[j] / trainable : 1 / (trajectoryTokens.get(trajectoryOf[s])! * trajectoriesInStep);
-        }
-        const logprobs = logprobsAt(model, mb, at, true, (entropy) => {
-          for (let j = 0; j < n; j++) entropySum += entropy[j];
-        });
-        const parts = policyLoss(logprobs, {
-          oldLogprobs: at.oldLogprobs,
-          advantages: at.advantages,
-          weights,
-          sequenceIndex: at.sequenceIndex,
-          numSequences: sequences.length,
-          refLogprobs: ref,
-        }, settings.loss);
-        policySum += parts.policyLoss.dataSync()[0];
-        klSum += parts.kl.dataSync()[0];
-        return parts.loss;
-      };
+      const lossOf = (mb: MicroBatch) => rlMicroBatchLoss(model, mb, { trainable, trajectoriesInStep, trajectoryTokens }, { train, settings, refLogprobs }, sums);
       if (job.forwardOnly) {
         // The step's loss without its gradient, weighed by the step's share.
         const loss = mbs.reduce((a, mb) => a + readAndDispose(tf.tidy(() => lossOf(mb)))[0], 0);
         const share = perToken ? trainable : trajectoriesInStep;
         Object.assign(measured, {
-          loss: measured.loss + loss * share, policy: measured.policy + policySum * share, kl: measured.kl + klSum * share,
-          entropy: measured.entropy + entropySum, trainable: measured.trainable + trainable, tokens: measured.tokens + tokens,
+          loss: measured.loss + loss * share, policy: measured.policy + sums.policy * share, kl: measured.kl + sums.kl * share,
+          entropy: measured.entropy + sums.entropy, trainable: measured.trainable + trainable, tokens: measured.tokens + tokens,
           shares: measured.shares + share,
         });
         continue;
@@ -469,22 +366,17 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       const seconds = (performance.now() - started) / 1000;
       lastMetrics = {
         loss,
-        policy_loss: policySum,
-        entropy: trainable > 0 ? entropySum / trainable : 0,
+        policy_loss: sums.policy,
+        entropy: trainable > 0 ? sums.entropy / trainable : 0,
         grad_norm: gradNorm,
         learning_rate: learningRate,
-        ...rewardMetrics(),
-        exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
-        ...groupMetrics(),
-        // The job's total (trajectories + exceptions), which is what ART's data/step_num_trajectories means (it renames this key onto
-        // its own per-train() count); trajectoriesInStep would override it with one step's share.
-        num_trajectories: data.numTrajectories + data.numExceptions,
+        ...rlDataMetrics(data, train),
         // Only the trainable count: ART maps this and train_tokens to one key, and the later one won.
         num_trainable_tokens: trainable,
         num_tokens: tokens,
         tokens_per_second: tokens / seconds,
       };
-      if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = klSum;
+      if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = sums.kl;
       await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
     }
     if (job.forwardOnly) {
@@ -493,10 +385,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         loss: measured.loss / per,
         policy_loss: measured.policy / per,
         entropy: measured.trainable > 0 ? measured.entropy / measured.trainable : 0,
-        ...rewardMetrics(),
-        exception_rate: data.numExceptions / Math.max(1, data.numExceptions + data.numTrajectories),
-        ...groupMetrics(),
-        num_trajectories: data.numTrajectories + data.numExceptions,
+        ...rlDataMetrics(data, train),
         num_trainable_tokens: measured.trainable,
         num_tokens: measured.tokens,
         // How the optimizer steps of this data would be packed (ART's PackingOutcome).
