@@ -76,7 +76,7 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       ...common, url: '/table/create', operationId: 'table_create_table_create_post', summary: 'Table Create',
       body: TableCreateReq, response: TableCreateRes,
-      errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest' },
+      errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest', 413: 'More JSON values or rows than one request may carry' },
       precheck: (body) => refuseOverRowCap((body as { table?: { rows?: unknown } })?.table?.rows),
       handler: async ({ auth, body }) => {
         const scope = run(() => scopeOf(auth, body.table.project_id), () => {
@@ -91,7 +91,7 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       ...common, url: '/table/update', operationId: 'table_update_table_update_post', summary: 'Table Update',
       body: TableUpdateReq, response: TableUpdateRes,
-      errors: { 400: 'Index out of range', 404: 'Unknown base table' },
+      errors: { 400: 'Index out of range', 404: 'Unknown base table', 413: 'More JSON values or updates than one request may carry' },
       precheck: (body) => refuseOverRowCap((body as { updates?: unknown })?.updates),
       handler: async ({ auth, body }) => {
         const scope = run(() => scopeOf(auth, body.project_id), () => {
@@ -114,7 +114,8 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       ...common, url: '/table/create_from_digests', operationId: 'table_create_from_digests_table_create_from_digests_post',
       summary: 'Table Create From Digests', body: TableCreateFromDigestsReq, response: TableCreateFromDigestsRes,
-      errors: { 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest' },
+      errors: { 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest', 413: 'More rows than one request may carry' },
+      precheck: (body) => refuseOverRowCap((body as { row_digests?: unknown })?.row_digests),
       handler: ({ auth, body }) =>
         run(
           () => ({ digest: tables.createTableFromDigests(scopeOf(auth, body.project_id), body.row_digests, body.expected_digest) }),
