@@ -7,8 +7,10 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
 import { errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, wireErrorOf, type ErrorStyle } from './errors.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../domain/json-depth.js';
+import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
+import { exceedsJsonBudget } from '../domain/json-budget.js';
 import { registerAuth } from './plugins/auth.js';
+import { hostAllowed, hostPolicyOf } from './host-check.js';
 import { registerRoutes, type RouteDef } from './route.js';
 import { buildOpenApi } from './openapi.js';
 import { allRoutes } from './routes/index.js';
@@ -29,11 +31,22 @@ function jsonInvalid(err: Error, position: number | null) {
   ]);
 }
 
-function parseJson(text: string, parse: (text: string) => unknown = JSON.parse): unknown {
+/** The value budget of a route's body and the setting that raises it (named in the 413 answer). */
+interface ValueBudget {
+  maxValues: number;
+  setting: string;
+}
+
+function parseJson(text: string, budget: ValueBudget, parse: (text: string) => unknown = JSON.parse): unknown {
   if (text.trim() === '') return undefined;
-  // FastAPI's answer when json.loads hits its recursion limit; deeper values would overflow our own stack later.
-  // A text can open no more brackets than it has characters, so short bodies (every chat request) skip the scan.
-  if (text.length > MAX_JSON_DEPTH && nestsDeeperThan(text)) throw new HttpError(400, `There was an error parsing the body: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
+  // One scan before the parse: FastAPI's answer when json.loads hits its recursion limit (deeper values would
+  // overflow our own stack later), and 413 for more values than the route's budget (the parse would take memory
+  // per value: src/domain/json-budget.ts). Short bodies (every chat request) skip the scan.
+  const excess = exceedsJsonBudget(text, { maxValues: budget.maxValues, maxDepth: MAX_JSON_DEPTH });
+  if (excess?.limit === 'depth') throw new HttpError(400, `There was an error parsing the body: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
+  if (excess?.limit === 'values') {
+    throw new HttpError(413, `Request body holds more than ${excess.max} JSON values (${budget.setting} on the server)`, {}, 'request_too_large');
+  }
   try {
     return parse(text);
   } catch (err) {
@@ -112,9 +125,13 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
 
   // JSON everywhere, also when Content-Type is missing (the Weave client sends none), as FastAPI does.
   app.removeContentTypeParser(['application/json', 'text/plain']);
+  const budgetOf = (req: FastifyRequest): ValueBudget => ({
+    maxValues: req.routeOptions.config?.maxJsonValues ?? ctx.config.maxJsonValues,
+    setting: req.routeOptions.config?.maxJsonValuesSetting ?? 'HEARTH_MAX_JSON_VALUES',
+  });
   app.addContentTypeParser(['application/json', 'text/plain'], { parseAs: 'string' }, (req, body, done) => {
     try {
-      done(null, parseJson(body as string, req.routeOptions.config?.parseBody));
+      done(null, parseJson(body as string, budgetOf(req), req.routeOptions.config?.parseBody));
     } catch (err) {
       done(err as Error, undefined);
     }
@@ -123,11 +140,20 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
   app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], { parseAs: 'string' }, (_req, body, done) => done(null, body));
   app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
     try {
-      done(null, parseJson(body as string, req.routeOptions.config?.parseBody));
+      done(null, parseJson(body as string, budgetOf(req), req.routeOptions.config?.parseBody));
     } catch (err) {
       done(err as Error, undefined);
     }
   });
+
+  // Against DNS rebinding (src/api/host-check.ts): a Host name the server was not configured for is refused.
+  const hostPolicy = hostPolicyOf(ctx.config.allowedHosts, ctx.config.host);
+  if (hostPolicy.names) {
+    app.addHook('onRequest', (request, _reply, done) => {
+      if (hostAllowed(request.headers.host, hostPolicy)) return done();
+      done(new HttpError(403, 'Host header not allowed: add the name to HEARTH_ALLOWED_HOSTS on the server'));
+    });
+  }
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -164,14 +190,15 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
 
   app.setNotFoundHandler(notFound);
 
-  registerMetrics(app);
-  const authFor = registerAuth(app, ctx.keys, ctx.config.rateLimitPerMinute);
+  registerMetrics(app, undefined, { tenantDetail: { key: ctx.config.metricsKey } });
+  const authFor = registerAuth(app, ctx.keys, ctx.config.rateLimitPerMinute, ctx.config.authFailuresPerMinute);
 
   const defs = [...allRoutes(ctx), ...(opts.extraRoutes ?? [])];
   registerRoutes(app, defs, authFor);
   registerArtifactRoutes(app, {
     home: ctx.config.home,
     workerToken: ctx.config.workerToken,
+    uploadLimit: ctx.config.workerUploadLimit,
     runningJob: (id) => {
       const job = ctx.store.jobs.getById(id);
       return job?.status === 'running' ? { modelId: job.modelId } : null;

@@ -44,6 +44,15 @@ export interface RouteDef<P extends z.ZodType | undefined = any, Q extends z.Zod
   bodyLimit?: number;
   /** The setting that raises `bodyLimit`, named in the 413 answer. */
   bodyLimitSetting?: string;
+  /** Most JSON values this route's body may hold, instead of the app's (src/domain/json-budget.ts). */
+  maxJsonValues?: number;
+  /** The setting that raises `maxJsonValues`, named in the 413 answer. */
+  maxJsonValuesSetting?: string;
+  /**
+   * Checks on the parsed body before schema validation (which copies every value): throw to refuse it, e.g. a
+   * ValidationError for counts over a route's limits (src/domain/rl-body-counts.ts).
+   */
+  precheck?: (body: unknown) => void;
   /** Return the body to send (200), or send it yourself through `reply` (streaming) and return undefined. */
   handler: (ctx: RouteContext<Infer<P>, Infer<Q>, Infer<B>>) => unknown | Promise<unknown>;
 }
@@ -60,6 +69,8 @@ declare module 'fastify' {
     errorStyle?: ErrorStyle;
     parseBody?: (text: string) => unknown;
     bodyLimitSetting?: string;
+    maxJsonValues?: number;
+    maxJsonValuesSetting?: string;
   }
   interface FastifyRequest {
     auth: AuthContext | null;
@@ -94,11 +105,15 @@ export function registerRoutes(app: FastifyInstance, defs: RouteDef[], authFor: 
       app.route({
         method: def.method,
         url,
-        config: { errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody, bodyLimitSetting: def.bodyLimitSetting },
+        config: {
+          errorStyle: def.errorStyle ?? 'detail', parseBody: def.parseBody, bodyLimitSetting: def.bodyLimitSetting,
+          maxJsonValues: def.maxJsonValues, maxJsonValuesSetting: def.maxJsonValuesSetting,
+        },
         ...(def.bodyLimit !== undefined ? { bodyLimit: def.bodyLimit } : {}),
         ...(onRequest ? { onRequest } : {}),
         handler: async (request, reply) => {
           const issues: ValidationIssue[] = [];
+          if (def.precheck && request.body !== undefined) def.precheck(request.body);
           const params = parsePart(def.params, request.params, 'path', issues);
           const query = parsePart(def.query, request.query, 'query', issues);
           const body = bodyOrMissing(def.body, request, issues);

@@ -13,6 +13,21 @@ export interface Config {
   trainingBodyLimit: number;
   /** Requests per key per minute; 0 disables the limit. */
   rateLimitPerMinute: number;
+  /** Most JSON values a request body may hold (src/domain/json-budget.ts): bounds the memory a parse takes. */
+  maxJsonValues: number;
+  /** The same for the training uploads (RL jobs: a logprob object per completion token). */
+  trainingMaxJsonValues: number;
+  /** Requests a minute one client address may present an unknown or revoked API key before it gets 429; 0: no limit. */
+  authFailuresPerMinute: number;
+  /** HEARTH_METRICS_KEY: /metrics shows per-model series only to a request presenting it; null: never. */
+  metricsKey: string | null;
+  /**
+   * HEARTH_ALLOWED_HOSTS: the names a request's Host header may carry (besides IP literals), against DNS rebinding.
+   * null: the default (loopback names and HOST, checked only while HOST is a loopback address); ['*']: no check.
+   */
+  allowedHosts: string[] | null;
+  /** Largest file a worker host may upload through /v1/worker/artifacts/file, in bytes. */
+  workerUploadLimit: number;
   /** Redis for the BullMQ queue; null = embedded queue. */
   redisUrl: string | null;
   /** A key accepted in addition to the stored ones (automation), for `apiKeyEntity`. */
@@ -120,6 +135,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimit: int(env, 'HEARTH_BODY_LIMIT', 64 * 1024 * 1024),
     trainingBodyLimit: trainingBodyLimitOf(env),
     rateLimitPerMinute: int(env, 'HEARTH_RATE_LIMIT', 6000),
+    maxJsonValues: int(env, 'HEARTH_MAX_JSON_VALUES', 2_000_000),
+    trainingMaxJsonValues: int(env, 'HEARTH_TRAINING_MAX_JSON_VALUES', 8_000_000),
+    authFailuresPerMinute: int(env, 'HEARTH_AUTH_FAILURE_LIMIT', 60),
+    metricsKey: env.HEARTH_METRICS_KEY || null,
+    allowedHosts: env.HEARTH_ALLOWED_HOSTS ? env.HEARTH_ALLOWED_HOSTS.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean) : null,
+    workerUploadLimit: int(env, 'HEARTH_WORKER_UPLOAD_LIMIT', 64 * 1024 ** 3),
     redisUrl: env.REDIS_URL || null,
     apiKey: env.HEARTH_API_KEY || null,
     apiKeyEntity: env.HEARTH_ENTITY || 'local',

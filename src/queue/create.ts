@@ -27,6 +27,9 @@ export async function createQueue(
     maxQueuePerModel: config.maxQueuePerModel,
     maxTrainingQueuePerModel: config.maxTrainingQueuePerModel,
     queueTimeoutMs: config.queueTimeoutSec * 1000,
+    // Validation adds defaults to what the client sent, and native runs build their jobs' payloads: twice the
+    // intake budget still refuses the payloads that exhausted the heap (22M values) before the budget existed.
+    maxTrainingPayloadValues: 2 * config.trainingMaxJsonValues,
     log: hooks.log,
   });
 }

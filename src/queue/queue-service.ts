@@ -23,6 +23,8 @@ export interface QueueServiceOptions {
   maxTrainingQueuePerModel: number;
   queueTimeoutMs: number;
   reconcileEveryMs?: number;
+  /** Most JSON values a stored training payload may hold to be handed to a worker (HEARTH_TRAINING_MAX_JSON_VALUES). */
+  maxTrainingPayloadValues?: number;
   log?: (msg: string) => void;
 }
 
@@ -56,7 +58,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, this.homeId, (id, msg) => {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
-    });
+    }, this.opts.maxTrainingPayloadValues);
     this.scheduler.adopt();
     // Redis: resolves once the reports that arrived while no API ran are applied, so the jobs' states are current
     // before queued jobs are handed out and before the HTTP routes (checkpoint uploads among them) open.

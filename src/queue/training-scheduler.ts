@@ -1,5 +1,7 @@
 // Hands persisted training jobs to workers: at most one active job per model (each job continues from the
 // previous checkpoint, so jobs of one model run in order), oldest first, as capacity allows.
+// A job that cannot be handed over (a payload over the value budget, unparsable, or one whose hand-over crashed
+// the process: see DispatchMarker) fails with its reason; listing and choosing jobs never reads a payload.
 import { resolveKlReference } from '../domain/kl-reference.js';
 import { rewardStdDevHistory } from '../domain/training-step-metrics.js';
 import fs from 'node:fs';
@@ -10,11 +12,15 @@ import type { QueueAdapter } from './port.js';
 import type { TrainingTask } from '../protocol/messages.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { clearUploadStaging } from '../protocol/artifact-manifest.js';
+import { exceedsJsonBudget } from '../domain/json-budget.js';
+import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
+import { DispatchMarker } from './dispatch-marker.js';
 
 export class TrainingScheduler {
   /** Jobs handed to the adapter and not finished yet: job id → model id. */
   private readonly active = new Map<string, string>();
   private pumping = false;
+  private readonly marker: DispatchMarker;
 
   constructor(
     private readonly store: Store,
@@ -25,7 +31,11 @@ export class TrainingScheduler {
     /** Sent with each task (TrainingTask.homeId). */
     private readonly homeId: string,
     private readonly fail: (jobId: string, message: string) => void,
-  ) {}
+    /** Most JSON values a stored payload may hold to be handed over (HEARTH_TRAINING_MAX_JSON_VALUES). */
+    private readonly maxPayloadValues: number = Number.POSITIVE_INFINITY,
+  ) {
+    this.marker = new DispatchMarker(home);
+  }
 
   isActive(jobId: string): boolean {
     return this.active.has(jobId);
@@ -40,6 +50,10 @@ export class TrainingScheduler {
    * that no job of their models is handed out while their reports (which may end them) are being applied.
    */
   adopt(): void {
+    const crashed = this.marker.takeLeftOver();
+    if (crashed && this.store.jobs.getById(crashed)?.status === 'queued') {
+      this.fail(crashed, 'the server stopped while handing this job to a worker (its payload may be too large to hand over); it is not handed over again');
+    }
     for (const job of this.store.jobs.withStatus(['running'])) {
       if (this.adapter.durable) this.active.set(job.id, job.modelId); // its worker may still be on it; heartbeats tell
       else this.fail(job.id, 'the server restarted while this job was running');
@@ -58,22 +72,35 @@ export class TrainingScheduler {
       for (const head of this.store.jobs.queuedHeads()) {
         if (this.active.has(head.id) || busyModels.has(head.modelId)) continue;
         if (!this.adapter.canStartTraining()) break;
-        const job = this.store.jobs.getById(head.id);
+        const job = this.store.jobs.getById(head.id); // its payload is read only below, once judged
         if (!job || job.status !== 'queued') continue;
-        const task = this.taskFor(job);
-        if (typeof task === 'string') {
-          this.fail(job.id, task);
-          continue;
-        }
-        this.active.set(job.id, job.modelId);
-        busyModels.add(job.modelId);
-        // The step folder has no row (the step comes after the latest one): it is what a crash left between
-        // the worker's rename and its report. Workers never overwrite a checkpoint, so clear it first.
-        fs.rmSync(task.outputDir, { recursive: true, force: true });
-        // Likewise an upload a worker host left unfinished for this step (cut, or its job failed meanwhile).
-        clearUploadStaging(task.outputDir);
+        // Marked from before the payload is read until the hand-over's synchronous part (the payload's
+        // serialisation) is done: a crash in between fails this job at the next start (adopt).
+        this.marker.begin(job.id);
+        let handover: Promise<void>;
         try {
-          await this.adapter.startTraining(task);
+          const task = this.payloadRefusal(job.id) ?? this.taskOrReason(job);
+          if (typeof task === 'string') {
+            this.fail(job.id, task);
+            continue;
+          }
+          this.active.set(job.id, job.modelId);
+          busyModels.add(job.modelId);
+          // The step folder has no row (the step comes after the latest one): it is what a crash left between
+          // the worker's rename and its report. Workers never overwrite a checkpoint, so clear it first.
+          fs.rmSync(task.outputDir, { recursive: true, force: true });
+          // Likewise an upload a worker host left unfinished for this step (cut, or its job failed meanwhile).
+          clearUploadStaging(task.outputDir);
+          handover = this.adapter.startTraining(task);
+        } catch (err) {
+          this.active.delete(job.id);
+          this.fail(job.id, `could not hand the job to a worker: ${(err as Error).message}`);
+          continue;
+        } finally {
+          this.marker.end();
+        }
+        try {
+          await handover;
         } catch (err) {
           this.active.delete(job.id);
           this.fail(job.id, `could not hand the job to a worker: ${(err as Error).message}`);
@@ -98,6 +125,26 @@ export class TrainingScheduler {
       if (typeof task !== 'string' && (await this.adapter.resubmitTraining(task))) again.push(jobId);
     }
     return again;
+  }
+
+  /** Why a stored payload cannot be handed over, judged on its text before it is parsed; null when it can. */
+  private payloadRefusal(jobId: string): string | null {
+    const text = this.store.jobs.payloadText(jobId);
+    if (text === null) return 'the job has no stored payload';
+    const excess = exceedsJsonBudget(text, { maxValues: this.maxPayloadValues, maxDepth: MAX_JSON_DEPTH });
+    if (excess?.limit === 'values') return `the job's payload holds more than ${excess.max} JSON values (twice HEARTH_TRAINING_MAX_JSON_VALUES): it cannot be handed to a worker`;
+    if (excess?.limit === 'depth') return `the job's payload nests deeper than ${excess.max} levels: it cannot be handed to a worker`;
+    return null;
+  }
+
+  /** taskFor, with a payload that does not parse as a reason rather than an exception. */
+  private taskOrReason(job: TrainingJobRecord): TrainingTask | string {
+    try {
+      return this.taskFor(job);
+    } catch (err) {
+      if (err instanceof SyntaxError) return `the job's stored payload is not valid JSON (${err.message}): it cannot be handed to a worker`;
+      throw err;
+    }
   }
 
   private taskFor(job: TrainingJobRecord): TrainingTask | string {

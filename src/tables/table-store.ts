@@ -143,6 +143,34 @@ export class TableStore {
     return { digest: finished.tableDigest, rowDigests };
   }
 
+  /**
+   * createTable for large tables: the rows go in one transaction per `perSlice` rows, with a turn of the event loop
+   * between them, and the table version last. A request that fails midway leaves rows no table lists (stored
+   * under their content digest, as a later request would store them), never a table without its rows.
+   */
+  async createTableInSlices(
+    scope: ProjectScope,
+    rows: readonly PreparedRow[],
+    expectedDigest: string | null | undefined,
+    perSlice: number,
+    pause: () => Promise<void>,
+  ): Promise<{ digest: string; rowDigests: string[] }> {
+    const rowDigests = rows.map((row) => row.digest);
+    const finished = finishNewList(rowDigests);
+    if (expectedDigest != null && expectedDigest !== finished.tableDigest) {
+      throw digestMismatch(expectedDigest, finished.tableDigest);
+    }
+    const insertSlice = this.db.transaction((slice: readonly PreparedRow[]) => {
+      for (const row of slice) this.statements.insertRow.run(scope.entity, scope.project, row.digest, row.valJson);
+    });
+    for (let start = 0; start < rows.length; start += perSlice) {
+      if (start > 0) await pause();
+      insertSlice(rows.slice(start, start + perSlice));
+    }
+    this.db.transaction(() => this.saveVersion(scope, finished, rowDigests.length, false))();
+    return { digest: finished.tableDigest, rowDigests };
+  }
+
   /** /table/create_from_digests: rows are not required to exist (missing ones vanish from queries). */
   createTableFromDigests(scope: ProjectScope, rowDigests: readonly string[], expectedDigest?: string | null): string {
     const finished = finishNewList(rowDigests);

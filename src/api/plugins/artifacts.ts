@@ -26,6 +26,8 @@ export interface ArtifactRoutesOptions {
    * from a worker whose job was already failed (presumed lost in a partition, back now) is refused.
    */
   runningJob: (jobId: string) => { modelId: string } | null;
+  /** Largest file one upload may write, in bytes (HEARTH_WORKER_UPLOAD_LIMIT); default: no limit. */
+  uploadLimit?: number;
 }
 
 const digestOf = (s: string) => crypto.createHash('sha256').update(s).digest();
@@ -133,9 +135,26 @@ export function registerArtifactRoutes(app: FastifyInstance, opts: ArtifactRoute
       const staging = uploadStagingOf(abs, jobId);
       const dest = entry(request, staging, q.file);
       fs.mkdirSync(path.dirname(dest), { recursive: true });
+      // The uploads route has no body limit (multi-GB checkpoints stream to disk), so the bytes are counted here.
+      const limit = opts.uploadLimit ?? Number.POSITIVE_INFINITY;
+      const tooLarge = () => new HttpError(413, `upload of ${q.file} exceeds the limit of ${limit} bytes (HEARTH_WORKER_UPLOAD_LIMIT on the API host)`, {}, 'request_too_large');
+      if (Number(request.headers['content-length'] ?? 0) > limit) throw tooLarge();
       const hash = crypto.createHash('sha256');
-      const hasher = new Transform({ transform: (chunk, _enc, cb) => (hash.update(chunk as Buffer), cb(null, chunk)) });
-      await pipeline(request.body as Readable, hasher, fs.createWriteStream(dest));
+      let received = 0;
+      const hasher = new Transform({
+        transform: (chunk: Buffer, _enc, cb) => {
+          received += chunk.length;
+          if (received > limit) return cb(tooLarge());
+          hash.update(chunk);
+          cb(null, chunk);
+        },
+      });
+      try {
+        await pipeline(request.body as Readable, hasher, fs.createWriteStream(dest));
+      } catch (err) {
+        fs.rmSync(dest, { force: true });
+        throw err;
+      }
       const got = hash.digest('hex');
       if (got !== q.sha256) {
         fs.rmSync(dest, { force: true });

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import type { AuthMode } from '../route.js';
 import { HttpError } from '../errors.js';
 import type { ApiKeys } from '../../services/api-keys.js';
-import { RateLimiter } from '../rate-limit.js';
+import { FailureLimiter, RateLimiter } from '../rate-limit.js';
 
 function presentedKey(request: FastifyRequest, allowBasic: boolean): string | null {
   const header = request.headers.authorization;
@@ -27,17 +27,32 @@ function presentedKey(request: FastifyRequest, allowBasic: boolean): string | nu
  * (registerRoutes): each route knows its mode when it is registered, so no request looks it up, and routes
  * without authentication run no hook at all.
  */
-export function registerAuth(app: FastifyInstance, keys: ApiKeys, perMinute: number): (mode: AuthMode) => onRequestHookHandler | undefined {
+export function registerAuth(
+  app: FastifyInstance,
+  keys: ApiKeys,
+  perMinute: number,
+  /** Unknown keys a client address may present a minute (HEARTH_AUTH_FAILURE_LIMIT); 0: no limit. */
+  failuresPerMinute = 0,
+): (mode: AuthMode) => onRequestHookHandler | undefined {
   const limiter = new RateLimiter(perMinute);
+  const failures = new FailureLimiter(failuresPerMinute);
   app.decorateRequest('auth', null);
 
   function authenticate(request: FastifyRequest, reply: FastifyReply, allowBasic: boolean): void {
     const challenge = allowBasic ? 'Basic realm="hearth", Bearer' : 'Bearer';
     const key = presentedKey(request, allowBasic);
     if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
+    // Guessing keys: an address that presented too many unknown keys waits before any key of it is looked at.
+    const waitSec = failures.blockedForSec(request.ip);
+    if (waitSec > 0) {
+      throw new HttpError(429, 'Too many requests with an invalid API key from this address', { 'retry-after': String(waitSec) }, 'rate_limit_exceeded');
+    }
     const digest = keys.digestOf(key);
     const entity = keys.authenticate(key, digest);
-    if (!entity) throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge }, 'invalid_api_key');
+    if (!entity) {
+      failures.recordFailure(request.ip);
+      throw new HttpError(401, 'Invalid or revoked API key', { 'www-authenticate': challenge }, 'invalid_api_key');
+    }
     const keyId = digest.hex.slice(0, 12);
     request.auth = { entity, keyId };
     const take = limiter.take(keyId);

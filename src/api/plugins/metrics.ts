@@ -5,11 +5,27 @@
 //   registerMetrics(app);                       // process-wide `hearthMetrics`
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import crypto from 'node:crypto';
 import { hearthMetrics, type HearthMetrics } from '../../metrics/metrics.js';
+import { metricsWithoutTenants } from '../../metrics/tenant-free.js';
 
 export interface RegisterMetricsOptions {
   /** Default '/metrics'. */
   path?: string;
+  /**
+   * Set: series labelled by tenant identifiers (model ids and names) are shown only to a scrape presenting
+   * `key` as a Bearer token (HEARTH_METRICS_KEY); other scrapes, and all when `key` is null, see them merged
+   * over those labels (src/metrics/tenant-free.ts). Unset: every series as it is (tests, embedding apps).
+   */
+  tenantDetail?: { key: string | null };
+}
+
+/** Whether the request presents `key` as its Bearer token (compared in constant time). */
+function presentsKey(authorization: string | undefined, key: string): boolean {
+  const m = /^Bearer\s+(.+)$/i.exec(authorization ?? '');
+  if (!m) return false;
+  const given = crypto.createHash('sha256').update(m[1].trim()).digest();
+  return crypto.timingSafeEqual(given, crypto.createHash('sha256').update(key).digest());
 }
 
 /**
@@ -28,8 +44,10 @@ export function registerMetrics(app: FastifyInstance, metrics: HearthMetrics = h
     metrics.httpRequestDuration.observe(labels, reply.elapsedTime / 1000);
   });
 
-  app.get(opts.path ?? '/metrics', { schema: { hide: true } }, async (_request, reply) => {
+  const detail = opts.tenantDetail;
+  app.get(opts.path ?? '/metrics', { schema: { hide: true } }, async (request, reply) => {
     reply.header('content-type', metrics.registry.contentType);
+    if (detail && !(detail.key && presentsKey(request.headers.authorization, detail.key))) return metricsWithoutTenants(metrics.registry);
     return metrics.registry.metrics();
   });
 }

@@ -35,6 +35,7 @@ export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
       method: 'POST', url: `/v1/training/runs/:run_id/${path}`, operationId: `native_${path}`, summary, tags, auth: 'bearer',
       params: RunCommandParams.pick({ run_id: true }), body: NativeCommandEnvelope, response: NativeOperationResponse, errors: commandErrors,
       bodyLimit: ctx.config.trainingBodyLimit, bodyLimitSetting: 'HEARTH_TRAINING_BODY_LIMIT',
+      maxJsonValues: ctx.config.trainingMaxJsonValues, maxJsonValuesSetting: 'HEARTH_TRAINING_MAX_JSON_VALUES',
       handler: ({ auth, params, request }) =>
         runs.submit(auth.entity, params.run_id, kind, framedCommand(runs.wire(auth.entity, params.run_id), kind, params.run_id, request.body)),
     });

@@ -10,6 +10,7 @@ import {
   TableQueryStatsBatchReq, TableQueryStatsBatchRes, TableQueryStatsReq, TableQueryStatsRes, TableUpdateReq, TableUpdateRes,
 } from '../../schemas/tables.js';
 import { prepareRow } from '../../tables/digest.js';
+import { MAX_TABLE_ROWS_PER_REQUEST, prepareRowsYielding, ROWS_PER_SLICE, yieldToEventLoop } from '../../tables/prepare-rows.js';
 import { TableRequestError } from '../../tables/errors.js';
 import { parseLosslessJson } from '../../tables/lossless-parse.js';
 import { PythonJsonError } from '../../tables/python-json.js';
@@ -17,16 +18,37 @@ import { TableStore, type StoredTableRow, type TableUpdate } from '../../tables/
 
 const scopeOf = weaveProjectScope;
 
+/** Store errors as `{"reason"}` responses. */
+function translated(error: unknown): unknown {
+  if (error instanceof TableRequestError) return new HttpError(error.statusCode, error.reason);
+  // Python's json.loads refuses what we refuse here (e.g. integers over 4300 digits) with a 400.
+  if (error instanceof PythonJsonError) return new HttpError(400, `There was an error parsing the body: ${error.message}`);
+  return error;
+}
+
 /** Run a table operation, turning store errors into `{"reason"}` responses. */
 function run<T>(operation: () => T, whenForeign: () => T): T {
   try {
     return operation();
   } catch (error) {
     if (error instanceof ForeignProject) return whenForeign();
-    if (error instanceof TableRequestError) throw new HttpError(error.statusCode, error.reason);
-    // Python's json.loads refuses what we refuse here (e.g. integers over 4300 digits) with a 400.
-    if (error instanceof PythonJsonError) throw new HttpError(400, `There was an error parsing the body: ${error.message}`);
-    throw error;
+    throw translated(error);
+  }
+}
+
+/** `run` for an operation that awaits (the project's entity is checked before it, by `run`). */
+async function runAsync<T>(operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    throw translated(error);
+  }
+}
+
+/** 413 for more rows (or updates) than one request may carry, counted before validation copies them. */
+function refuseOverRowCap(rows: unknown): void {
+  if (Array.isArray(rows) && rows.length > MAX_TABLE_ROWS_PER_REQUEST) {
+    throw new HttpError(413, `A table request may carry at most ${MAX_TABLE_ROWS_PER_REQUEST} rows, got ${rows.length}: send the table in pieces (/table/update appends)`);
   }
 }
 
@@ -54,44 +76,46 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       ...common, url: '/table/create', operationId: 'table_create_table_create_post', summary: 'Table Create',
       body: TableCreateReq, response: TableCreateRes,
-      errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest' },
-      handler: ({ auth, body }) =>
-        run(
-          () => {
-            const scope = scopeOf(auth, body.table.project_id);
-            const created = tables.createTable(scope, body.table.rows.map(prepareRow), body.table.expected_digest);
-            return { digest: created.digest, row_digests: created.rowDigests };
-          },
-          () => {
-            throw new HttpError(404, `Project ${body.table.project_id} not found`);
-          },
-        ),
+      errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest', 413: 'More JSON values or rows than one request may carry' },
+      precheck: (body) => refuseOverRowCap((body as { table?: { rows?: unknown } })?.table?.rows),
+      handler: async ({ auth, body }) => {
+        const scope = run(() => scopeOf(auth, body.table.project_id), () => {
+          throw new HttpError(404, `Project ${body.table.project_id} not found`);
+        });
+        // Digests and inserts in slices between turns of the event loop: other tenants are answered meanwhile.
+        const rows = await runAsync(() => prepareRowsYielding(body.table.rows));
+        const created = await runAsync(() => tables.createTableInSlices(scope, rows, body.table.expected_digest, ROWS_PER_SLICE, yieldToEventLoop));
+        return { digest: created.digest, row_digests: created.rowDigests };
+      },
     }),
     defineRoute({
       ...common, url: '/table/update', operationId: 'table_update_table_update_post', summary: 'Table Update',
       body: TableUpdateReq, response: TableUpdateRes,
-      errors: { 400: 'Index out of range', 404: 'Unknown base table' },
-      handler: ({ auth, body }) =>
-        run(
-          () => {
-            const scope = scopeOf(auth, body.project_id);
-            const updates: TableUpdate[] = body.updates.map((spec) => {
-              if ('append' in spec) return { kind: 'append', row: prepareRow(spec.append.row) };
-              if ('pop' in spec) return { kind: 'pop', index: spec.pop.index };
-              return { kind: 'insert', index: spec.insert.index, row: prepareRow(spec.insert.row) };
-            });
-            const updated = tables.updateTable(scope, body.base_digest, updates);
-            return { digest: updated.digest, updated_row_digests: updated.updatedRowDigests };
-          },
-          () => {
-            throw notFound(body.project_id, body.base_digest);
-          },
-        ),
+      errors: { 400: 'Index out of range', 404: 'Unknown base table', 413: 'More JSON values or updates than one request may carry' },
+      precheck: (body) => refuseOverRowCap((body as { updates?: unknown })?.updates),
+      handler: async ({ auth, body }) => {
+        const scope = run(() => scopeOf(auth, body.project_id), () => {
+          throw notFound(body.project_id, body.base_digest);
+        });
+        // Row digests in slices between turns of the event loop; the update itself stays one transaction.
+        return runAsync(async () => {
+          const updates: TableUpdate[] = [];
+          for (const [i, spec] of body.updates.entries()) {
+            if (i > 0 && i % ROWS_PER_SLICE === 0) await yieldToEventLoop();
+            if ('append' in spec) updates.push({ kind: 'append', row: prepareRow(spec.append.row) });
+            else if ('pop' in spec) updates.push({ kind: 'pop', index: spec.pop.index });
+            else updates.push({ kind: 'insert', index: spec.insert.index, row: prepareRow(spec.insert.row) });
+          }
+          const updated = tables.updateTable(scope, body.base_digest, updates);
+          return { digest: updated.digest, updated_row_digests: updated.updatedRowDigests };
+        });
+      },
     }),
     defineRoute({
       ...common, url: '/table/create_from_digests', operationId: 'table_create_from_digests_table_create_from_digests_post',
       summary: 'Table Create From Digests', body: TableCreateFromDigestsReq, response: TableCreateFromDigestsRes,
-      errors: { 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest' },
+      errors: { 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest', 413: 'More rows than one request may carry' },
+      precheck: (body) => refuseOverRowCap((body as { row_digests?: unknown })?.row_digests),
       handler: ({ auth, body }) =>
         run(
           () => ({ digest: tables.createTableFromDigests(scopeOf(auth, body.project_id), body.row_digests, body.expected_digest) }),

@@ -2,6 +2,8 @@
 import { defineRoute, type RouteDef } from '../route.js';
 import sharp from 'sharp';
 import type { AppContext } from '../context.js';
+import { ValidationError } from '../errors.js';
+import { rlBodyCountIssue, rlBodyCounts } from '../../domain/rl-body-counts.js';
 import { jobPlotSeries, trainingPlotSvg } from '../../services/training-plot.js';
 import {
   CreateSFTTrainingJob, CreateTrainingJob, EventPage, EventQuery, JobIdParams, TrainingJobDetail, TrainingJobResponse,
@@ -15,7 +17,16 @@ export function trainingJobRoutes(ctx: AppContext): RouteDef[] {
       tags, auth: 'bearer', body: CreateTrainingJob, response: TrainingJobResponse,
       // ART sends every completion token back with its logprobs: far more than other routes.
       bodyLimit: ctx.config.trainingBodyLimit, bodyLimitSetting: 'HEARTH_TRAINING_BODY_LIMIT',
-      errors: { 400: 'Unsupported configuration', 404: 'Unknown model', 413: 'Body over HEARTH_TRAINING_BODY_LIMIT', 429: 'Queue full', 501: 'No training engine' },
+      maxJsonValues: ctx.config.trainingMaxJsonValues, maxJsonValuesSetting: 'HEARTH_TRAINING_MAX_JSON_VALUES',
+      // Millions of tiny messages fit the byte and value budgets yet would each be validated, stored and tensorised.
+      precheck: (body) => {
+        const issue = rlBodyCountIssue(rlBodyCounts(body));
+        if (issue) throw new ValidationError([issue]);
+      },
+      errors: {
+        400: 'Unsupported configuration', 404: 'Unknown model', 413: 'Body over HEARTH_TRAINING_BODY_LIMIT or HEARTH_TRAINING_MAX_JSON_VALUES',
+        422: 'Invalid body, or more trajectories or messages than one job may carry', 429: 'Queue full', 501: 'No training engine',
+      },
       handler: ({ auth, body }) => ctx.trainingJobs.createRl(auth.entity, body),
     }),
     defineRoute({

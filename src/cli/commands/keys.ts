@@ -1,5 +1,6 @@
 // hearth keys create --entity <name> | list | revoke <prefix>
 import { dbPath, loadConfig } from '../../config/config.js';
+import { makeHomePrivate } from '../../config/private-home.js';
 import { Store } from '../../store/sqlite/store.js';
 import { ApiKeys } from '../../services/api-keys.js';
 import { parseArgs, stringFlag } from '../args.js';
@@ -8,6 +9,7 @@ export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
   const [sub, arg] = args.positionals;
   const config = loadConfig();
+  makeHomePrivate(config.home);
   const store = Store.open(dbPath(config.home));
   try {
     const keys = new ApiKeys(store);

@@ -1,6 +1,7 @@
 // `hearth models import|list|rm|export-onnx`: the model store from the command line.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { makeHomePrivate } from '../../config/private-home.js';
 import { defaultHome, importModel, listModels, modelDir, removeModel, getModel, weightType } from '../../models/model-store.js';
 import { readModelWeights } from '../../runtime/hf-model.js';
 import { buildDecoderGraph, defaultAttention, type AttentionKind } from '../../runtime/llama-graph.js';
@@ -71,6 +72,7 @@ export async function run(argv: string[]): Promise<number> {
   try {
     switch (sub) {
       case 'import': {
+        makeHomePrivate(home);
         const { positional, flags } = parseArgs(rest, ['ignore-memory']);
         if (positional.length !== 1) { process.stderr.write(`${USAGE}\n`); return 2; }
         const id = typeof flags.id === 'string' ? flags.id : undefined;

@@ -2,6 +2,7 @@
 // BullMQ when REDIS_URL is set), listens, and on SIGTERM/SIGINT stops taking requests, finishes the
 // in-flight ones, stops the workers, then closes the store.
 import { dbPath, loadConfig, modelsDir } from '../../config/config.js';
+import { makeHomePrivate } from '../../config/private-home.js';
 import { Store } from '../../store/sqlite/store.js';
 import { createContext } from '../../api/container.js';
 import { BaseModelCatalog } from '../../models/base-models.js';
@@ -15,6 +16,7 @@ import { ensureDemoModel } from '../../models/demo-model.js';
 
 export async function run(_argv: string[]): Promise<number> {
   const config = loadConfig();
+  makeHomePrivate(config.home);
   const store = Store.open(dbPath(config.home));
   // An empty store gets the demo model, so chat completions work out of the box (its output is random).
   const demo = await ensureDemoModel(config.home);

@@ -2,17 +2,40 @@ import type { Db } from './database.js';
 import type { JobStatus, TrainingJobRecord } from '../records.js';
 
 interface Row {
-  id: string; entity: string; model_id: string; kind: 'rl' | 'sft'; status: JobStatus; payload: string; dedup_key: string | null;
+  id: string; entity: string; model_id: string; kind: 'rl' | 'sft'; status: JobStatus; dedup_key: string | null;
   error_message: string | null; created_at: string; started_at: string | null; finished_at: string | null;
 }
 
-const toRecord = (r: Row): TrainingJobRecord => ({
-  id: r.id, entity: r.entity, modelId: r.model_id, kind: r.kind, status: r.status, payload: JSON.parse(r.payload),
-  dedupKey: r.dedup_key, errorMessage: r.error_message, createdAt: r.created_at, startedAt: r.started_at, finishedAt: r.finished_at,
-});
-
+/**
+ * Every column but the payload: an RL payload can be tens of MB of trajectories, and jobs are looked up on every
+ * report, status poll and scheduler pass. The payload is read and parsed when a caller first touches it.
+ */
+const COLUMNS = 'id, entity, model_id, kind, status, dedup_key, error_message, created_at, started_at, finished_at';
 export class JobsRepo {
   constructor(private readonly db: Db) {}
+
+  private toRecord(r: Row): TrainingJobRecord {
+    let payload: unknown;
+    let parsed = false;
+    const read = () => this.payloadText(r.id);
+    return {
+      id: r.id, entity: r.entity, modelId: r.model_id, kind: r.kind, status: r.status,
+      get payload() {
+        if (!parsed) {
+          const text = read();
+          payload = text === null ? null : JSON.parse(text);
+          parsed = true;
+        }
+        return payload;
+      },
+      dedupKey: r.dedup_key, errorMessage: r.error_message, createdAt: r.created_at, startedAt: r.started_at, finishedAt: r.finished_at,
+    };
+  }
+
+  /** The stored JSON text of a job's payload, unparsed (null: no such job). */
+  payloadText(id: string): string | null {
+    return (this.db.prepare('SELECT payload FROM training_jobs WHERE id = ?').pluck().get(id) as string | undefined) ?? null;
+  }
 
   insert(j: TrainingJobRecord): void {
     this.db
@@ -24,23 +47,23 @@ export class JobsRepo {
   }
 
   get(entity: string, id: string): TrainingJobRecord | null {
-    const r = this.db.prepare('SELECT * FROM training_jobs WHERE id = ? AND entity = ?').get(id, entity) as Row | undefined;
-    return r ? toRecord(r) : null;
+    const r = this.db.prepare(`SELECT ${COLUMNS} FROM training_jobs WHERE id = ? AND entity = ?`).get(id, entity) as Row | undefined;
+    return r ? this.toRecord(r) : null;
   }
 
   getById(id: string): TrainingJobRecord | null {
-    const r = this.db.prepare('SELECT * FROM training_jobs WHERE id = ?').get(id) as Row | undefined;
-    return r ? toRecord(r) : null;
+    const r = this.db.prepare(`SELECT ${COLUMNS} FROM training_jobs WHERE id = ?`).get(id) as Row | undefined;
+    return r ? this.toRecord(r) : null;
   }
 
   findByDedupKey(modelId: string, dedupKey: string): TrainingJobRecord | null {
-    const r = this.db.prepare('SELECT * FROM training_jobs WHERE model_id = ? AND dedup_key = ?').get(modelId, dedupKey) as Row | undefined;
-    return r ? toRecord(r) : null;
+    const r = this.db.prepare(`SELECT ${COLUMNS} FROM training_jobs WHERE model_id = ? AND dedup_key = ?`).get(modelId, dedupKey) as Row | undefined;
+    return r ? this.toRecord(r) : null;
   }
 
   withStatus(statuses: JobStatus[]): TrainingJobRecord[] {
     const marks = statuses.map(() => '?').join(',');
-    return (this.db.prepare(`SELECT * FROM training_jobs WHERE status IN (${marks}) ORDER BY created_at`).all(...statuses) as Row[]).map(toRecord);
+    return (this.db.prepare(`SELECT ${COLUMNS} FROM training_jobs WHERE status IN (${marks}) ORDER BY created_at`).all(...statuses) as Row[]).map((r) => this.toRecord(r));
   }
 
   /** Queued jobs, oldest first, without their payloads (RL payloads can be tens of MB: parse only the one dispatched). */
@@ -53,7 +76,7 @@ export class JobsRepo {
   }
 
   activeForModel(modelId: string): TrainingJobRecord[] {
-    return (this.db.prepare("SELECT * FROM training_jobs WHERE model_id = ? AND status IN ('queued','running')").all(modelId) as Row[]).map(toRecord);
+    return (this.db.prepare(`SELECT ${COLUMNS} FROM training_jobs WHERE model_id = ? AND status IN ('queued','running')`).all(modelId) as Row[]).map((r) => this.toRecord(r));
   }
 
   markRunning(id: string, at: string): boolean {
