@@ -81,7 +81,9 @@ function answerNotSent(requestId: string, err: unknown): WorkerMessage {
  * throws fails only the requests it carried (a batch is retried message by message first); the worker goes on.
  */
 export function writeFrames(batch: WorkerMessage | WorkerMessage[], send: (frame: unknown, cb: () => void) => void, done: () => void): void {
-  const frames = (Array.isArray(batch) ? batch : [batch]).flatMap((m) => ipcFrames(m));
+  const msgs = Array.isArray(batch) ? batch : [batch];
+  // A step's deltas (the hot path) carry no result to measure: the batch goes as it is.
+  const frames = msgs.some((m) => m.type === 'inference.done') ? msgs.flatMap((m) => ipcFrames(m)) : msgs;
   const writes: unknown[] = [];
   let run: WorkerMessage[] = [];
   const endRun = () => {

@@ -13,6 +13,8 @@ import { PrefixCache } from '../../worker/inference/prefix-cache.js';
 import { Engine, type EngineEvent } from '../../worker/inference/engine.js';
 import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
 import { echoedPrompt, withEchoedPrompt } from '../../worker/inference/openai-format.js';
+import { createEngine, type InferenceEvent, type InferenceRequest } from '../../worker/inference/serve-loop.js';
+import type { ChatTemplatePort } from '../../worker/inference/model-port.js';
 import { ToyModel, ToyTokenizer } from './inference-toy-model.js';
 
 const caps = { maxSequences: 256, maxAnswerTokens: 1000 };
@@ -240,5 +242,28 @@ describe('echo', () => {
     expect(a.logprobs!.top_logprobs![1]).toBe(b.logprobs!.top_logprobs![1]); // one object for both choices
     expect(a.text).toBe(part.text + 'x');
     expect(a.logprobs!.text_offset.at(-1)).toBe(part.text.length);
+  });
+});
+
+describe('the engine entry refuses past the caps with OpenAI-shaped errors', () => {
+  const tok = new ToyTokenizer();
+  const template: ChatTemplatePort = { render: (messages, opts) => messages.map((m) => `${m.role}: ${m.content ?? ''}\n`).join('') + (opts.addGenerationPrompt ? 'assistant: ' : '') };
+  const hearth = createEngine({ model: new ToyModel({ maxContext: 256 }), tokenizer: tok, chatTemplate: template }, { kvCacheTokens: 4096, requestCaps: { maxSequences: 8, maxAnswerTokens: 500 } });
+  const submit = (req: InferenceRequest) =>
+    new Promise<InferenceEvent>((resolve) => void hearth.submit(req, (e) => (e.type === 'error' || e.type === 'response') && resolve(e)));
+  const wide = { type: 'object', properties: Object.fromEntries(Array.from({ length: 12_000 }, (_, i) => [`k${i}`, { type: 'integer' }])) };
+  const messages = [{ role: 'user', content: 'hi' }];
+
+  it('sequences, answer size, and schemas past the node cap (response_format or a forced tool call)', async () => {
+    expect(await submit({ kind: 'completion', model: 'm', body: { model: 'm', prompt: ['a', 'b', 'c'], n: 3, max_tokens: 2 } })).toMatchObject({ type: 'error', status: 400, param: 'prompt', code: 'too_many_sequences' });
+    expect(await submit({ kind: 'completion', model: 'm', body: { model: 'm', prompt: 'a', n: 2, max_tokens: 100, logprobs: 2 } })).toMatchObject({ type: 'error', status: 400, param: 'logprobs', code: 'answer_too_large' });
+    expect(await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, n: 2, max_tokens: 100, logprobs: true, top_logprobs: 2 } })).toMatchObject({ type: 'error', status: 400, param: 'top_logprobs', code: 'answer_too_large' });
+    expect(await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, max_tokens: 4 } })).toMatchObject({ type: 'response' });
+    expect(await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, max_tokens: 4, response_format: { type: 'json_schema', json_schema: { name: 'w', schema: wide } } } }))
+      .toMatchObject({ type: 'error', status: 400, param: 'response_format', code: 'schema_too_complex' });
+    const tools = [{ type: 'function', function: { name: 'f', parameters: wide } }];
+    const forced = await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, max_tokens: 4, tools, tool_choice: { type: 'function', function: { name: 'f' } } } });
+    expect(forced).toMatchObject({ type: 'error', status: 400, param: 'tools', code: 'schema_too_complex' });
+    expect((forced as { message: string }).message).toMatch(/HEARTH_SCHEMA_MAX_NODES/);
   });
 });

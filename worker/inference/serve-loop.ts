@@ -179,7 +179,7 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
   checkSequenceCount(1, body.n ?? 1, ctx.caps);
   checkAnswerSize([{ promptTokens: promptIds.length, maxTokens }], body.n ?? 1, body.top_logprobs ?? 0, ctx.caps, 'top_logprobs');
   const constraint =
-    (useTools ? forcedToolCallConstraint(tokenizer, tools, toolChoice) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
+    (useTools ? toolParametersChecked(() => forcedToolCallConstraint(tokenizer, tools, toolChoice)) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
   const n = body.n ?? 1;
   const meta = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model, promptTokenIds: promptIds };
   const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined, cacheScope: req.entity ?? null };
@@ -205,6 +205,16 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
       onEvent({ type: 'response', data: ids(response) });
     }
   });
+}
+
+/** A forced tool call's `parameters` schema that cannot be compiled is the `tools` field's fault, not response_format's. */
+function toolParametersChecked<T>(build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    if (!(err instanceof UnsupportedSchemaError)) throw err;
+    throw new BadRequestError(`tools: ${err.message}`, 'tools', err instanceof SchemaTooComplexError ? err.code : 'unsupported_parameter');
+  }
 }
 
 /** Keep token ids in responses only when the request set `return_token_ids` (vLLM's option). */
