@@ -1,6 +1,6 @@
 // Embedded mode: the API process forked this worker and talks to it over Node's IPC channel.
 // Order is preserved end to end, so training events arrive in the order they were emitted.
-import type { ApiToWorker, WorkerMessage } from '../src/protocol/messages.js';
+import type { ApiToWorker, IpcPiece, WorkerMessage } from '../src/protocol/messages.js';
 import type { WorkerHost } from './host.js';
 
 /**
@@ -44,9 +44,84 @@ export class Outbox {
   }
 }
 
+/**
+ * Largest JSON text one IPC write carries for a result: a larger `inference.done` travels in pieces this long.
+ * Node's channel writes a message as one JSON string, and V8 caps a string at 2^29 − 24 characters: one answer
+ * past that threw `RangeError: Invalid string length` inside the send and took the worker (and every tenant's
+ * streams) down (issue #44). Pieces keep each write small; the request caps (inference/request-caps.ts) keep the
+ * whole answer far below the limit.
+ */
+export const IPC_PIECE_CHARS = 4 * 2 ** 20;
+
+/**
+ * How one message crosses the channel: itself, or (an `inference.done` longer than `pieceChars` as JSON) pieces
+ * of its JSON text, or, when it cannot even be serialised, an error that fails its request alone.
+ */
+export function ipcFrames(msg: WorkerMessage, pieceChars = IPC_PIECE_CHARS): (WorkerMessage | IpcPiece)[] {
+  if (msg.type !== 'inference.done') return [msg]; // deltas and reports are small; measuring them would cost each token
+  let text: string;
+  try {
+    text = JSON.stringify(msg);
+  } catch (err) {
+    return [answerNotSent(msg.requestId, err)];
+  }
+  if (text.length <= pieceChars) return [msg];
+  const pieces: IpcPiece[] = [];
+  for (let at = 0; at < text.length; at += pieceChars)
+    pieces.push({ type: 'ipc.piece', requestId: msg.requestId, text: text.slice(at, at + pieceChars), last: at + pieceChars >= text.length });
+  return pieces;
+}
+
+function answerNotSent(requestId: string, err: unknown): WorkerMessage {
+  return { type: 'inference.error', requestId, status: 500, message: `the worker could not send this request's answer to the API (${(err as Error).message}); ask for a smaller answer` };
+}
+
+/**
+ * Writes one outbox batch: runs of small messages as one array (as before), each piece on its own. A write that
+ * throws fails only the requests it carried (a batch is retried message by message first); the worker goes on.
+ */
+export function writeFrames(batch: WorkerMessage | WorkerMessage[], send: (frame: unknown, cb: () => void) => void, done: () => void): void {
+  const msgs = Array.isArray(batch) ? batch : [batch];
+  // A step's deltas (the hot path) carry no result to measure: the batch goes as it is.
+  const frames = msgs.some((m) => m.type === 'inference.done') ? msgs.flatMap((m) => ipcFrames(m)) : msgs;
+  const writes: unknown[] = [];
+  let run: WorkerMessage[] = [];
+  const endRun = () => {
+    if (run.length) writes.push(run.length === 1 ? run[0] : run);
+    run = [];
+  };
+  for (const f of frames) {
+    if (f.type === 'ipc.piece') (endRun(), writes.push(f));
+    else run.push(f);
+  }
+  endRun();
+  let left = writes.length;
+  if (left === 0) return done();
+  const one = () => {
+    if (--left === 0) done();
+  };
+  const trySend = (frame: unknown, cb: () => void): void => {
+    try {
+      send(frame, cb);
+    } catch (err) {
+      if (Array.isArray(frame)) {
+        let each = frame.length;
+        for (const m of frame) trySend(m, () => --each === 0 && cb());
+        return;
+      }
+      const requestId = (frame as { requestId?: unknown }).requestId;
+      const type = (frame as { type?: unknown }).type;
+      if (typeof requestId === 'string' && type !== 'inference.error') return trySend(answerNotSent(requestId, err), cb);
+      process.stderr.write(`worker: could not send a ${String(type)} message to the API: ${(err as Error).message}\n`);
+      cb();
+    }
+  };
+  for (const w of writes) trySend(w, one);
+}
+
 const outbox = new Outbox((msg, done) => {
   if (!process.send || !process.connected) return done();
-  process.send(msg, undefined, undefined, done);
+  writeFrames(msg, (frame, cb) => process.send!(frame, undefined, undefined, cb), done);
 });
 
 /** Send one message to the parent; resolves once handed to the channel (or at once when it is gone). */

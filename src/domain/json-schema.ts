@@ -8,6 +8,10 @@
 //   (title, description, default, examples, $schema, $id, $comment).
 // Everything else (pattern, format, minimum/maximum, oneOf, recursive $ref, …) is rejected with a
 // clear error rather than silently producing output that might not match.
+// A definition is compiled once however often it is used: every $ref to it gets the same node, so the tree
+// is a DAG (the grammar only follows references down it). Expanding each use instead was exponential in a
+// chain of definitions each used twice (24 of them in a 2.8 KB schema hung the worker, issue #44). Compiling
+// is also capped in nodes and time (schemaLimits), answered 400 naming the cap.
 // Objects only ever get their declared properties (valid for any additionalProperties setting);
 // an object without properties accepts any keys, with values matching additionalProperties.
 
@@ -37,17 +41,60 @@ interface BuildContext {
   expanding: string[];
   /** Objects' keys in declaration order (OpenAI's `strict: true`). */
   orderedKeys: boolean;
+  /** Definitions already compiled, by $ref: each is built once and shared by all its uses. */
+  defs: Map<string, SchemaNode>;
+  /** Schema objects visited so far, and when compiling began (performance.now()), for the caps. */
+  nodes: number;
+  startedMs: number;
+  limits: SchemaLimits;
+}
+
+/** How much compiling one schema may cost (HEARTH_SCHEMA_MAX_NODES, HEARTH_SCHEMA_MAX_MS). */
+export interface SchemaLimits {
+  /** Schema objects (subschemas, $ref uses included) one compile may visit. */
+  maxNodes: number;
+  /** Wall-clock ms one compile may take (a backstop: the node cap normally ends it first). */
+  maxMs: number;
+}
+
+export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxNodes: 10_000, maxMs: 1_000 };
+
+/** The caps from the environment (read by whichever process compiles: API or worker), defaults above. */
+export function schemaLimitsFrom(env: NodeJS.ProcessEnv = process.env): SchemaLimits {
+  const read = (name: string, fallback: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number ≥ 1, got "${raw}"`);
+    return n;
+  };
+  return { maxNodes: read('HEARTH_SCHEMA_MAX_NODES', DEFAULT_SCHEMA_LIMITS.maxNodes), maxMs: read('HEARTH_SCHEMA_MAX_MS', DEFAULT_SCHEMA_LIMITS.maxMs) };
 }
 
 export class UnsupportedSchemaError extends Error {
-  constructor(readonly features: string[]) {
-    super(`unsupported JSON schema features: ${features.join('; ')}`);
+  constructor(
+    readonly features: string[],
+    message = `unsupported JSON schema features: ${features.join('; ')}`,
+  ) {
+    super(message);
   }
 }
 
-/** Names every unsupported feature in a schema (empty when the schema can be enforced). */
-export function unsupportedSchemaFeatures(schema: unknown): string[] {
-  const cx: BuildContext = { root: schema, problems: [], expanding: [], orderedKeys: false };
+/** A schema past a compile cap: refused (400) before any decoding, naming the cap and its setting. */
+export class SchemaTooComplexError extends UnsupportedSchemaError {
+  readonly code = 'schema_too_complex';
+  constructor(message: string) {
+    super([message], message);
+  }
+}
+
+function newContext(schema: unknown, orderedKeys: boolean, limits: SchemaLimits): BuildContext {
+  return { root: schema, problems: [], expanding: [], orderedKeys, defs: new Map(), nodes: 0, startedMs: performance.now(), limits };
+}
+
+/** Names every unsupported feature in a schema (empty when the schema can be enforced). Throws SchemaTooComplexError past a cap. */
+export function unsupportedSchemaFeatures(schema: unknown, limits: SchemaLimits = schemaLimitsFrom()): string[] {
+  const cx = newContext(schema, false, limits);
   build(schema, '#', cx);
   return cx.problems;
 }
@@ -57,8 +104,8 @@ export function unsupportedSchemaFeatures(schema: unknown): string[] {
  * as OpenAI's structured outputs do: a small model then cannot wander between keys, and clients that read
  * the object as it streams see the fields in the order they declared.
  */
-export function compileSchema(schema: unknown, opts: { orderedKeys?: boolean } = {}): SchemaNode {
-  const cx: BuildContext = { root: schema, problems: [], expanding: [], orderedKeys: opts.orderedKeys ?? false };
+export function compileSchema(schema: unknown, opts: { orderedKeys?: boolean; limits?: SchemaLimits } = {}): SchemaNode {
+  const cx = newContext(schema, opts.orderedKeys ?? false, opts.limits ?? schemaLimitsFrom());
   const node = build(schema, '#', cx);
   if (cx.problems.length) throw new UnsupportedSchemaError(cx.problems);
   return node;
@@ -68,6 +115,7 @@ export function compileSchema(schema: unknown, opts: { orderedKeys?: boolean } =
 export const ANY_OBJECT: SchemaNode = { kind: 'object', props: null, values: { kind: 'any' }, required: [] };
 
 function build(schema: unknown, path: string, cx: BuildContext): SchemaNode {
+  countNode(cx);
   const problems = cx.problems;
   if (schema === true || (isObj(schema) && Object.keys(schema).every((k) => ANNOTATIONS.has(k) || k === '$defs' || k === 'definitions')))
     return { kind: 'any' };
@@ -83,7 +131,16 @@ function build(schema: unknown, path: string, cx: BuildContext): SchemaNode {
   return node;
 }
 
-/** Local references (`#/$defs/Name`, `#/definitions/Name`) are expanded in place. */
+/** Enforces the caps: every schema object visited counts, and the clock is read every 256 of them. */
+function countNode(cx: BuildContext): void {
+  const { maxNodes, maxMs } = cx.limits;
+  if (++cx.nodes > maxNodes)
+    throw new SchemaTooComplexError(`the JSON schema has more than ${maxNodes} subschemas to compile (the limit, HEARTH_SCHEMA_MAX_NODES); simplify it or raise the limit`);
+  if (cx.nodes % 256 === 0 && performance.now() - cx.startedMs > maxMs)
+    throw new SchemaTooComplexError(`compiling the JSON schema took more than ${maxMs} ms (the limit, HEARTH_SCHEMA_MAX_MS); simplify it or raise the limit`);
+}
+
+/** Local references (`#/$defs/Name`, `#/definitions/Name`): each definition is compiled once and its node shared. */
 function buildRef(s: Record<string, unknown>, path: string, cx: BuildContext): SchemaNode {
   const ref = s.$ref as string;
   const siblings = Object.keys(s).filter((k) => k !== '$ref' && k !== '$defs' && k !== 'definitions' && !ANNOTATIONS.has(k));
@@ -104,9 +161,12 @@ function buildRef(s: Record<string, unknown>, path: string, cx: BuildContext): S
     cx.problems.push(`${path}: $ref '${ref}' points to nothing`);
     return { kind: 'any' };
   }
+  const compiled = cx.defs.get(ref);
+  if (compiled) return compiled;
   cx.expanding.push(ref);
   const node = build(target, ref, cx);
   cx.expanding.pop();
+  cx.defs.set(ref, node);
   return node;
 }
 

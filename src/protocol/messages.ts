@@ -40,6 +40,11 @@ export const InferenceTask = z.object({
     .object({ baseModel: z.string(), baseModelDir: z.string().nullable(), adapterDir: z.string().nullable(), name: z.string() })
     .nullable(),
   stream: z.boolean(),
+  /**
+   * The entity (tenant) the request is served for. The worker shares cached prompt prefixes only within one
+   * entity, so no tenant can time another's prompts (worker/inference/prefix-cache.ts). Absent: a scope of its own.
+   */
+  entity: z.string().optional(),
   /** The API host's HEARTH_HOME: the model's folders are under it (a worker host with its own home maps them). */
   home: z.string().optional(),
   /** As TrainingTask.homeId. */
@@ -90,6 +95,18 @@ export const WorkerMessage = z.discriminatedUnion('type', [
   }),
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
+
+/**
+ * Embedded mode only: a worker message too large for one IPC write (an `inference.done` whose JSON passes
+ * IPC_PIECE_CHARS, worker/transport-ipc.ts) crosses as consecutive pieces of its JSON text; the last has `last`.
+ * The channel keeps order, so the API joins a request's pieces as they come and parses them once.
+ */
+export interface IpcPiece {
+  type: 'ipc.piece';
+  requestId: string;
+  text: string;
+  last: boolean;
+}
 
 /** Only the embedded adapter pushes work; BullMQ workers pull it from Redis. */
 export type ApiToWorker =

@@ -181,6 +181,8 @@ export const Usage = z.object({
   prompt_tokens: z.number().int(),
   completion_tokens: z.number().int(),
   total_tokens: z.number().int(),
+  /** Prompt tokens served from the prefix cache (OpenAI's field; present when some were). */
+  prompt_tokens_details: z.object({ cached_tokens: z.number().int() }).optional(),
 });
 export type Usage = z.infer<typeof Usage>;
 

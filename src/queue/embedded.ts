@@ -5,8 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { QueueAdapter, QueueHealth } from './port.js';
-import type { WorkerKind } from '../protocol/messages.js';
-import type { ApiToWorker, InferenceTask, TrainingTask, WorkerMessage } from '../protocol/messages.js';
+import type { ApiToWorker, InferenceTask, IpcPiece, TrainingTask, WorkerKind, WorkerMessage } from '../protocol/messages.js';
 import { WorkerMessage as WorkerMessageSchema } from '../protocol/messages.js';
 
 const HEARTH_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/hearth.js');
@@ -31,6 +30,36 @@ export function isDelta(raw: unknown): raw is Extract<WorkerMessage, { type: 'in
   return m.type === 'inference.delta' && typeof m.requestId === 'string' && 'data' in m && (m.workerMs === undefined || typeof m.workerMs === 'number');
 }
 
+/**
+ * Joins the pieces a worker sends a large answer in (worker/transport-ipc.ts ipcFrames): a request's pieces come in
+ * order; the last one gives the whole message, parsed, or an error for that request when it cannot be read.
+ */
+export class PieceAssembler {
+  private readonly parts = new Map<string, string[]>();
+
+  push(piece: IpcPiece): unknown | null {
+    const parts = this.parts.get(piece.requestId) ?? [];
+    parts.push(piece.text);
+    if (!piece.last) {
+      this.parts.set(piece.requestId, parts);
+      return null;
+    }
+    this.parts.delete(piece.requestId);
+    try {
+      return JSON.parse(parts.join(''));
+    } catch (err) {
+      return {
+        type: 'inference.error', requestId: piece.requestId, status: 500,
+        message: `the worker's answer could not be read (${(err as Error).message}); ask for a smaller answer`,
+      } satisfies WorkerMessage;
+    }
+  }
+}
+
+function isPiece(raw: unknown): raw is IpcPiece {
+  return typeof raw === 'object' && raw !== null && (raw as { type?: unknown }).type === 'ipc.piece' && typeof (raw as IpcPiece).requestId === 'string' && typeof (raw as IpcPiece).text === 'string';
+}
+
 interface Child {
   slot: number;
   kind: WorkerKind;
@@ -40,6 +69,8 @@ interface Child {
   /** Task ids sent to this child and not finished. */
   tasks: Set<string>;
   load: number;
+  /** Why the API declared it dead and killed it (workerDeclaredDead); it gets no new work meanwhile. */
+  killedBecause?: string;
 }
 
 export interface EmbeddedOptions {
@@ -82,7 +113,12 @@ export class EmbeddedQueue implements QueueAdapter {
     this.children.set(slot, child);
     // A worker sends the messages it made in one tick as one array (worker/transport-ipc.ts).
     proc.on('message', (raw) => (Array.isArray(raw) ? raw.forEach(receive) : receive(raw)));
-    const receive = (raw: unknown) => {
+    const pieces = new PieceAssembler();
+    const receive = (raw: unknown): void => {
+      if (isPiece(raw)) {
+        const whole = pieces.push(raw);
+        return whole === null ? undefined : receive(whole);
+      }
       // A delta (one per stream and model step, the most frequent message) only travels on to its request,
       // its data as the worker made it: its shape is checked here, without the schema (a cold parse cost
       // ~0.05 ms of a 1.1B request's time to first token).
@@ -104,7 +140,7 @@ export class EmbeddedQueue implements QueueAdapter {
     };
     proc.on('exit', (code, signal) => {
       if (this.children.get(slot) === child) this.children.delete(slot);
-      const reason = signal ? `killed by ${signal}` : `exited with code ${code}`;
+      const reason = child.killedBecause ?? (signal ? `killed by ${signal}` : `exited with code ${code}`);
       if (child.workerId || child.tasks.size) this.onExit(child.workerId ?? `slot-${slot}`, reason, [...child.tasks]);
       if (this.closing) return;
       const wait = this.backoffMs.get(slot) ?? 500;
@@ -115,7 +151,20 @@ export class EmbeddedQueue implements QueueAdapter {
   }
 
   private ready(kind: WorkerKind): Child[] {
-    return [...this.children.values()].filter((c) => c.kind === kind && c.workerId && c.proc.connected);
+    return [...this.children.values()].filter((c) => c.kind === kind && c.workerId && c.proc.connected && !c.killedBecause);
+  }
+
+  /**
+   * The API found this child silent past its heartbeat timeout (blocked: a runaway computation, a hung load): kill
+   * it. Its exit then fails what it held and a new child takes the slot, as after any exit (spawnChild).
+   */
+  workerDeclaredDead(workerId: string, reason: string): void {
+    for (const c of this.children.values()) {
+      if (c.workerId !== workerId || c.killedBecause || c.proc.exitCode !== null || c.proc.signalCode !== null) continue;
+      c.killedBecause = reason;
+      this.log(`embedded queue: ${c.kind} worker ${workerId} (pid ${c.proc.pid}) ${reason}`);
+      c.proc.kill('SIGKILL');
+    }
   }
 
   private send(child: Child, msg: ApiToWorker): Promise<void> {

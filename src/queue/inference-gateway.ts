@@ -11,6 +11,8 @@ export interface InferenceCall {
   body: unknown;
   model: InferenceTask['model'];
   stream: boolean;
+  /** The caller's entity, sent with the task (the worker's prefix cache is partitioned by it). */
+  entity?: string;
   /** Back-pressure bucket, usually the model name. */
   queueKey: string;
   onDelta?: (data: unknown) => void;
@@ -69,7 +71,7 @@ export class InferenceGateway {
     this.depth.set(call.queueKey, d + 1);
     // After the call has settled, cancelling finds nothing pending and does nothing.
     call.cancelWith?.(() => this.cancel(requestId, new DomainError('client_closed', 'client closed the request')));
-    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream, ...this.home };
+    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream, ...(call.entity !== undefined ? { entity: call.entity } : {}), ...this.home };
     this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}; retry shortly`, { retryAfterSec: 2 })));
     return done;
   }

@@ -82,6 +82,13 @@ export interface QueueAdapter {
    */
   workerConnected?(workerId: string): Promise<boolean | null>;
   /**
+   * The API has declared this worker dead (silent past its heartbeat timeout; its work is failed). A transport that
+   * owns its workers (embedded: child processes) kills it, so a blocked process does not keep its slot, and starts
+   * a new one; the exit reports its tasks through `onWorkerExit` as any exit does. Redis workers are not the API's
+   * to kill: left out there.
+   */
+  workerDeclaredDead?(workerId: string, reason: string): void;
+  /**
    * Workers of a kind that were started and have not reported yet (embedded: children before their first
    * heartbeat). Transports that do not start workers (Redis) leave it out: they cannot know of one.
    */

@@ -200,6 +200,8 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       const loading = loadingModels(w);
       this.log(`worker ${w.id} stopped sending heartbeats${loading ? ` while loading ${loading}` : ''}`);
       if (loading) this.gateway.workerGone(w.id, `the inference worker stopped sending heartbeats while loading ${loading}; retry`);
+      // Embedded: the blocked child is killed and replaced (a hung worker would otherwise hold its slot until it died).
+      this.adapter.workerDeclaredDead?.(w.id, `stopped sending heartbeats${loading ? ` while loading ${loading}` : ''} and was killed`);
     }
     for (const jobId of this.scheduler.activeJobs()) {
       const job = this.store.jobs.getById(jobId);

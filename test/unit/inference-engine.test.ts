@@ -86,7 +86,7 @@ describe('engine', () => {
     const fin = events.filter((e) => e.type === 'finished');
     expect(fin).toHaveLength(3);
     expect(new Set(fin.map((e) => JSON.stringify(e.tokens.map((t) => t.id)))).size).toBeGreaterThan(1);
-    expect(events.at(-1)).toEqual({ type: 'done', promptTokens: 3, completionTokens: 18 });
+    expect(events.at(-1)).toEqual({ type: 'done', promptTokens: 3, completionTokens: 18, cachedTokens: 0 });
   });
 
   it('stops on EOS (kept in tokens, not in text), on stop strings and on stop token ids', async () => {

@@ -67,9 +67,10 @@ describe('inference worker handler', () => {
     expect(chat.choices[0].token_ids).toHaveLength(8);
     expect(chat.choices[0].logprobs.content).toHaveLength(8);
     const s = await runTask(task({ messages, max_tokens: 8, temperature: 0, stream: true }));
-    // A stream resolves with its usage (the API books it), and sends no usage chunk unless the client asked.
+    // A stream resolves with its usage (the API books it), and sends no usage chunk unless the client asked. The
+    // same prompt again (same entity: none) reuses the first answer's cached prefix, all but the last prompt token.
     const promptTokens = (result as { usage: { prompt_tokens: number } }).usage.prompt_tokens;
-    expect(s.result).toEqual({ usage: { prompt_tokens: promptTokens, completion_tokens: 8, total_tokens: promptTokens + 8 } });
+    expect(s.result).toEqual({ usage: { prompt_tokens: promptTokens, completion_tokens: 8, total_tokens: promptTokens + 8, prompt_tokens_details: { cached_tokens: promptTokens - 1 } } });
     expect(s.deltas.filter((d) => (d as { usage?: unknown }).usage !== undefined)).toEqual([]);
     const text = (s.deltas as { choices: { delta: { content?: string } }[] }[]).map((d) => d.choices[0]?.delta.content ?? '').join('');
     expect(text).toBe(chat.choices[0].message.content);

@@ -55,6 +55,12 @@ export interface GenerateRequest {
   adapter?: string | null;
   /** Builds a fresh decoding constraint for each choice (JSON schema, forced tool call). */
   constraint?: () => TokenConstraint;
+  /**
+   * Who may share cached prompt prefixes with this request (the entity it is served for): prefixes are reused
+   * only between requests of the same scope, so a tenant cannot learn from a fast answer that another tenant
+   * sent the same prompt (issue #44). null/absent: one scope of its own (requests without a tenant).
+   */
+  cacheScope?: string | null;
 }
 
 export type EngineEvent =
@@ -69,8 +75,8 @@ export type EngineEvent =
       text: string;
       tokens: GeneratedToken[];
     }
-  /** All choices ended. */
-  | { type: 'done'; promptTokens: number; completionTokens: number }
+  /** All choices ended. cachedTokens: prompt tokens the first choice took from a cached prefix (OpenAI's usage.prompt_tokens_details.cached_tokens). */
+  | { type: 'done'; promptTokens: number; completionTokens: number; cachedTokens: number }
   | { type: 'error'; message: string; status?: number };
 
 export interface RequestHandle {
@@ -94,6 +100,7 @@ interface RequestState {
   streams: Stream[];
   open: number;
   promptTokens: number;
+  cachedTokens: number;
 }
 
 export class Engine {
@@ -158,12 +165,13 @@ export class Engine {
       if (!this.model.loadAdapter) throw new Error(`this model cannot serve LoRA adapters (asked for '${req.adapter}')`);
       this.model.loadAdapter(req.adapter);
     }
-    const state: RequestState = { onEvent, streams: [], open: n, promptTokens: req.promptIds.length };
+    const state: RequestState = { onEvent, streams: [], open: n, promptTokens: req.promptIds.length, cachedTokens: 0 };
     const baseSeed = req.params.seed ?? randomSeed();
     for (let index = 0; index < n; index++) {
       const id = this.nextSeqId++;
       // Choice i of a seeded request uses seed + i: reproducible, yet the choices differ.
       const seq = new Sequence(id, req.promptIds, req.params, createRng(baseSeed + index), req.adapter ?? null);
+      seq.cacheScope = req.cacheScope ?? null;
       const stream: Stream = {
         seq,
         request: state,
@@ -190,13 +198,15 @@ export class Engine {
       // Adapters change the cached keys/values, so a prefix is only shared within one adapter.
       prefixFor: (seq) => {
         const key = adapterTokens(seq.adapter, range(0, seq.length).map((i) => seq.tokenAt(i)));
-        const m = cache.match(key);
+        const m = cache.match(key, seq.cacheScope);
         const length = m ? m.length - (key.length - seq.length) : 0;
         return m && length >= cache.minLength ? { donorId: m.donorId, length } : null;
       },
       applyPrefix: (seq, m) => {
         this.model.copyPrefix!(m.donorId, seq.id, m.length);
         seq.numComputed = m.length;
+        const stream = this.streams.get(seq.id);
+        if (stream?.index === 0 && seq.preemptions === 0) stream.request.cachedTokens = m.length;
         cache.touch(m.donorId);
         this.counters.prefixTokensReused += m.length;
       },
@@ -370,7 +380,7 @@ export class Engine {
     const req = stream.request;
     if (--req.open === 0) {
       const completionTokens = req.streams.reduce((a, s) => a + s.seq.outputIds.length, 0);
-      this.emit(req, { type: 'done', promptTokens: req.promptTokens, completionTokens });
+      this.emit(req, { type: 'done', promptTokens: req.promptTokens, completionTokens, cachedTokens: req.cachedTokens });
     }
   }
 
@@ -381,7 +391,7 @@ export class Engine {
       // Keep the cache as a reusable prefix (its blocks stay charged under this id).
       this.scheduler.remove(seq, true);
       const tokens = range(0, seq.numComputed).map((i) => seq.tokenAt(i));
-      for (const id of this.prefixCache.insert(seq.id, adapterTokens(seq.adapter, tokens))) this.dropCached(id);
+      for (const id of this.prefixCache.insert(seq.id, adapterTokens(seq.adapter, tokens), seq.cacheScope)) this.dropCached(id);
       return;
     }
     this.scheduler.remove(seq);

@@ -40,9 +40,11 @@ export function withoutTokenIds<T>(response: T): T {
   return response;
 }
 
-/** OpenAI's usage object. */
-export function usageOf(promptTokens: number, completionTokens: number): Usage {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+/** OpenAI's usage object; `prompt_tokens_details.cached_tokens` when some of the prompt came from the prefix cache. */
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0): Usage {
+  const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  if (cachedTokens > 0) usage.prompt_tokens_details = { cached_tokens: cachedTokens };
+  return usage;
 }
 
 export function tokenLabel(id: number): string {
@@ -175,7 +177,7 @@ export class ChatChunkStream {
       }
       out.push(this.chunk([{ index: e.index, delta: {}, logprobs: null, finish_reason: finishReason(e, toolCalls), stop_reason: e.stopReason }]));
     } else if (e.type === 'done' && this.opts.includeUsage) {
-      out.push({ ...this.chunk([]), usage: usageOf(e.promptTokens, e.completionTokens) });
+      out.push({ ...this.chunk([]), usage: usageOf(e.promptTokens, e.completionTokens, e.cachedTokens) });
     }
     return out;
   }
@@ -265,22 +267,42 @@ export function buildCompletion(
 
 type CompletionChoice = CompletionResponse['choices'][number];
 
+/** A prompt as `echo` writes it before each of its choices: its text and its tokens' logprobs, built once per prompt. */
+export interface EchoedPrompt {
+  text: string;
+  logprobs: NonNullable<CompletionChoice['logprobs']>;
+}
+
+/** The echoed part of a prompt (promptLogprobs(); the first token's logprob null, and its top_logprobs). */
+export function echoedPrompt(tokenizer: TokenizerPort, prompt: PromptTokenLogprob[], topLogprobs: number): EchoedPrompt {
+  const lp = completionLogprobs(tokenizer, prompt.map((t) => ({ id: t.id, logprob: t.logprob ?? 0, topLogprobs: t.topLogprobs })), [], topLogprobs)!;
+  return {
+    text: tokenizer.decode(prompt.map((t) => t.id)),
+    logprobs: {
+      tokens: lp.tokens,
+      token_logprobs: prompt.map((t, i) => (t.logprob === null ? null : lp.token_logprobs[i])),
+      top_logprobs: lp.top_logprobs && lp.top_logprobs.map((top, i) => (prompt[i].logprob === null ? null : top)),
+      text_offset: lp.text_offset,
+    },
+  };
+}
+
 /**
  * A completion choice with its prompt in front (`echo`): the prompt's text before the generated text, and the
- * prompt tokens' logprobs (promptLogprobs(); the first token's null) before the generated tokens'.
+ * prompt tokens' logprobs before the generated tokens'. The prompt's entries are the shared objects of `prompt`
+ * (echoedPrompt), not copies: n choices of one prompt hold one set of them.
  */
-export function withEchoedPrompt(choice: CompletionChoice, tokenizer: TokenizerPort, prompt: PromptTokenLogprob[], topLogprobs: number): CompletionChoice {
-  const promptText = tokenizer.decode(prompt.map((t) => t.id));
-  const lp = completionLogprobs(tokenizer, prompt.map((t) => ({ id: t.id, logprob: t.logprob ?? 0, topLogprobs: t.topLogprobs })), [], topLogprobs);
+export function withEchoedPrompt(choice: CompletionChoice, prompt: EchoedPrompt): CompletionChoice {
+  const lp = prompt.logprobs;
   const generated = choice.logprobs;
   return {
     ...choice,
-    text: promptText + choice.text,
-    logprobs: generated && lp && {
+    text: prompt.text + choice.text,
+    logprobs: generated && {
       tokens: [...lp.tokens, ...generated.tokens],
-      token_logprobs: [...prompt.map((t, i) => (t.logprob === null ? null : lp.token_logprobs[i])), ...generated.token_logprobs],
-      top_logprobs: lp.top_logprobs && generated.top_logprobs ? [...lp.top_logprobs.map((top, i) => (prompt[i].logprob === null ? null : top)), ...generated.top_logprobs] : null,
-      text_offset: [...lp.text_offset, ...generated.text_offset.map((o) => o + promptText.length)],
+      token_logprobs: [...lp.token_logprobs, ...generated.token_logprobs],
+      top_logprobs: lp.top_logprobs && generated.top_logprobs ? [...lp.top_logprobs, ...generated.top_logprobs] : null,
+      text_offset: [...lp.text_offset, ...generated.text_offset.map((o) => o + prompt.text.length)],
     },
   };
 }

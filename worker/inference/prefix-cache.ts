@@ -7,6 +7,11 @@
 // copy: it saves prefill compute, not memory. Kept entries stay charged to the KV budget and are
 // evicted (least recently used first) whenever running sequences need the room, before anyone is
 // preempted. Lookup is a plain scan: there are few entries and prompts are short next to a step.
+//
+// Entries are partitioned by scope (the tenant the prompt was served for): a lookup only matches entries of
+// its own scope. Shared across tenants, a hit made a request measurably faster, so one tenant could learn
+// whether, and how much of, its prompt matched one another tenant sent recently (issue #44: 4.5 ms vs 119 ms).
+// Eviction stays one LRU over all scopes: evicting only slows the owner, it tells nobody anything.
 
 export interface PrefixMatch {
   donorId: number;
@@ -15,6 +20,7 @@ export interface PrefixMatch {
 
 interface Entry {
   tokens: readonly number[];
+  scope: string | null;
   lastUsed: number;
 }
 
@@ -33,20 +39,21 @@ export class PrefixCache {
   }
 
   /** Keeps `tokens` (whose KV the runner holds under `donorId`). Returns ids evicted to stay within maxEntries. */
-  insert(donorId: number, tokens: readonly number[]): number[] {
-    this.entries.set(donorId, { tokens, lastUsed: ++this.clock });
+  insert(donorId: number, tokens: readonly number[], scope: string | null = null): number[] {
+    this.entries.set(donorId, { tokens, scope, lastUsed: ++this.clock });
     const evicted: number[] = [];
     while (this.entries.size > this.maxEntries) evicted.push(this.evictOldest()!);
     return evicted;
   }
 
   /**
-   * The longest cached prefix of `tokens`, leaving at least one token to compute (the model must
+   * The longest cached prefix of `tokens` among `scope`'s entries, leaving at least one token to compute (the model must
    * run on something to produce logits).
    */
-  match(tokens: readonly number[]): PrefixMatch | null {
+  match(tokens: readonly number[], scope: string | null = null): PrefixMatch | null {
     let best: PrefixMatch | null = null;
     for (const [donorId, e] of this.entries) {
+      if (e.scope !== scope) continue;
       const limit = Math.min(e.tokens.length, tokens.length - 1);
       let n = 0;
       while (n < limit && e.tokens[n] === tokens[n]) n++;

@@ -198,7 +198,8 @@ export class Scheduler {
     let best: { donorId: number; length: number } | null = null;
     let pending = 0;
     for (const donor of this.running) {
-      if (donor.adapter !== seq.adapter) continue;
+      // Only within one adapter (its keys/values differ) and one cache scope (tenant: no cross-tenant timing channel).
+      if (donor.adapter !== seq.adapter || donor.cacheScope !== seq.cacheScope) continue;
       const limit = Math.min(seq.length - 1, donor.length);
       let shared = 0;
       while (shared < limit && donor.tokenAt(shared) === seq.tokenAt(shared)) shared++;

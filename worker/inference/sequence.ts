@@ -28,6 +28,8 @@ export class Sequence {
   stopReason: string | number | null = null;
   /** Times this sequence lost its cache to make room for others. */
   preemptions = 0;
+  /** Who it may share cached prefixes with (GenerateRequest.cacheScope: the tenant); null = no one else. */
+  cacheScope: string | null = null;
 
   constructor(
     readonly id: number,

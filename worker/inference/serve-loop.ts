@@ -23,7 +23,7 @@ import {
 } from '../../src/protocol/openai.js';
 import { Engine, type EngineEvent, type EngineOptions, type GenerateRequest } from './engine.js';
 import { responseFormatConstraint } from './json-constraint.js';
-import { UnsupportedSchemaError } from '../../src/domain/json-schema.js';
+import { SchemaTooComplexError, UnsupportedSchemaError } from '../../src/domain/json-schema.js';
 import type { ChatMessage, ServableModel, ToolDefinition } from './model-port.js';
 import {
   buildChatCompletion,
@@ -31,6 +31,7 @@ import {
   ChatChunkStream,
   completionChunk,
   completionLogprobs,
+  echoedPrompt,
   type FinishedChoice,
   usageOf,
   withEchoedPrompt,
@@ -43,10 +44,13 @@ import { servableFromRuntime } from './model-runner.js';
 import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingParamsFrom } from './request-params.js';
 import type { SamplingParams } from './sampling-params.js';
 import { forcedToolCallConstraint } from './tool-calls.js';
+import { checkAnswerSize, checkSequenceCount, requestCapsFrom, type RequestCaps } from './request-caps.js';
 
 export type InferenceRequest =
-  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null; validated?: boolean }
-  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null; validated?: boolean };
+  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null }
+  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null };
+// entity: the tenant the request is served for; prompt-prefix caches are shared only within one entity (see
+// GenerateRequest.cacheScope), so no tenant can time another's prompts. null/absent: a partition of its own.
 // validated: the body was already parsed with the request schema of its kind (the API's inference routes do so
 // before they enqueue), so it is not parsed again; the checks beyond the schema still run. A body is validated
 // once, at the edge: a second parse of a completion body, its code cold between model steps, cost ~0.35 ms of
@@ -71,12 +75,14 @@ export interface HearthEngine {
 export interface CreateEngineOptions extends Partial<EngineOptions> {
   /** Sampling defaults from the model's generation_config.json. */
   samplingDefaults?: Partial<SamplingParams>;
+  /** Work bounds per request (request-caps.ts); default: from the environment. */
+  requestCaps?: RequestCaps;
 }
 
 export function createEngine(servable: ServableModel, opts: CreateEngineOptions = {}): HearthEngine {
-  const { samplingDefaults, ...engineOpts } = opts;
+  const { samplingDefaults, requestCaps, ...engineOpts } = opts;
   const engine = new Engine(servable.model, servable.tokenizer, engineOpts);
-  const ctx = { servable, engine, samplingDefaults };
+  const ctx: Ctx = { servable, engine, samplingDefaults, caps: requestCaps ?? requestCapsFrom(process.env) };
   return {
     engine,
     async submit(req, onEvent) {
@@ -84,7 +90,8 @@ export function createEngine(servable: ServableModel, opts: CreateEngineOptions 
         return req.kind === 'chat' ? await submitChat(ctx, req, onEvent) : await submitCompletion(ctx, req, onEvent);
       } catch (err) {
         const status = err instanceof BadRequestError || err instanceof UnsupportedSchemaError ? 400 : 500;
-        const where = err instanceof BadRequestError ? { param: err.param, code: err.code } : err instanceof UnsupportedSchemaError ? { param: 'response_format' } : {};
+        const schemaCode = err instanceof SchemaTooComplexError ? { code: err.code } : {};
+        const where = err instanceof BadRequestError ? { param: err.param, code: err.code } : err instanceof UnsupportedSchemaError ? { param: 'response_format', ...schemaCode } : {};
         onEvent({ type: 'error', status, message: err instanceof Error ? err.message : String(err), ...where });
         return { cancel() {} };
       }
@@ -115,6 +122,7 @@ interface Ctx {
   servable: ServableModel;
   engine: Engine;
   samplingDefaults?: Partial<SamplingParams>;
+  caps: RequestCaps;
 }
 
 function parse<T>(schema: { safeParse(x: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }, body: unknown, validated = false): T {
@@ -168,11 +176,13 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
 
   const maxTokens = maxTokensFor(body.max_completion_tokens ?? body.max_tokens, promptIds.length, ctx.engine.maxSequenceLength, null);
   const params = samplingParamsFrom(body, { maxTokens, topLogprobs: body.top_logprobs ?? 0, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
+  checkSequenceCount(1, body.n ?? 1, ctx.caps);
+  checkAnswerSize([{ promptTokens: promptIds.length, maxTokens }], body.n ?? 1, body.top_logprobs ?? 0, ctx.caps, 'top_logprobs');
   const constraint =
-    (useTools ? forcedToolCallConstraint(tokenizer, tools, toolChoice) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
+    (useTools ? toolParametersChecked(() => forcedToolCallConstraint(tokenizer, tools, toolChoice)) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
   const n = body.n ?? 1;
   const meta = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model, promptTokenIds: promptIds };
-  const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined };
+  const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined, cacheScope: req.entity ?? null };
   const formatOpts = { parseTools: useTools, parallelToolCalls: body.parallel_tool_calls ?? true };
 
   const ids = tokenIdsAsAsked(body.return_token_ids);
@@ -182,15 +192,29 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
     return ctx.engine.submit(genReq, (e) => {
       if (e.type === 'error') return onEvent({ type: 'error', status: e.status ?? 500, message: e.message });
       for (const chunk of stream.onEvent(e)) onEvent({ type: 'chunk', data: ids(chunk) });
-      if (e.type === 'done') onEvent({ type: 'end', usage: usageOf(e.promptTokens, e.completionTokens) });
+      if (e.type === 'done') onEvent({ type: 'end', usage: usageOf(e.promptTokens, e.completionTokens, e.cachedTokens) });
     });
   }
   const finished: FinishedChoice[] = [];
   return ctx.engine.submit(genReq, (e) => {
     if (e.type === 'error') return onEvent({ type: 'error', status: e.status ?? 500, message: e.message });
     if (e.type === 'finished') finished.push(e);
-    if (e.type === 'done') onEvent({ type: 'response', data: ids(buildChatCompletion(meta, finished, tokenizer, formatOpts)) });
+    if (e.type === 'done') {
+      const response = buildChatCompletion(meta, finished, tokenizer, formatOpts);
+      response.usage = usageOf(response.usage.prompt_tokens, response.usage.completion_tokens, e.cachedTokens);
+      onEvent({ type: 'response', data: ids(response) });
+    }
   });
+}
+
+/** A forced tool call's `parameters` schema that cannot be compiled is the `tools` field's fault, not response_format's. */
+function toolParametersChecked<T>(build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    if (!(err instanceof UnsupportedSchemaError)) throw err;
+    throw new BadRequestError(`tools: ${err.message}`, 'tools', err instanceof SchemaTooComplexError ? err.code : 'unsupported_parameter');
+  }
 }
 
 /** Keep token ids in responses only when the request set `return_token_ids` (vLLM's option). */
@@ -205,6 +229,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const p = body.prompt;
   const prompts: (string | number[])[] = typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as (string | number[])[]);
   const vocabSize = ctx.servable.model.vocabSize;
+  checkSequenceCount(prompts.length, body.n ?? 1, ctx.caps);
   for (const x of prompts) {
     if (typeof x === 'string') continue;
     const bad = x.find((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
@@ -217,19 +242,23 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const requests = promptIds.map((ids) => {
     const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16);
     const params = samplingParamsFrom(body, { maxTokens, topLogprobs, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
-    return { promptIds: ids, params, n, adapter: req.adapter ?? null } satisfies GenerateRequest;
+    return { promptIds: ids, params, n, adapter: req.adapter ?? null, cacheScope: req.entity ?? null } satisfies GenerateRequest;
   });
+  checkAnswerSize(requests.map((r) => ({ promptTokens: r.promptIds.length, maxTokens: r.params.maxTokens })), n, topLogprobs, ctx.caps);
   // echo (whole responses only; unsupportedParams refuses it streamed): each prompt's own tokens scored in one pass.
-  let echoed: PromptTokenLogprob[][] | null = null;
+  // Each prompt's echoed part is built once and shared by its n choices (not rebuilt per choice).
+  let echoed: ReturnType<typeof echoedPrompt>[] | null = null;
   if (body.echo === true) {
     const model = ctx.servable.model;
     if (!model.promptLogits) throw new BadRequestError('echo is not supported by this engine', 'echo', 'unsupported_parameter');
-    echoed = await Promise.all(promptIds.map(async (ids) => promptLogprobs(await model.promptLogits!(ids, req.adapter ?? null), ids, vocabSize, topLogprobs)));
+    const scored: PromptTokenLogprob[][] = await Promise.all(promptIds.map(async (ids) => promptLogprobs(await model.promptLogits!(ids, req.adapter ?? null), ids, vocabSize, topLogprobs)));
+    echoed = scored.map((prompt) => echoedPrompt(tokenizer, prompt, topLogprobs));
   }
 
   let open = requests.length;
   let promptTokens = 0;
   let completionTokens = 0;
+  let cachedTokens = 0;
   const finished: { index: number; promptTokenIds: number[]; finished: FinishedChoice }[] = [];
   const textSoFar = new Map<number, number>();
   const includeUsage = body.stream_options?.include_usage ?? false;
@@ -254,13 +283,15 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
     if (e.type === 'done') {
       promptTokens += e.promptTokens;
       completionTokens += e.completionTokens;
+      cachedTokens += e.cachedTokens;
       if (--open > 0) return;
       if (!body.stream) {
         const response = buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs);
-        if (echoed) response.choices = response.choices.map((c) => withEchoedPrompt(c, tokenizer, echoed![Math.floor(c.index / n)], topLogprobs));
+        response.usage = usageOf(promptTokens, completionTokens, cachedTokens);
+        if (echoed) response.choices = response.choices.map((c) => withEchoedPrompt(c, echoed![Math.floor(c.index / n)]));
         return onEvent({ type: 'response', data: ids(response) });
       }
-      const usage = usageOf(promptTokens, completionTokens);
+      const usage = usageOf(promptTokens, completionTokens, cachedTokens);
       if (includeUsage) onEvent({ type: 'chunk', data: { ...meta, object: 'text_completion', choices: [], usage } });
       onEvent({ type: 'end', usage });
     }

@@ -57,7 +57,7 @@ class InferenceExchange implements InferenceCall {
     readonly op: 'chat' | 'completion',
     readonly body: { model: string; stream?: boolean | null },
     readonly model: ResolvedModel,
-    private readonly entity: string,
+    readonly entity: string,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
   ) {
