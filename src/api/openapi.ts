@@ -1,6 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same zod schemas that validate requests.
 import { z } from 'zod';
 import type { RouteDef } from './route.js';
+import { validationStatus } from './errors.js';
 import { HTTPValidationError, ErrorDetail, ErrorReason, OpenAIError, OpenAIValidationError } from '../schemas/common.js';
 
 export const INTERFACE_VERSION = '0.1.0';
@@ -43,7 +44,7 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
         '200': { description: 'Successful Response', content: { 'application/json': { schema: def.response ? toSchema(def.response, 'output') : {} } } },
       };
       if (def.body || def.query || def.params) {
-        responses['422'] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(validationSchema, 'output') } } };
+        responses[String(validationStatus(def.errorStyle ?? 'detail'))] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(validationSchema, 'output') } } };
       }
       for (const [status, description] of Object.entries(def.errors ?? {})) {
         responses[status] = { description, content: { 'application/json': { schema: toSchema(errorSchema, 'output') } } };

@@ -125,7 +125,8 @@ export type CompletionRequest = z.infer<typeof CompletionRequest>;
 
 /**
  * Parameters that would change the result but that Hearth does not implement. The route answers
- * 400 naming them instead of silently ignoring them.
+ * 400 naming them instead of silently ignoring them. Each entry starts with the parameter's path as OpenAI
+ * writes `param` (`tools[0].function.parameters`), then optionally `: why`, `=value` or ` (why)`: see unsupportedParamPath.
  */
 export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest): string[] {
   const r = req as Record<string, unknown>;
@@ -136,6 +137,8 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
     'prompt_logprobs', 'use_beam_search', 'length_penalty', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar',
     'structured_outputs', 'bad_words', 'allowed_token_ids', 'truncate_prompt_tokens', 'logits_processors', 'functions',
     'function_call', 'audio', 'web_search_options', 'continue_final_message', 'suffix', 'guided_decoding_backend',
+    // OpenAI's: how terse the answer should be (GPT-5); a small local model has no such control.
+    'verbosity',
   ])
     if (set(k)) out.push(k);
   if (Array.isArray(r.modalities) && r.modalities.some((m) => m !== 'text')) out.push('modalities');
@@ -152,6 +155,12 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
     if (rf?.type === 'json_schema' && rf.json_schema.schema)
       for (const f of unsupportedSchemaFeatures(rf.json_schema.schema)) out.push(`response_format.json_schema.schema: ${f}`);
     const choice = chat.tool_choice;
+    // A forced call (required, or a named function) is decoded under its tools' parameter schemas.
+    if (choice === 'required' || (choice && typeof choice === 'object'))
+      (chat.tools ?? []).forEach((t, i) => {
+        if (typeof choice === 'object' && t.function.name !== choice.function.name) return;
+        if (t.function.parameters) for (const f of unsupportedSchemaFeatures(t.function.parameters)) out.push(`tools[${i}].function.parameters: ${f}`);
+      });
     if (choice && typeof choice === 'object' && !(chat.tools ?? []).some((t) => t.function.name === choice.function.name))
       out.push(`tool_choice.function.name=${choice.function.name} (no such tool)`);
     if (choice && (choice === 'required' || typeof choice === 'object') && !(chat.tools ?? []).length) out.push('tool_choice (no tools given)');
@@ -161,6 +170,11 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
     if (typeof r.best_of === 'number' && r.best_of !== ((r.n as number | null | undefined) ?? 1)) out.push('best_of');
   }
   return out;
+}
+
+/** OpenAI's `param` for an entry of unsupportedParams: its leading path. */
+export function unsupportedParamPath(entry: string): string {
+  return /^[^:=( ]+/.exec(entry)?.[0] ?? entry;
 }
 
 // ---------------------------------------------------------------- responses

@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import {
   ChatCompletionRequest,
   CompletionRequest,
+  unsupportedParamPath,
   unsupportedParams,
   type ChatCompletionChunk,
   type ChatCompletionResponse,
@@ -121,7 +122,7 @@ function parse<T>(schema: { safeParse(x: unknown): { success: true; data: T } | 
   const r = validated ? { success: true as const, data: body as T } : schema.safeParse(body);
   if (!r.success) throw new BadRequestError(r.error.issues.map((i) => `${i.path.map(String).join('.') || 'body'}: ${i.message}`).join('; '));
   const unsupported = unsupportedParams(r.data as ChatCompletionRequest);
-  if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`, unsupported[0], 'unsupported_parameter');
+  if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`, unsupportedParamPath(unsupported[0]), 'unsupported_parameter');
   return r.data;
 }
 
@@ -215,7 +216,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const meta = { id: `cmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model };
   const topLogprobs = body.logprobs ?? 0;
   const requests = promptIds.map((ids) => {
-    const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16);
+    const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16, 'prompt');
     const params = samplingParamsFrom(body, { maxTokens, topLogprobs, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
     return { promptIds: ids, params, n, adapter: req.adapter ?? null } satisfies GenerateRequest;
   });
