@@ -28,7 +28,9 @@ type Frame =
   | { t: 'string'; esc: number; utf8: number; lo: number; hi: number; key: boolean; len: number; min: number; max: number }
   /** Bounded integers carry their digits so far (`value`, `neg`) to keep every prefix able to land in range. */
   | { t: 'number'; integer: boolean; phase: 'sign' | 'zero' | 'int' | 'dot' | 'frac' | 'e' | 'esign' | 'exp'; len: number; neg: boolean; value: bigint; min?: bigint; max?: bigint }
-  | { t: 'literal'; options: Uint8Array[]; pos: number };
+  | { t: 'literal'; options: Uint8Array[]; pos: number }
+  /** One of several texts, each followed by its own value (see GrammarState.startBranches). */
+  | { t: 'branch'; options: { bytes: Uint8Array; node: SchemaNode }[]; pos: number };
 
 interface Stack {
   frame: Frame;
@@ -43,6 +45,20 @@ export class GrammarState {
     let s: Stack | null = null;
     if (suffix) s = { frame: { t: 'text', bytes: utf8(suffix), pos: 0 }, next: s };
     s = { frame: { t: 'value', node: root, ws: 0 }, next: s };
+    if (prefix) s = { frame: { t: 'text', bytes: utf8(prefix), pos: 0 }, next: s };
+    return new GrammarState(s);
+  }
+
+  /**
+   * `prefix`, then one of `branches` (its text, then a value of its schema), then `suffix`: a value whose
+   * schema depends on the text before it, e.g. a forced tool call whose `arguments` follow the chosen tool's
+   * `parameters` (`{"name": "get_weather", "arguments": ` + that tool's schema). The branch texts must be
+   * prefix-free (no text a prefix of another), which a closing quote after each name makes them.
+   */
+  static startBranches(prefix: string, branches: { text: string; node: SchemaNode }[], suffix = ''): GrammarState {
+    let s: Stack | null = null;
+    if (suffix) s = { frame: { t: 'text', bytes: utf8(suffix), pos: 0 }, next: s };
+    s = { frame: { t: 'branch', options: branches.map((b) => ({ bytes: utf8(b.text), node: b.node })), pos: 0 }, next: s };
     if (prefix) s = { frame: { t: 'text', bytes: utf8(prefix), pos: 0 }, next: s };
     return new GrammarState(s);
   }
@@ -125,6 +141,12 @@ function step(s: Stack | null, b: number): Result {
       return stepNumber(f, s, b);
     case 'literal':
       return stepLiteral(f, s, b);
+    case 'branch': {
+      const done = f.options.find((o) => o.bytes.length === f.pos + 1 && o.bytes[f.pos] === b);
+      if (done) return { frame: { t: 'value', node: done.node, ws: 0 }, next: s.next };
+      const options = f.options.filter((o) => o.bytes.length > f.pos + 1 && o.bytes[f.pos] === b);
+      return options.length ? { frame: { t: 'branch', options, pos: f.pos + 1 }, next: s.next } : FAIL;
+    }
   }
 }
 
