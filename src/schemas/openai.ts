@@ -137,8 +137,9 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
     'prompt_logprobs', 'use_beam_search', 'length_penalty', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar',
     'structured_outputs', 'bad_words', 'allowed_token_ids', 'truncate_prompt_tokens', 'logits_processors', 'functions',
     'function_call', 'audio', 'web_search_options', 'continue_final_message', 'suffix', 'guided_decoding_backend',
-    // OpenAI's: how terse the answer should be (GPT-5); a small local model has no such control.
-    'verbosity',
+    // OpenAI's: how terse the answer should be (GPT-5), a small local model has no such control; `store: true`
+    // keeps the completion for later retrieval, and Hearth keeps none (`store: false` is what it does anyway).
+    'verbosity', 'store',
   ])
     if (set(k)) out.push(k);
   if (Array.isArray(r.modalities) && r.modalities.some((m) => m !== 'text')) out.push('modalities');

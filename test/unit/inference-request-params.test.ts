@@ -33,6 +33,8 @@ describe('OpenAI request → sampling params', () => {
 
   it('names unsupported parameters by the path OpenAI writes as `param`: verbosity, a forced tool\'s unsupported schema', () => {
     expect(unsupportedParams(chat({ verbosity: 'low' }))).toEqual(['verbosity']);
+    expect(unsupportedParams(chat({ store: true }))).toEqual(['store']);
+    expect(unsupportedParams(chat({ store: false, prediction: { type: 'content', content: 'x' }, service_tier: 'auto' }))).toEqual([]); // no effect on the answer
     const tools = [
       { type: 'function', function: { name: 'ok', parameters: { type: 'object' } } },
       { type: 'function', function: { name: 'bad', parameters: { type: 'object', properties: { s: { type: 'string', format: 'email' } } } } },

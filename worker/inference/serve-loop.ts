@@ -85,7 +85,7 @@ export function createEngine(servable: ServableModel, opts: CreateEngineOptions 
         return req.kind === 'chat' ? await submitChat(ctx, req, onEvent) : await submitCompletion(ctx, req, onEvent);
       } catch (err) {
         const status = err instanceof BadRequestError || err instanceof UnsupportedSchemaError ? 400 : 500;
-        const where = err instanceof BadRequestError ? { param: err.param, code: err.code } : err instanceof UnsupportedSchemaError ? { param: 'response_format' } : {};
+        const where = err instanceof BadRequestError ? { param: err.param, code: err.code } : err instanceof UnsupportedSchemaError ? { param: 'response_format', code: 'unsupported_parameter' } : {};
         onEvent({ type: 'error', status, message: err instanceof Error ? err.message : String(err), ...where });
         return { cancel() {} };
       }
