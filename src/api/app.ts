@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
-import { errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, wireErrorOf, type ErrorStyle } from './errors.js';
+import { errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, validationStatus, wireErrorOf, type ErrorStyle } from './errors.js';
 import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
 import { exceedsJsonBudget } from '../domain/json-budget.js';
 import { registerAuth } from './plugins/auth.js';
@@ -165,7 +165,7 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
     if (!request.routeOptions.url) return notFound(request, reply);
     if (err instanceof ValidationError) {
       const detail = slimIssues(err);
-      return reply.code(422).send(style === 'openai' ? openAiValidationBody(err.issues, detail) : { detail });
+      return reply.code(validationStatus(style)).send(style === 'openai' ? openAiValidationBody(err.issues, detail) : { detail });
     }
     const wire = wireErrorOf(err);
     if (wire) {

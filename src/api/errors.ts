@@ -1,7 +1,8 @@
 // Error shapes of the three APIs Hearth speaks, in one place: services and the queue throw domain errors
 // (src/errors/domain-errors.ts); this module alone turns them into HTTP statuses and wire bodies.
 // - Training routes answer FastAPI-style: 422 {"detail":[{loc,msg,type}]}, else {"detail": "..."}.
-// - OpenAI routes answer {"error":{message,type,param,code}}; their 422 carries `detail` too (see toWire).
+// - OpenAI routes answer {"error":{message,type,param,code}}; validation errors are 400 there, with `detail` too
+//   (see validationStatus and openAiValidationBody).
 // - Table routes answer like the Weave trace server: {"reason": "..."} (422 validation stays FastAPI-style).
 import type { z } from 'zod';
 import { DomainError, ValidationError, type ErrorKind, type ValidationIssue } from '../errors/domain-errors.js';
@@ -72,6 +73,16 @@ export function errorBody(style: ErrorStyle, message: string, extra: { status?: 
   return { detail: message };
 }
 
+/**
+ * The status of a request that fails validation, decided here for every route family: 422 on the W&B training
+ * and Weave routes (FastAPI's, which their OpenAPI documents), 400 on the OpenAI-compatible routes, as OpenAI and
+ * vLLM answer. It matters beyond the number: OpenAI's SDKs and LangChain.js retry a 422 (LangChain sent 7
+ * requests over 82 s for one out-of-range `top_logprobs`), never a 400.
+ */
+export function validationStatus(style: ErrorStyle): 400 | 422 {
+  return style === 'openai' ? 400 : 422;
+}
+
 /** OpenAI names nested fields `messages[0].role`; pydantic's loc is `['body', 'messages', 0, 'role']`. */
 export function openAiParam(loc: readonly (string | number)[]): string | null {
   const path = loc[0] === 'body' || loc[0] === 'query' || loc[0] === 'path' ? loc.slice(1) : loc;
@@ -89,7 +100,7 @@ function openAiValidationCode(type: string): string {
 }
 
 /**
- * A 422 on an OpenAI route: OpenAI's `error` object (so the openai SDKs show the first problem and name its
+ * A validation error on an OpenAI route (400, see validationStatus): OpenAI's `error` object (so the openai SDKs show the first problem and name its
  * field) and FastAPI's `detail` list (so clients written against FastAPI/vLLM still see every field).
  */
 export function openAiValidationBody(issues: readonly ValidationIssue[], detail: unknown[]): Record<string, unknown> {

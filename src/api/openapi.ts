@@ -1,6 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same zod schemas that validate requests.
 import { z } from 'zod';
 import type { RouteDef } from './route.js';
+import { validationStatus } from './errors.js';
 import { HTTPValidationError, ErrorDetail, ErrorReason, OpenAIError, OpenAIValidationError } from '../protocol/common.js';
 
 export const INTERFACE_VERSION = '0.1.0';
@@ -42,11 +43,15 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
       const responses: Record<string, unknown> = {
         '200': { description: 'Successful Response', content: { 'application/json': { schema: def.response ? toSchema(def.response, 'output') : {} } } },
       };
-      if (def.body || def.query || def.params) {
-        responses['422'] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(validationSchema, 'output') } } };
-      }
+      const validates = def.body || def.query || def.params;
+      const validation = String(validationStatus(def.errorStyle ?? 'detail'));
+      if (validates) responses[validation] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(validationSchema, 'output') } } };
       for (const [status, description] of Object.entries(def.errors ?? {})) {
-        responses[status] = { description, content: { 'application/json': { schema: toSchema(errorSchema, 'output') } } };
+        // On OpenAI routes validation shares 400 with the route's own bad-request errors: either body.
+        const schema = validates && status === validation
+          ? { anyOf: [toSchema(errorSchema, 'output'), toSchema(validationSchema, 'output')] }
+          : toSchema(errorSchema, 'output');
+        responses[status] = { description: validates && status === validation ? `${description}, or Validation Error` : description, content: { 'application/json': { schema } } };
       }
       const op: Record<string, unknown> = {
         tags: def.tags,

@@ -83,7 +83,8 @@ export class UnsupportedSchemaError extends Error {
 /** A schema past a compile cap: refused (400) before any decoding, naming the cap and its setting. */
 export class SchemaTooComplexError extends UnsupportedSchemaError {
   readonly code = 'schema_too_complex';
-  constructor(message: string) {
+  /** @param param the request field that holds the schema, where the caller knows it. */
+  constructor(message: string, readonly param?: string) {
     super([message], message);
   }
 }

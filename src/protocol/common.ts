@@ -11,7 +11,7 @@ const OpenAIErrorObject = z
   .object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() })
   .meta({ id: 'OpenAIErrorObject' });
 export const OpenAIError = z.object({ error: OpenAIErrorObject }).meta({ id: 'OpenAIError' });
-/** A 422 on an OpenAI route: OpenAI's error object plus FastAPI's list (docs/architecture.md, "Errors"). */
+/** A validation error (400) on an OpenAI route: OpenAI's error object plus FastAPI's list (docs/architecture.md, "Errors"). */
 export const OpenAIValidationError = z
   .object({ error: OpenAIErrorObject, detail: z.array(ValidationErrorItem) })
   .meta({ id: 'OpenAIValidationError' });

@@ -4,7 +4,7 @@
 // W&B spec declares additionalProperties), but extras we know would change the result and that
 // we do not implement are named by `unsupportedParams` so the route can answer 400.
 import { z } from 'zod';
-import { unsupportedSchemaFeatures } from '../domain/json-schema.js';
+import { SchemaTooComplexError, unsupportedSchemaFeatures } from '../domain/json-schema.js';
 
 // ---------------------------------------------------------------- messages
 
@@ -125,7 +125,8 @@ export type CompletionRequest = z.infer<typeof CompletionRequest>;
 
 /**
  * Parameters that would change the result but that Hearth does not implement. The route answers
- * 400 naming them instead of silently ignoring them.
+ * 400 naming them instead of silently ignoring them. Each entry starts with the parameter's path as OpenAI
+ * writes `param` (`tools[0].function.parameters`), then optionally `: why`, `=value` or ` (why)`: see unsupportedParamPath.
  */
 export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest): string[] {
   const r = req as Record<string, unknown>;
@@ -136,6 +137,9 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
     'prompt_logprobs', 'use_beam_search', 'length_penalty', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar',
     'structured_outputs', 'bad_words', 'allowed_token_ids', 'truncate_prompt_tokens', 'logits_processors', 'functions',
     'function_call', 'audio', 'web_search_options', 'continue_final_message', 'suffix', 'guided_decoding_backend',
+    // OpenAI's: how terse the answer should be (GPT-5), a small local model has no such control; `store: true`
+    // keeps the completion for later retrieval, and Hearth keeps none (`store: false` is what it does anyway).
+    'verbosity', 'store',
   ])
     if (set(k)) out.push(k);
   if (Array.isArray(r.modalities) && r.modalities.some((m) => m !== 'text')) out.push('modalities');
@@ -150,8 +154,14 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
     });
     const rf = chat.response_format;
     if (rf?.type === 'json_schema' && rf.json_schema.schema)
-      for (const f of unsupportedSchemaFeatures(rf.json_schema.schema)) out.push(`response_format.json_schema.schema: ${f}`);
+      for (const f of schemaFeaturesAt(rf.json_schema.schema, 'response_format')) out.push(`response_format.json_schema.schema: ${f}`);
     const choice = chat.tool_choice;
+    // A forced call (required, or a named function) is decoded under its tools' parameter schemas.
+    if (choice === 'required' || (choice && typeof choice === 'object'))
+      (chat.tools ?? []).forEach((t, i) => {
+        if (typeof choice === 'object' && t.function.name !== choice.function.name) return;
+        if (t.function.parameters) for (const f of schemaFeaturesAt(t.function.parameters, `tools[${i}].function.parameters`)) out.push(`tools[${i}].function.parameters: ${f}`);
+      });
     if (choice && typeof choice === 'object' && !(chat.tools ?? []).some((t) => t.function.name === choice.function.name))
       out.push(`tool_choice.function.name=${choice.function.name} (no such tool)`);
     if (choice && (choice === 'required' || typeof choice === 'object') && !(chat.tools ?? []).length) out.push('tool_choice (no tools given)');
@@ -161,6 +171,11 @@ export function unsupportedParams(req: ChatCompletionRequest | CompletionRequest
     if (typeof r.best_of === 'number' && r.best_of !== ((r.n as number | null | undefined) ?? 1)) out.push('best_of');
   }
   return out;
+}
+
+/** OpenAI's `param` for an entry of unsupportedParams: its leading path. */
+export function unsupportedParamPath(entry: string): string {
+  return /^[^:=( ]+/.exec(entry)?.[0] ?? entry;
 }
 
 // ---------------------------------------------------------------- responses
@@ -281,3 +296,13 @@ export const CompletionResponse = z
   })
   .meta({ id: 'CompletionResponse' });
 export type CompletionResponse = z.infer<typeof CompletionResponse>;
+
+/** unsupportedSchemaFeatures of the schema at `param`; a schema past the compile caps is that field's 400. */
+function schemaFeaturesAt(schema: unknown, param: string): string[] {
+  try {
+    return unsupportedSchemaFeatures(schema);
+  } catch (err) {
+    if (err instanceof SchemaTooComplexError) throw new SchemaTooComplexError(err.message, param);
+    throw err;
+  }
+}

@@ -1,6 +1,7 @@
 // Wire shapes of the training API (W&B Serverless Training, shared/spec/wandb-serverless-training.openapi.json).
 import { z } from 'zod';
 import { PageQuery, paginated } from './common.js';
+import { MAX_GENERATION_ID_LENGTH, MAX_PROJECT_AND_NAME_LENGTH } from '../domain/served-names.js';
 
 const name = (what: string) =>
   z
@@ -16,6 +17,11 @@ export const ModelCreate = z
     name: name('name'),
     base_model: z.string().min(1).max(256),
     return_existing: z.boolean().default(false),
+  })
+  // Every served name `entity/project/name:stepN` must fit ART's 255-character generation_id (domain/served-names.ts).
+  .refine((b) => b.project.length + b.name.length <= MAX_PROJECT_AND_NAME_LENGTH, {
+    path: ['name'],
+    message: `project and name together may have at most ${MAX_PROJECT_AND_NAME_LENGTH} characters, so that every served name entity/project/name:stepN fits the ${MAX_GENERATION_ID_LENGTH} characters of ART's generation_id`,
   })
   .meta({ id: 'ModelCreate' });
 

@@ -229,6 +229,37 @@ describe('native runs in client framing N3 (frozen public wire, token matrices)'
     expect((await post(`/training/runs/${other.run_id}:close`, { request_id: `close-${hex()}` })).status).toBe(200);
   }, 300_000);
 
+  it('a second anonymous run on the same model: learner versions restart at 1, the served names continue the model\'s steps, and generation_id names the new weights', async () => {
+    await register('n3-twice');
+    const wireSpec = { ...spec, seed: null };
+    /** train_sft() once: its own fresh run, one SFT step, one publication to n3-twice. */
+    const trainOnce = async () => {
+      const run = ok(await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, spec: wireSpec, initial_state: null }), N3NativeTrainingRun);
+      const id = run.run_id;
+      expect((await terminal(await submit(`/training/runs/${id}/forward_backward`, fbBody(`fb-${hex()}`, 0)))).status).toBe('succeeded');
+      const optim = await terminal(await submit(`/training/runs/${id}/optim_step`, { request_id: `optim-${hex()}`, sequence_id: 1, optimizer }));
+      expect(optim.status, JSON.stringify(optim.error)).toBe('succeeded');
+      const publish = await terminal(await submit(`/training/runs/${id}/save_weights_for_sampler`, {
+        request_id: `publish-${hex()}`, sequence_id: 2, checkpoint_name: 'step-1', ttl_seconds: null, publication: { target: 'saved_generation', model_alias: 'n3-twice' },
+      }));
+      return publish.result as { generation_id: string; checkpoint: { learner_version: number; checkpoint_id: string } };
+    };
+    const first = await trainOnce();
+    const second = await trainOnce();
+    // The mapping (docs/art.md, "N3 runs start from the base model"): train_sft()'s step is the run's learner
+    // version, 1 both times; its artifact_name (generation_id) is the served name, which continues the model's
+    // steps, so the second script's artifact resolves its own weights and never the first's.
+    expect([first.checkpoint.learner_version, first.generation_id]).toEqual([1, 'alice/p/n3-twice:step1']);
+    expect([second.checkpoint.learner_version, second.generation_id]).toEqual([1, 'alice/p/n3-twice:step2']);
+    const model = (await post('/preview/models', { entity: null, project: 'p', name: 'n3-twice', base_model: DEMO_MODEL, return_existing: true })).body as { id: string };
+    const steps = (await get(`/preview/models/${model.id}/checkpoints?order=asc`)).body as { data: { step: number; id: string }[] };
+    expect(steps.data.map((c) => c.step)).toEqual([1, 2]);
+    expect(new Set(steps.data.map((c) => c.id)).size).toBe(2);
+    // get_step() (the model's latest) is what ART's serverless inference names: step 2, the second run's weights.
+    expect(steps.data[steps.data.length - 1].step).toBe(Number(second.generation_id.split(':step')[1]));
+    for (const published of [first, second]) await servesWithLogprobs(published.generation_id);
+  }, 240_000);
+
   it("runs ServerlessBackend.train()'s RL sequence (CISPO token matrices): trains, publishes a served generation; malformed rows are a 422", async () => {
     await register('n3-rl');
     const run = ok(await post('/training/runs:resolve', { request_id: `resolve-${hex()}`, spec: { ...spec, seed: null }, initial_state: null }), N3NativeTrainingRun);

@@ -175,7 +175,7 @@ describe('chat completions through the openai client', () => {
 });
 
 describe('inference errors', () => {
-  it('answers unknown models 404, bad parameters 400, malformed bodies 422', async () => {
+  it('answers unknown models 404, bad parameters 400, malformed bodies 400 (OpenAI\'s status, not 422: clients retry a 422)', async () => {
     const unknown = await s.call('POST', '/v1/chat/completions', { key, body: { model: 'nobody/nothing', messages: [{ role: 'user', content: 'x' }] } });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_found', param: 'model' });
@@ -186,7 +186,8 @@ describe('inference errors', () => {
     expect(unsupported.body.error).toMatchObject({ param: 'use_beam_search', code: 'unsupported_parameter' });
     expect(unsupported.body.error.message).toContain('use_beam_search');
     const malformed = await s.call('POST', '/v1/chat/completions', { key, body: { model: MODEL, messages: 'hi' } });
-    expect(malformed.status).toBe(422);
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error).toMatchObject({ type: 'invalid_request_error', param: 'messages', code: 'invalid_type' });
     const tooLong = await s.call('POST', '/v1/chat/completions', { key, body: { model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(2000) }] } });
     expect(tooLong.status).toBe(400);
     expect(tooLong.body.error.message).toMatch(/\d+/);
@@ -209,11 +210,11 @@ describe('hardware options', () => {
     expect(again.body).toEqual(r.body); // cached measurement, same prices
   });
 
-  it('filters by vendor, and answers 422 without a model and 404 for an unknown one', async () => {
+  it('filters by vendor, and answers 400 without a model and 404 for an unknown one', async () => {
     expect((await s.call('GET', '/inference/nvidia/v2/hardware?model=tiny-random-llama', { key })).body).toEqual({ hardware: [] });
     expect((await s.call('GET', '/inference/acme/v2/hardware?model=tiny-random-llama', { key })).body).toEqual({ hardware: [] });
     const missing = await s.call('GET', '/inference/cpu/v2/hardware', { key });
-    expect(missing.status).toBe(422);
+    expect(missing.status).toBe(400);
     expect(missing.body.detail[0].loc).toEqual(['query', 'model']);
     expect((await s.call('GET', '/inference/cpu/v2/hardware?model=nope', { key })).status).toBe(404);
   });

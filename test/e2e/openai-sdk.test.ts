@@ -89,7 +89,7 @@ describe('errors reach the SDK with their message, class, type, param and code',
     const tooLong = await failure(() => chat({ messages: [{ role: 'user', content: 'word '.repeat(2000) }] }));
     expect(tooLong).toBeInstanceOf(OpenAI.BadRequestError);
     expect(tooLong.code).toBe('context_length_exceeded');
-    expect(tooLong.message).toMatch(/^400 prompt has \d+ tokens; this model accepts at most 511$/);
+    expect(tooLong.message).toMatch(/^400 This model's maximum context length is 512 tokens\. However, your messages resulted in \d+ tokens\. Please reduce the length of the messages\.$/);
     const maxTokens = await failure(() => chat({ max_tokens: 100_000 }));
     expect(maxTokens).toMatchObject({ param: 'max_tokens', code: 'invalid_value' });
     expect(maxTokens.message).toContain('max_tokens is too large: 100000');
@@ -122,14 +122,14 @@ describe('errors reach the SDK with their message, class, type, param and code',
     expect(s.store.usage.list('alice').reduce((n, u) => n + u.requests, 0)).toBe(before + 1);
   });
 
-  it('422 UnprocessableEntityError names the field, and the body keeps FastAPI\'s detail list', async () => {
+  it('400 BadRequestError (not 422, which clients retry) names the field, and the body keeps FastAPI\'s detail list', async () => {
     const err = await failure(() => client.chat.completions.create({ model: MODEL, messages: [{ role: 'wizard', content: 'hi' }] } as never));
-    expect(err).toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.param).toBe('messages[0].role');
     expect(err.type).toBe('invalid_request_error');
-    expect(err.message).toMatch(/^422 Invalid request: messages\[0\]\.role: /);
+    expect(err.message).toMatch(/^400 Invalid request: messages\[0\]\.role: /);
     const raw = await s.call('POST', '/v1/chat/completions', { key, body: { model: 5, messages: 'hi' } });
-    expect(raw.status).toBe(422);
+    expect(raw.status).toBe(400);
     expect(raw.body.error).toMatchObject({ type: 'invalid_request_error', param: 'model', code: 'invalid_type' });
     expect(raw.body.error.message).toMatch(/and 1 more problem/);
     expect(raw.body.detail.map((d: { loc: unknown[] }) => d.loc)).toEqual([['body', 'model'], ['body', 'messages']]);

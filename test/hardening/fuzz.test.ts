@@ -447,9 +447,11 @@ function problems(op: Operation, res: RawResponse): string[] {
   if (res.status < 400) return out;
   const body = res.json as any;
   if (!body || typeof body !== 'object') return [...out, `error body is not JSON: ${res.text.slice(0, 200)}`];
-  if (res.status === 422) {
-    if (op.openAiStyle && (typeof body.error?.message !== 'string' || body.error.type !== 'invalid_request_error')) out.push(`422 without an OpenAI error object: ${res.text.slice(0, 200)}`);
-    if (!Array.isArray(body.detail) || body.detail.length === 0) out.push('422 without a detail list');
+  // Validation errors: 422 with FastAPI's detail list, on OpenAI routes 400 (OpenAI's status) with the list too.
+  if (op.openAiStyle && res.status === 422) out.push(`422 on an OpenAI route (validation answers 400): ${res.text.slice(0, 200)}`);
+  if (res.status === 422 || (op.openAiStyle && res.status === 400 && 'detail' in body)) {
+    if (op.openAiStyle && (typeof body.error?.message !== 'string' || body.error.type !== 'invalid_request_error')) out.push(`validation error without an OpenAI error object: ${res.text.slice(0, 200)}`);
+    if (!Array.isArray(body.detail) || body.detail.length === 0) out.push('validation error without a detail list');
     else
       for (const item of body.detail) {
         if (!Array.isArray(item.loc) || !['body', 'query', 'path'].includes(item.loc[0])) out.push(`422 loc ${JSON.stringify(item.loc)}`);
@@ -577,7 +579,7 @@ describe('fuzzing every route', () => {
     console.log(`fuzz: ${stats.requests} requests over ${ops.length} routes; statuses ${JSON.stringify(stats.byStatus)}; store checked after ${stats.checkedBatches}/${stats.batches} batches`);
   }, 120_000);
 
-  it('validates chat and completion bodies (422) before looking for an inference worker (503)', async () => {
+  it('validates chat and completion bodies (400, OpenAI\'s status for validation) before looking for an inference worker (503)', async () => {
     const bad = [
       {},
       { model: 'm' },
@@ -590,7 +592,7 @@ describe('fuzzing every route', () => {
     for (const url of ['/v1/chat/completions', '/v1/chat/completions/']) {
       for (const body of bad) {
         const r = await s.call('POST', url, { key: keys.alice, body });
-        expect(r.status, JSON.stringify(body)).toBe(422);
+        expect(r.status, JSON.stringify(body)).toBe(400);
         expect(r.body.detail[0].loc[0]).toBe('body');
         expect(r.body.error.type).toBe('invalid_request_error');
       }
@@ -599,7 +601,7 @@ describe('fuzzing every route', () => {
       expect(ok.body.error).toMatchObject({ message: 'No inference workers are attached to this server', type: 'server_error' });
     }
     const completion = await s.call('POST', '/v1/completions', { key: keys.alice, body: { model: 'm', prompt: 7 } });
-    expect(completion.status).toBe(422);
+    expect(completion.status).toBe(400);
   });
 });
 

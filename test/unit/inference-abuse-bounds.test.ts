@@ -263,7 +263,7 @@ describe('the engine entry refuses past the caps with OpenAI-shaped errors', () 
       .toMatchObject({ type: 'error', status: 400, param: 'response_format', code: 'schema_too_complex' });
     const tools = [{ type: 'function', function: { name: 'f', parameters: wide } }];
     const forced = await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, max_tokens: 4, tools, tool_choice: { type: 'function', function: { name: 'f' } } } });
-    expect(forced).toMatchObject({ type: 'error', status: 400, param: 'tools', code: 'schema_too_complex' });
+    expect(forced).toMatchObject({ type: 'error', status: 400, param: 'tools[0].function.parameters', code: 'schema_too_complex' });
     expect((forced as { message: string }).message).toMatch(/HEARTH_SCHEMA_MAX_NODES/);
   });
 });

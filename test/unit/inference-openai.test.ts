@@ -162,10 +162,38 @@ describe('OpenAI chat completions (through the openai SDK)', () => {
       deltas.push(...(ch.choices[0]?.delta.tool_calls ?? []));
       finish = ch.choices[0]?.finish_reason ?? finish;
       expect(ch.choices[0]?.delta.content ?? '').not.toContain('<tool_call>');
+      if (ch.choices[0]?.delta.tool_calls) expect(ch.choices[0].delta).not.toHaveProperty('content'); // no empty content beside a call
     }
     expect(finish).toBe(c.finish_reason);
-    expect(deltas[0].id).toMatch(/^call_/);
-    expect(deltas[0].function!.arguments).toBe((c.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function.arguments);
+    expect(deltas[0]).toMatchObject({ index: 0, id: expect.stringMatching(/^call_/), function: { name: 'name' } });
+    // The arguments stream in several deltas as they are decoded; together they are the whole answer's.
+    expect(deltas.length).toBeGreaterThan(2);
+    const streamed = deltas.map((d) => d.function?.arguments ?? '').join('');
+    expect(JSON.parse(streamed)).toEqual(JSON.parse(call.function.arguments));
+  });
+
+  it('a forced tool call cut by max_tokens comes back in tool_calls as generated, finish_reason length, no markup in content', async () => {
+    const api = client();
+    const tools = [{ type: 'function' as const, function: { name: 'name', parameters: { type: 'object', properties: { age: { type: 'integer' } }, required: ['age'] } } }];
+    // The toy tokenizer spends a few tokens on `<tool_call>\n{"name": "name", "arguments": `, (24 here), so 28 tokens end inside the arguments.
+    const r = await api.chat.completions.create({ model: 'toy', messages, tools, tool_choice: 'required', max_tokens: 28, temperature: 0.7, seed: 1 });
+    const c = r.choices[0];
+    expect(c.finish_reason).toBe('length');
+    expect(c.message.content).toBeNull();
+    const call = c.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.function.name).toBe('name');
+    expect(call.function.arguments.startsWith("{"), JSON.stringify(r.choices[0])).toBe(true);
+    expect(() => JSON.parse(call.function.arguments)).toThrow(); // cut: the arguments as far as they went
+    const s = await api.chat.completions.create({ model: 'toy', messages, tools, tool_choice: 'required', max_tokens: 28, temperature: 0.7, seed: 1, stream: true });
+    let args = '';
+    let finish: string | null = null;
+    for await (const ch of s) {
+      for (const d of ch.choices[0]?.delta.tool_calls ?? []) args += d.function?.arguments ?? '';
+      expect(ch.choices[0]?.delta.content ?? '').toBe('');
+      finish = ch.choices[0]?.finish_reason ?? finish;
+    }
+    expect(finish).toBe('length');
+    expect(args).toBe(call.function.arguments); // same seed, same tokens
   });
 
   it('json_schema response_format output parses and matches', async () => {

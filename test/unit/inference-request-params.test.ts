@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChatCompletionRequest, CompletionRequest, unsupportedParams } from '../../src/protocol/openai.js';
+import { ChatCompletionRequest, CompletionRequest, unsupportedParamPath, unsupportedParams } from '../../src/protocol/openai.js';
 import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingParamsFrom } from '../../worker/inference/request-params.js';
 
 const chat = (extra: Record<string, unknown>) => ChatCompletionRequest.parse({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra });
@@ -27,7 +27,26 @@ describe('OpenAI request → sampling params', () => {
     expect(maxTokensFor(null, 20, 100, null)).toBe(80);
     expect(maxTokensFor(undefined, 20, 100, 16)).toBe(16);
     expect(() => maxTokensFor(90, 20, 100, null)).toThrow(/maximum context length is 100 tokens/);
-    expect(() => maxTokensFor(null, 100, 100, null)).toThrow(/at most 99/);
+    expect(() => maxTokensFor(null, 100, 100, null)).toThrow("This model's maximum context length is 100 tokens. However, your messages resulted in 100 tokens.");
+    expect(() => maxTokensFor(null, 120, 100, 16, 'prompt')).toThrow("However, your prompt resulted in 120 tokens.");
+  });
+
+  it('names unsupported parameters by the path OpenAI writes as `param`: verbosity, a forced tool\'s unsupported schema', () => {
+    expect(unsupportedParams(chat({ verbosity: 'low' }))).toEqual(['verbosity']);
+    expect(unsupportedParams(chat({ store: true }))).toEqual(['store']);
+    expect(unsupportedParams(chat({ store: false, prediction: { type: 'content', content: 'x' }, service_tier: 'auto' }))).toEqual([]); // no effect on the answer
+    const tools = [
+      { type: 'function', function: { name: 'ok', parameters: { type: 'object' } } },
+      { type: 'function', function: { name: 'bad', parameters: { type: 'object', properties: { s: { type: 'string', format: 'email' } } } } },
+    ];
+    const forced = unsupportedParams(chat({ tools, tool_choice: 'required' }));
+    expect(forced).toEqual(["tools[1].function.parameters: #/properties/s: 'format' is not supported"]);
+    expect(unsupportedParamPath(forced[0])).toBe('tools[1].function.parameters');
+    expect(unsupportedParams(chat({ tools, tool_choice: { type: 'function', function: { name: 'ok' } } }))).toEqual([]);
+    expect(unsupportedParams(chat({ tools, tool_choice: 'auto' }))).toEqual([]);
+    expect(unsupportedParamPath('messages[0].content[1].type=image_url')).toBe('messages[0].content[1].type');
+    expect(unsupportedParamPath('tool_choice (no tools given)')).toBe('tool_choice');
+    expect(unsupportedParamPath('use_beam_search')).toBe('use_beam_search');
   });
 
   it('names unsupported parameters', () => {
@@ -57,7 +76,7 @@ describe('OpenAI request → sampling params', () => {
     expect([...samplingParamsFrom(chat({ logit_bias: { '0': 2, '99': -1 } }), opts).logitBias]).toEqual([[0, 2], [99, -1]]);
     expect(refusal(() => samplingParamsFrom(chat({ stop: ['a', ''] }), opts))).toEqual({ name: 'BadRequestError', message: 'stop strings must not be empty', param: 'stop', code: 'invalid_value' });
     expect(refusal(() => maxTokensFor(81, 20, 100, null))).toMatchObject({ param: 'max_tokens', code: 'invalid_value', message: expect.stringContaining('(81 > 100 - 20)') });
-    expect(refusal(() => maxTokensFor(1, 100, 100, null))).toEqual({ name: 'BadRequestError', message: 'prompt has 100 tokens; this model accepts at most 99', param: undefined, code: 'context_length_exceeded' });
+    expect(refusal(() => maxTokensFor(1, 100, 100, null))).toEqual({ name: 'BadRequestError', message: "This model's maximum context length is 100 tokens. However, your messages resulted in 100 tokens. Please reduce the length of the messages.", param: 'messages', code: 'context_length_exceeded' });
     // Exactly the room left is allowed.
     expect(maxTokensFor(80, 20, 100, null)).toBe(80);
   });

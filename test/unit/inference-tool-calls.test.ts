@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { forcedToolCallConstraint, parseToolCalls, ToolCallStreamer } from '../../worker/inference/tool-calls.js';
+import { BadRequestError } from '../../worker/inference/request-params.js';
+import { partialToolCalls, ToolCallStreamer, type StreamedPiece } from '../../worker/inference/tool-call-stream.js';
+import { forcedToolCallConstraint, parseToolCalls } from '../../worker/inference/tool-calls.js';
 import { createRng } from '../../worker/inference/rng.js';
 import { ToyTokenizer } from './inference-toy-model.js';
 
@@ -29,15 +31,66 @@ describe('Hermes tool-call parsing', () => {
 
   it('streaming holds back markup, including a tag split over deltas', () => {
     const s = new ToolCallStreamer();
-    let shown = '';
-    for (const piece of ['Hi ', 'there <tool', '_call>{"name":', ' "f", "arguments": {}}</tool_call>']) shown += s.push(piece);
-    const end = s.finish();
-    expect(shown).toBe('Hi there ');
+    const pieces = ['Hi ', 'there <tool', '_call>{"name":', ' "f", "arguments": {}}</tool_call>'].map((p) => s.push(p));
+    const end = s.finish(false);
+    expect(pieces.map((p) => p.content).join('')).toBe('Hi there ');
     expect(end.content).toBe('');
-    expect(end.toolCalls[0].function.name).toBe('f');
+    expect(s.calls).toHaveLength(1);
+    expect(s.calls[0].function).toEqual({ name: 'f', arguments: '{}' });
     const plain = new ToolCallStreamer();
-    expect(plain.push('a <tool')).toBe('a ');
-    expect(plain.finish()).toEqual({ content: '<tool', toolCalls: [] });
+    expect(plain.push('a <tool').content).toBe('a ');
+    expect(plain.finish(false)).toEqual({ content: '<tool', toolCalls: [] });
+  });
+});
+
+describe('streamed tool calls', () => {
+  /** Feeds the text a few characters at a time, as tokens arrive. */
+  function stream(text: string, opts: { size?: number; cut?: boolean; maxCalls?: number } = {}): { pieces: StreamedPiece[]; s: ToolCallStreamer } {
+    const s = new ToolCallStreamer(opts.maxCalls);
+    const pieces: StreamedPiece[] = [];
+    for (let i = 0; i < text.length; i += opts.size ?? 3) pieces.push(s.push(text.slice(i, i + (opts.size ?? 3))));
+    pieces.push(s.finish(opts.cut ?? false));
+    return { pieces, s };
+  }
+  const deltas = (pieces: StreamedPiece[]) => pieces.flatMap((p) => p.toolCalls);
+
+  it('sends the id and name once the name is read, then the arguments in several deltas as they are written', () => {
+    const { pieces, s } = stream('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}\n</tool_call>');
+    const d = deltas(pieces);
+    expect(d[0]).toEqual({ index: 0, id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '' } });
+    const argDeltas = d.slice(1);
+    expect(argDeltas.length).toBeGreaterThan(5);
+    for (const x of argDeltas) expect(x).toEqual({ index: 0, function: { arguments: expect.any(String) } });
+    expect(argDeltas.map((x) => x.function.arguments).join('')).toBe('{"city": "Paris", "days": [1, 2]}');
+    expect(pieces.every((p) => p.content === '')).toBe(true); // no empty-content noise: content is '' and is left out of chunks
+    expect(s.calls[0].function.arguments).toBe('{"city": "Paris", "days": [1, 2]}');
+  });
+
+  it('two calls get indexes 0 and 1; parallel_tool_calls false keeps only the first', () => {
+    const text = 'ok <tool_call>{"name": "a", "arguments": {"x": "}"}}</tool_call>\n<tool_call>{"name": "b", "arguments": {}}</tool_call>';
+    const both = stream(text, { size: 5 });
+    expect(both.s.calls.map((c) => [c.function.name, c.function.arguments])).toEqual([['a', '{"x": "}"}'], ['b', '{}']]);
+    expect(both.pieces.map((p) => p.content).join('')).toBe('ok ');
+    expect(new Set(deltas(both.pieces).map((d) => d.index))).toEqual(new Set([0, 1]));
+    const one = stream(text, { size: 5, maxCalls: 1 });
+    expect(one.s.calls.map((c) => c.function.name)).toEqual(['a']);
+    expect(deltas(one.pieces).every((d) => d.index === 0)).toBe(true);
+  });
+
+  it('a call cut by max_tokens ends as generated: partial arguments, or the name alone', () => {
+    const cut = stream('<tool_call>\n{"name": "f", "arguments": {"q": "hel', { cut: true });
+    expect(cut.s.calls.map((c) => c.function)).toEqual([{ name: 'f', arguments: '{"q": "hel' }]);
+    expect(cut.pieces.map((p) => p.content).join('')).toBe('');
+    expect(stream('<tool_call>\n{"name": "lo', { cut: true }).s.calls.map((c) => c.function)).toEqual([{ name: 'lo', arguments: '' }]);
+    expect(partialToolCalls('sure <tool_call>\n{"name": "f", "arguments": {"a": [1,')).toEqual({ content: 'sure ', toolCalls: [expect.objectContaining({ function: { name: 'f', arguments: '{"a": [1,' } })] });
+  });
+
+  it('a block in another key order is parsed whole at its end; one that is not a call stays content', () => {
+    const other = stream('<tool_call>{"arguments": {"a": 1}, "name": "f"}</tool_call>');
+    expect(other.s.calls.map((c) => c.function)).toEqual([{ name: 'f', arguments: '{"a":1}' }]);
+    const junk = stream('x <tool_call>{oops}</tool_call> y');
+    expect(junk.s.calls).toEqual([]);
+    expect(junk.pieces.map((p) => p.content).join('')).toBe('x <tool_call>{oops}</tool_call> y');
   });
 });
 
@@ -45,7 +98,7 @@ describe('forced tool call constraint', () => {
   const tok = new ToyTokenizer();
   const tools = [
     { type: 'function' as const, function: { name: 'name', parameters: { type: 'object', properties: { age: { type: 'integer' } }, required: ['age'] } } },
-    { type: 'function' as const, function: { name: 'ab', parameters: { type: 'object', properties: {} } } },
+    { type: 'function' as const, function: { name: 'ab', parameters: { type: 'object', properties: { flag: { type: 'boolean' } }, required: ['flag'], additionalProperties: false } } },
   ];
 
   function sample(choice: Parameters<typeof forcedToolCallConstraint>[2], seed: number): string {
@@ -71,7 +124,10 @@ describe('forced tool call constraint', () => {
       const r = parseToolCalls(out);
       expect(r.toolCalls, out).toHaveLength(1);
       expect(['name', 'ab']).toContain(r.toolCalls[0].function.name);
-      expect(typeof JSON.parse(r.toolCalls[0].function.arguments)).toBe('object');
+      // Each tool's arguments follow that tool's own schema (a union keyed by the name).
+      const args = JSON.parse(r.toolCalls[0].function.arguments);
+      if (r.toolCalls[0].function.name === 'name') expect(Number.isInteger(args.age), out).toBe(true);
+      else expect(Object.keys(args).length === 1 && typeof args.flag === 'boolean', out).toBe(true);
       names.add(r.toolCalls[0].function.name);
     }
     expect([...names].sort()).toEqual(['ab', 'name']); // the model may pick either tool
@@ -91,5 +147,20 @@ describe('forced tool call constraint', () => {
     expect(forcedToolCallConstraint(tok, tools, 'auto')).toBeNull();
     expect(forcedToolCallConstraint(tok, tools, 'none')).toBeNull();
     expect(() => forcedToolCallConstraint(tok, tools, { type: 'function', function: { name: 'zz' } })).toThrow(/unknown function 'zz'/);
+  });
+
+  it('a forced tool whose parameters use an unsupported feature is a 400 naming that tool\'s parameters', () => {
+    const withPattern = [...tools, { type: 'function' as const, function: { name: 'p', parameters: { type: 'object', properties: { s: { type: 'string', pattern: 'x' } } } } }];
+    let refused: unknown;
+    try {
+      forcedToolCallConstraint(tok, withPattern, 'required');
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toBeInstanceOf(BadRequestError);
+    expect(refused).toMatchObject({ param: 'tools[2].function.parameters', code: 'unsupported_parameter', message: expect.stringContaining("'pattern' is not supported") });
+    // Not forced: the schema is only shown to the model, nothing to enforce.
+    expect(forcedToolCallConstraint(tok, withPattern, 'auto')).toBeNull();
+    expect(forcedToolCallConstraint(tok, withPattern, { type: 'function', function: { name: 'ab' } })).not.toBeNull();
   });
 });

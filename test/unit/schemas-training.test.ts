@@ -2,6 +2,7 @@
 // defaults they fill in, what they refuse, and the component names the OpenAPI document publishes.
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { MAX_ENTITY_LENGTH, MAX_GENERATION_ID_LENGTH, MAX_PROJECT_AND_NAME_LENGTH, MAX_STEP_DIGITS, servedName } from '../../src/domain/served-names.js';
 import {
   CheckpointPage, CheckpointQuery, CreateSFTTrainingJob, EventPage, CreateTrainingJob, DeleteCheckpointsRequest, ExperimentalTrainingConfig, JobIdParams,
   LogRequest, ModelCreate, ModelIdParams, SFTTrainingConfig, Trajectory, TrajectoryGroup, TrainingJobEventType, TrainingJobStatus,
@@ -28,6 +29,15 @@ describe('ModelCreate', () => {
     const err = ModelCreate.safeParse({ ...base, project: '-p' }).error!;
     expect(err.issues[0].message).toBe("project may contain letters, digits, '_', '.', '-' and must start with a letter or digit");
     expect(ModelCreate.safeParse({ ...base, name: '.n' }).error!.issues[0].message).toMatch(/^name may contain/);
+  });
+  it("project + name: at most 174 characters together, so every served name entity/project/name:stepN fits ART's 255-character generation_id", () => {
+    expect(MAX_PROJECT_AND_NAME_LENGTH).toBe(174);
+    expect(ok(ModelCreate, { ...base, project: 'p'.repeat(46), name: 'n'.repeat(128) })).toBe(true);
+    const over = ModelCreate.safeParse({ ...base, project: 'p'.repeat(47), name: 'n'.repeat(128) });
+    expect(over.error!.issues[0]).toMatchObject({ path: ['name'], message: expect.stringMatching(/at most 174 characters.*255 characters of ART's generation_id/) });
+    // The longest name Hearth accepts, with the longest entity and a 10-digit step, is exactly 255 characters.
+    const longest = servedName('e'.repeat(MAX_ENTITY_LENGTH), 'p'.repeat(46), 'n'.repeat(128), 10 ** (MAX_STEP_DIGITS - 1) * 9);
+    expect(longest.length).toBe(MAX_GENERATION_ID_LENGTH);
   });
   it('base_model: 1–256 characters; entity optional; return_existing must be a boolean', () => {
     expect(ok(ModelCreate, { ...base, base_model: '' })).toBe(false);

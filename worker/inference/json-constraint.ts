@@ -81,12 +81,13 @@ export class GrammarConstraint implements TokenConstraint {
   private state: GrammarState;
   private readonly trie: Trie;
 
+  /** `root`: a schema (with optional literal text around it), or a grammar's start state built otherwise. */
   constructor(
     private readonly tokenizer: TokenizerPort,
-    root: SchemaNode,
+    root: SchemaNode | GrammarState,
     opts: { prefix?: string; suffix?: string } = {},
   ) {
-    this.state = GrammarState.start(root, opts.prefix, opts.suffix);
+    this.state = root instanceof GrammarState ? root : GrammarState.start(root, opts.prefix, opts.suffix);
     this.trie = vocabTrie(tokenizer);
   }
 

@@ -21,11 +21,16 @@ type Frame =
   | { t: 'object'; node: Extract<SchemaNode, { kind: 'object' }>; seen: string[]; phase: 'start' | 'key' | 'colon' | 'value' | 'next'; pending: SchemaNode | null; ws: number }
   | { t: 'key'; candidates: { key: string; bytes: Uint8Array; node: SchemaNode }[]; pos: number }
   | { t: 'array'; node: Extract<SchemaNode, { kind: 'array' }>; count: number; phase: 'start' | 'value' | 'next'; ws: number }
-  /** len counts characters only while a length limit still matters (see counting()). */
-  | { t: 'string'; esc: number; utf8: number; key: boolean; len: number; min: number; max: number }
+  /**
+   * len counts characters only while a length limit still matters (see counting()). `utf8` is the number of
+   * continuation bytes still due for the current character, and [lo, hi] the range the next one must lie in.
+   */
+  | { t: 'string'; esc: number; utf8: number; lo: number; hi: number; key: boolean; len: number; min: number; max: number }
   /** Bounded integers carry their digits so far (`value`, `neg`) to keep every prefix able to land in range. */
   | { t: 'number'; integer: boolean; phase: 'sign' | 'zero' | 'int' | 'dot' | 'frac' | 'e' | 'esign' | 'exp'; len: number; neg: boolean; value: bigint; min?: bigint; max?: bigint }
-  | { t: 'literal'; options: Uint8Array[]; pos: number };
+  | { t: 'literal'; options: Uint8Array[]; pos: number }
+  /** One of several texts, each followed by its own value (see GrammarState.startBranches). */
+  | { t: 'branch'; options: { bytes: Uint8Array; node: SchemaNode }[]; pos: number };
 
 interface Stack {
   frame: Frame;
@@ -40,6 +45,20 @@ export class GrammarState {
     let s: Stack | null = null;
     if (suffix) s = { frame: { t: 'text', bytes: utf8(suffix), pos: 0 }, next: s };
     s = { frame: { t: 'value', node: root, ws: 0 }, next: s };
+    if (prefix) s = { frame: { t: 'text', bytes: utf8(prefix), pos: 0 }, next: s };
+    return new GrammarState(s);
+  }
+
+  /**
+   * `prefix`, then one of `branches` (its text, then a value of its schema), then `suffix`: a value whose
+   * schema depends on the text before it, e.g. a forced tool call whose `arguments` follow the chosen tool's
+   * `parameters` (`{"name": "get_weather", "arguments": ` + that tool's schema). The branch texts must be
+   * prefix-free (no text a prefix of another), which a closing quote after each name makes them.
+   */
+  static startBranches(prefix: string, branches: { text: string; node: SchemaNode }[], suffix = ''): GrammarState {
+    let s: Stack | null = null;
+    if (suffix) s = { frame: { t: 'text', bytes: utf8(suffix), pos: 0 }, next: s };
+    s = { frame: { t: 'branch', options: branches.map((b) => ({ bytes: utf8(b.text), node: b.node })), pos: 0 }, next: s };
     if (prefix) s = { frame: { t: 'text', bytes: utf8(prefix), pos: 0 }, next: s };
     return new GrammarState(s);
   }
@@ -122,6 +141,12 @@ function step(s: Stack | null, b: number): Result {
       return stepNumber(f, s, b);
     case 'literal':
       return stepLiteral(f, s, b);
+    case 'branch': {
+      const done = f.options.find((o) => o.bytes.length === f.pos + 1 && o.bytes[f.pos] === b);
+      if (done) return { frame: { t: 'value', node: done.node, ws: 0 }, next: s.next };
+      const options = f.options.filter((o) => o.bytes.length > f.pos + 1 && o.bytes[f.pos] === b);
+      return options.length ? { frame: { t: 'branch', options, pos: f.pos + 1 }, next: s.next } : FAIL;
+    }
   }
 }
 
@@ -149,7 +174,7 @@ function startValue(node: SchemaNode, b: number, rest: Stack | null): Result {
       return { frame: { t: 'array', node, count: 0, phase: 'start', ws: 0 }, next: rest };
     case 'string':
       if (b !== 0x22) return FAIL;
-      return { frame: { t: 'string', esc: 0, utf8: 0, key: false, len: 0, min: node.minLength, max: node.maxLength }, next: rest };
+      return { frame: { t: 'string', esc: 0, utf8: 0, lo: CONT_LO, hi: CONT_HI, key: false, len: 0, min: node.minLength, max: node.maxLength }, next: rest };
     case 'number':
       return stepNumber({ t: 'number', integer: node.integer, phase: 'sign', len: 0, neg: false, value: 0n, min: node.min, max: node.max }, { frame: null as never, next: rest }, b);
     case 'literal':
@@ -166,7 +191,7 @@ function stepObject(f: Extract<Frame, { t: 'object' }>, s: Stack, b: number): Re
       if (isWs(b)) return ws();
       if (b === 0x7d && f.phase === 'start') return requiredDone(f) ? complete(s) : FAIL;
       if (b !== 0x22) return FAIL;
-      if (f.node.props === null) return { frame: { t: 'string', esc: 0, utf8: 0, key: true, len: 0, min: 0, max: Infinity }, next: { frame: { ...fresh, phase: 'colon', pending: f.node.values }, next: s.next } };
+      if (f.node.props === null) return { frame: { t: 'string', esc: 0, utf8: 0, lo: CONT_LO, hi: CONT_HI, key: true, len: 0, min: 0, max: Infinity }, next: { frame: { ...fresh, phase: 'colon', pending: f.node.values }, next: s.next } };
       const candidates = nextKeys(f).map((p) => ({ key: p.key, node: p.node, bytes: utf8(JSON.stringify(p.key).slice(1)) }));
       if (!candidates.length) return FAIL;
       return { frame: { t: 'key', candidates, pos: 0 }, next: { frame: fresh, next: s.next } };
@@ -236,33 +261,55 @@ function stepArray(f: Extract<Frame, { t: 'array' }>, s: Stack, b: number): Resu
   }
 }
 
+const CONT_LO = 0x80;
+const CONT_HI = 0xbf;
+
+/**
+ * Well-formed UTF-8 only (Unicode's table 3-7): a lead byte fixes how many continuation bytes follow and the
+ * range of the first one, which rules out overlong forms (E0 80–9F, F0 80–8F), UTF-16 surrogates (ED A0–BF)
+ * and code points above U+10FFFF (F4 90+, F5–FF). Anything else would decode to U+FFFD, and one bad byte
+ * would then count as a character of its own, breaking minLength/maxLength.
+ */
+function utf8Lead(b: number): { more: number; lo: number; hi: number } | null {
+  if (b >= 0xc2 && b <= 0xdf) return { more: 1, lo: CONT_LO, hi: CONT_HI };
+  if (b === 0xe0) return { more: 2, lo: 0xa0, hi: CONT_HI };
+  if (b === 0xed) return { more: 2, lo: CONT_LO, hi: 0x9f };
+  if (b >= 0xe1 && b <= 0xef) return { more: 2, lo: CONT_LO, hi: CONT_HI };
+  if (b === 0xf0) return { more: 3, lo: 0x90, hi: CONT_HI };
+  if (b === 0xf4) return { more: 3, lo: CONT_LO, hi: 0x8f };
+  if (b >= 0xf1 && b <= 0xf3) return { more: 3, lo: CONT_LO, hi: CONT_HI };
+  return null; // 80–C1 (a stray continuation or an overlong 2-byte lead) and F5–FF never start a character
+}
+
 function stepString(f: Extract<Frame, { t: 'string' }>, s: Stack, b: number): Result {
-  const same = (esc: number, u: number): Stack => ({ frame: { ...f, esc, utf8: u }, next: s.next });
-  if (f.utf8 > 0) return b >= 0x80 && b <= 0xbf ? same(0, f.utf8 - 1) : FAIL;
+  const same = (esc: number): Stack => ({ frame: { ...f, esc }, next: s.next });
+  if (f.utf8 > 0) {
+    if (b < f.lo || b > f.hi) return FAIL;
+    return { frame: { ...f, utf8: f.utf8 - 1, lo: CONT_LO, hi: CONT_HI }, next: s.next };
+  }
   if (f.esc === 1) {
-    if (b === 0x75) return same(2, 0); // \u then 4 hex digits (esc 2..5; 6 = after a leading D)
-    return '"\\/bfnrt'.includes(String.fromCharCode(b)) ? same(0, 0) : FAIL;
+    if (b === 0x75) return same(2); // \u then 4 hex digits (esc 2..5; 6 = after a leading D)
+    return '"\\/bfnrt'.includes(String.fromCharCode(b)) ? same(0) : FAIL;
   }
   if (f.esc >= 2) {
     const c = String.fromCharCode(b);
     if (!/[0-9a-fA-F]/.test(c)) return FAIL;
     // No escaped surrogates (\uD800-\uDFFF): a pair would be one character written as two
     // escapes, which would break length counting; real text uses UTF-8 bytes for those anyway.
-    if (f.esc === 2 && (c === 'd' || c === 'D')) return same(6, 0);
-    if (f.esc === 6) return /[0-7]/.test(c) ? same(4, 0) : FAIL;
-    return same(f.esc === 5 ? 0 : f.esc + 1, 0);
+    if (f.esc === 2 && (c === 'd' || c === 'D')) return same(6);
+    if (f.esc === 6) return /[0-7]/.test(c) ? same(4) : FAIL;
+    return same(f.esc === 5 ? 0 : f.esc + 1);
   }
   if (b === 0x22) return f.len >= f.min ? complete(s) : FAIL;
   // Every other byte here starts a new character.
   if (f.len >= f.max || b < 0x20) return FAIL;
   const counting = f.len < f.min || f.max < Infinity;
-  const started = (esc: number, u: number): Stack => ({ frame: { ...f, esc, utf8: u, len: counting ? f.len + 1 : f.len }, next: s.next });
-  if (b === 0x5c) return started(1, 0);
-  if (b < 0x80) return counting ? started(0, 0) : s; // unchanged state: lets the constraint reuse masks
-  if (b >= 0xc2 && b <= 0xdf) return started(0, 1);
-  if (b >= 0xe0 && b <= 0xef) return started(0, 2);
-  if (b >= 0xf0 && b <= 0xf4) return started(0, 3);
-  return FAIL;
+  const len = counting ? f.len + 1 : f.len;
+  if (b === 0x5c) return { frame: { ...f, esc: 1, len }, next: s.next };
+  if (b < 0x80) return counting ? { frame: { ...f, len }, next: s.next } : s; // unchanged state: lets the constraint reuse masks
+  const lead = utf8Lead(b);
+  if (!lead) return FAIL;
+  return { frame: { ...f, utf8: lead.more, lo: lead.lo, hi: lead.hi, len }, next: s.next };
 }
 
 function stepNumber(f: Extract<Frame, { t: 'number' }>, s: Stack, b: number): Result {

@@ -15,7 +15,8 @@ import type { EngineEvent } from './engine.js';
 import type { TokenizerPort } from './model-port.js';
 import type { GeneratedToken } from './sequence.js';
 import type { PromptTokenLogprob } from './prompt-logprobs.js';
-import { parseToolCalls, ToolCallStreamer, type ToolCall } from './tool-calls.js';
+import { partialToolCalls, ToolCallStreamer, type StreamedPiece } from './tool-call-stream.js';
+import { parseToolCalls, TOOL_CALL_OPEN, type ToolCall } from './tool-calls.js';
 
 type LogprobEntry = ChatCompletionResponse['choices'][number]['logprobs']['content'] extends (infer E)[] | null ? E : never;
 type FinishReason = ChatCompletionResponse['choices'][number]['finish_reason'];
@@ -75,9 +76,21 @@ export interface ResponseMeta {
 /** What one finished choice looks like to the formatter (the engine's 'finished' event). */
 export type FinishedChoice = Extract<EngineEvent, { type: 'finished' }>;
 
-function finishReason(choice: FinishedChoice, toolCalls: ToolCall[]): FinishReason {
+function finishReason(choice: FinishedChoice, toolCalls: readonly ToolCall[]): FinishReason {
   if (choice.finishReason === 'stop' && toolCalls.length) return 'tool_calls';
   return choice.finishReason;
+}
+
+/**
+ * A whole answer's content and tool calls. A call cut by max_tokens (which does not parse) comes back as the
+ * partial call it was, arguments as generated, with finish_reason "length", as OpenAI answers, rather than as
+ * raw `<tool_call>` markup in `content`.
+ */
+function contentAndToolCalls(choice: FinishedChoice, parallelToolCalls: boolean): { content: string | null; toolCalls: ToolCall[] } {
+  const maxCalls = parallelToolCalls ? Infinity : 1;
+  const parsed = parseToolCalls(choice.text);
+  if (!parsed.toolCalls.length && choice.finishReason === 'length' && choice.text.includes(TOOL_CALL_OPEN)) return partialToolCalls(choice.text, maxCalls);
+  return { content: parsed.content, toolCalls: parsed.toolCalls.slice(0, maxCalls) };
 }
 
 export function newCompletionId(prefix: 'chatcmpl' | 'cmpl'): string {
@@ -99,8 +112,8 @@ export function buildChatCompletion(
     created: meta.created,
     model: meta.model,
     choices: sorted.map((c) => {
-      const parsed = opts.parseTools ? parseToolCalls(c.text) : { content: c.text, toolCalls: [] };
-      const toolCalls = opts.parallelToolCalls === false ? parsed.toolCalls.slice(0, 1) : parsed.toolCalls;
+      const parsed = opts.parseTools ? contentAndToolCalls(c, opts.parallelToolCalls !== false) : { content: c.text, toolCalls: [] };
+      const toolCalls = parsed.toolCalls;
       return {
         index: c.index,
         message: { role: 'assistant' as const, content: parsed.content, refusal: null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
@@ -132,7 +145,11 @@ export class ChatChunkStream {
     private readonly opts: { parseTools: boolean; includeUsage: boolean; parallelToolCalls?: boolean },
   ) {}
 
-  /** Chunks for one engine event (possibly none). */
+  /**
+   * Chunks for one engine event (possibly none). With tools, content and tool-call deltas come from the
+   * ToolCallStreamer: no empty `content` beside a tool call, and a call's arguments in as many deltas as the
+   * model wrote them. A delta with neither still goes out when it carries tokens (their logprobs and ids).
+   */
   onEvent(e: EngineEvent): ChatCompletionChunk[] {
     const out: ChatCompletionChunk[] = [];
     if (e.type === 'delta' || e.type === 'finished') {
@@ -142,13 +159,13 @@ export class ChatChunkStream {
       }
     }
     if (e.type === 'delta') {
-      const text = this.opts.parseTools ? this.toolStream(e.index).push(e.text) : e.text;
-      if (text || e.tokens.length)
+      const piece = this.opts.parseTools ? this.toolStream(e.index).push(e.text) : { content: e.text, toolCalls: [] };
+      if (piece.content || piece.toolCalls.length || e.tokens.length)
         out.push(
           this.chunk([
             {
               index: e.index,
-              delta: { content: text },
+              delta: deltaOf(piece),
               logprobs: { content: e.tokens.map((t) => logprobEntry(this.tokenizer, t)), refusal: null },
               finish_reason: null,
               token_ids: e.tokens.map((t) => t.id),
@@ -156,24 +173,12 @@ export class ChatChunkStream {
           ]),
         );
     } else if (e.type === 'finished') {
-      let toolCalls: ToolCall[] = [];
+      let toolCalls: readonly ToolCall[] = [];
       if (this.opts.parseTools) {
-        const rest = this.toolStream(e.index).finish();
-        toolCalls = this.opts.parallelToolCalls === false ? rest.toolCalls.slice(0, 1) : rest.toolCalls;
-        if (rest.content || toolCalls.length)
-          out.push(
-            this.chunk([
-              {
-                index: e.index,
-                delta: {
-                  ...(rest.content ? { content: rest.content } : {}),
-                  ...(toolCalls.length ? { tool_calls: toolCalls.map((c, i) => ({ index: i, ...c })) } : {}),
-                },
-                logprobs: null,
-                finish_reason: null,
-              },
-            ]),
-          );
+        const stream = this.toolStream(e.index);
+        const rest = stream.finish(e.finishReason === 'length');
+        toolCalls = stream.calls;
+        if (rest.content || rest.toolCalls.length) out.push(this.chunk([{ index: e.index, delta: deltaOf(rest), logprobs: null, finish_reason: null }]));
       }
       out.push(this.chunk([{ index: e.index, delta: {}, logprobs: null, finish_reason: finishReason(e, toolCalls), stop_reason: e.stopReason }]));
     } else if (e.type === 'done' && this.opts.includeUsage) {
@@ -184,7 +189,7 @@ export class ChatChunkStream {
 
   private toolStream(index: number): ToolCallStreamer {
     let s = this.toolStreams.get(index);
-    if (!s) this.toolStreams.set(index, (s = new ToolCallStreamer()));
+    if (!s) this.toolStreams.set(index, (s = new ToolCallStreamer(this.opts.parallelToolCalls === false ? 1 : Infinity)));
     return s;
   }
 
@@ -197,6 +202,11 @@ export class ChatChunkStream {
     }
     return c;
   }
+}
+
+/** A chunk's delta: content only when there is some, tool-call deltas only when there are some. */
+function deltaOf(piece: StreamedPiece): ChatCompletionChunk['choices'][number]['delta'] {
+  return { ...(piece.content ? { content: piece.content } : {}), ...(piece.toolCalls.length ? { tool_calls: piece.toolCalls } : {}) };
 }
 
 /** Legacy completions logprobs (parallel arrays; text offsets are character offsets into `text`). */

@@ -52,14 +52,32 @@ export function samplingParamsFrom(
   };
 }
 
-/** Generation length: the request's limit, else whatever context is left (chat) or 16 (completions). */
-export function maxTokensFor(requested: number | null | undefined, promptLength: number, maxSequenceLength: number, fallback: number | null): number {
+/**
+ * Generation length: the request's limit, else whatever context is left (chat) or 16 (completions). Too long a
+ * prompt or too large a limit is refused in OpenAI's words ("This model's maximum context length is N tokens.
+ * However, …"): clients recognise context overflow by them (LangChain's ContextOverflowError looks for "maximum
+ * context length", and its history trimming reacts to that error).
+ */
+export function maxTokensFor(
+  requested: number | null | undefined,
+  promptLength: number,
+  maxSequenceLength: number,
+  fallback: number | null,
+  promptParam: 'messages' | 'prompt' = 'messages',
+): number {
   const room = maxSequenceLength - promptLength;
-  if (room <= 0) throw new BadRequestError(`prompt has ${promptLength} tokens; this model accepts at most ${maxSequenceLength - 1}`, undefined, 'context_length_exceeded');
+  const limit = `This model's maximum context length is ${maxSequenceLength} tokens.`;
+  if (room <= 0)
+    throw new BadRequestError(
+      `${limit} However, your ${promptParam} resulted in ${promptLength} tokens. Please reduce the length of the ${promptParam}.`,
+      promptParam,
+      'context_length_exceeded',
+    );
   if (requested != null) {
+    // vLLM's wording, which holds OpenAI's first sentence too.
     if (requested > room)
       throw new BadRequestError(
-        `max_tokens is too large: ${requested}. This model's maximum context length is ${maxSequenceLength} tokens and your request has ${promptLength} input tokens (${requested} > ${maxSequenceLength} - ${promptLength})`,
+        `max_tokens is too large: ${requested}. ${limit.slice(0, -1)} and your request has ${promptLength} input tokens (${requested} > ${maxSequenceLength} - ${promptLength})`,
         'max_tokens',
         'invalid_value',
       );

@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import {
   ChatCompletionRequest,
   CompletionRequest,
+  unsupportedParamPath,
   unsupportedParams,
   type ChatCompletionChunk,
   type ChatCompletionResponse,
@@ -90,8 +91,8 @@ export function createEngine(servable: ServableModel, opts: CreateEngineOptions 
         return req.kind === 'chat' ? await submitChat(ctx, req, onEvent) : await submitCompletion(ctx, req, onEvent);
       } catch (err) {
         const status = err instanceof BadRequestError || err instanceof UnsupportedSchemaError ? 400 : 500;
-        const schemaCode = err instanceof SchemaTooComplexError ? { code: err.code } : {};
-        const where = err instanceof BadRequestError ? { param: err.param, code: err.code } : err instanceof UnsupportedSchemaError ? { param: 'response_format', ...schemaCode } : {};
+        const schema = err instanceof SchemaTooComplexError ? { param: err.param ?? 'response_format', code: err.code } : { param: 'response_format', code: 'unsupported_parameter' };
+        const where = err instanceof BadRequestError ? { param: err.param, code: err.code } : err instanceof UnsupportedSchemaError ? schema : {};
         onEvent({ type: 'error', status, message: err instanceof Error ? err.message : String(err), ...where });
         return { cancel() {} };
       }
@@ -129,7 +130,7 @@ function parse<T>(schema: { safeParse(x: unknown): { success: true; data: T } | 
   const r = validated ? { success: true as const, data: body as T } : schema.safeParse(body);
   if (!r.success) throw new BadRequestError(r.error.issues.map((i) => `${i.path.map(String).join('.') || 'body'}: ${i.message}`).join('; '));
   const unsupported = unsupportedParams(r.data as ChatCompletionRequest);
-  if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`, unsupported[0], 'unsupported_parameter');
+  if (unsupported.length) throw new BadRequestError(`unsupported parameters: ${unsupported.join(', ')}`, unsupportedParamPath(unsupported[0]), 'unsupported_parameter');
   return r.data;
 }
 
@@ -179,7 +180,7 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
   checkSequenceCount(1, body.n ?? 1, ctx.caps);
   checkAnswerSize([{ promptTokens: promptIds.length, maxTokens }], body.n ?? 1, body.top_logprobs ?? 0, ctx.caps, 'top_logprobs');
   const constraint =
-    (useTools ? toolParametersChecked(() => forcedToolCallConstraint(tokenizer, tools, toolChoice)) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
+    (useTools ? forcedToolCallConstraint(tokenizer, tools, toolChoice) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
   const n = body.n ?? 1;
   const meta = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model, promptTokenIds: promptIds };
   const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined, cacheScope: req.entity ?? null };
@@ -207,16 +208,6 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
   });
 }
 
-/** A forced tool call's `parameters` schema that cannot be compiled is the `tools` field's fault, not response_format's. */
-function toolParametersChecked<T>(build: () => T): T {
-  try {
-    return build();
-  } catch (err) {
-    if (!(err instanceof UnsupportedSchemaError)) throw err;
-    throw new BadRequestError(`tools: ${err.message}`, 'tools', err instanceof SchemaTooComplexError ? err.code : 'unsupported_parameter');
-  }
-}
-
 /** Keep token ids in responses only when the request set `return_token_ids` (vLLM's option). */
 function tokenIdsAsAsked(returnTokenIds: boolean | null | undefined): <T>(response: T) => T {
   return returnTokenIds === true ? (response) => response : withoutTokenIds;
@@ -240,7 +231,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const meta = { id: `cmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model };
   const topLogprobs = body.logprobs ?? 0;
   const requests = promptIds.map((ids) => {
-    const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16);
+    const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16, 'prompt');
     const params = samplingParamsFrom(body, { maxTokens, topLogprobs, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
     return { promptIds: ids, params, n, adapter: req.adapter ?? null, cacheScope: req.entity ?? null } satisfies GenerateRequest;
   });

@@ -4,9 +4,10 @@
 
 import { randomBytes } from 'node:crypto';
 import { GrammarConstraint } from './json-constraint.js';
-import { ANY_OBJECT, compileSchema, type SchemaNode } from '../../src/domain/json-schema.js';
+import { GrammarState } from './json-grammar.js';
+import { ANY_OBJECT, compileSchema, SchemaTooComplexError, UnsupportedSchemaError, type SchemaNode } from '../../src/domain/json-schema.js';
 import type { TokenizerPort, ToolDefinition } from './model-port.js';
-import { longestPartialSuffix } from './stop.js';
+import { BadRequestError } from './request-params.js';
 import type { TokenConstraint } from './token-constraint.js';
 
 export const TOOL_CALL_OPEN = '<tool_call>';
@@ -56,61 +57,41 @@ export function parseToolCalls(text: string): ParsedOutput {
   return { content: content.trim() === '' ? null : content, toolCalls };
 }
 
-/**
- * For streaming: passes content through until a tool call may begin, then holds everything back
- * so the client never sees raw `<tool_call>` markup. `finish()` parses what was held.
- */
-export class ToolCallStreamer {
-  private held = '';
-  private inCall = false;
-
-  push(text: string): string {
-    if (this.inCall) {
-      this.held += text;
-      return '';
-    }
-    const buf = this.held + text;
-    const at = buf.indexOf(TOOL_CALL_OPEN);
-    if (at >= 0) {
-      this.inCall = true;
-      this.held = buf.slice(at);
-      return buf.slice(0, at);
-    }
-    const hold = longestPartialSuffix(buf, [TOOL_CALL_OPEN]);
-    this.held = buf.slice(buf.length - hold);
-    return buf.slice(0, buf.length - hold);
-  }
-
-  /** Remaining content to emit and the parsed tool calls. */
-  finish(): { content: string; toolCalls: ToolCall[] } {
-    const held = this.held;
-    this.held = '';
-    if (!this.inCall) return { content: held, toolCalls: [] };
-    const parsed = parseToolCalls(held);
-    return parsed.toolCalls.length ? { content: '', toolCalls: parsed.toolCalls } : { content: held, toolCalls: [] };
-  }
-}
-
 export type ToolChoiceParam = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } } | null | undefined;
 
+/** How a forced call begins and ends: Hermes' tags around `{"name": …, "arguments": …}`, keys in that order. */
+export const FORCED_CALL_PREFIX = `${TOOL_CALL_OPEN}\n{"name": "`;
+const FORCED_CALL_ARGS = ', "arguments": ';
+const FORCED_CALL_SUFFIX = `}\n${TOOL_CALL_CLOSE}`;
+
 /**
- * tool_choice "required" or a named function: constrain decoding to exactly one Hermes tool call.
- * With one candidate tool its parameters schema is enforced; with several, `name` is restricted to
- * the tool names and `arguments` to any JSON object (a name-dependent schema is not supported).
+ * tool_choice "required" or a named function: constrain decoding to exactly one Hermes tool call, a union keyed
+ * by the tool's name: once the model has written a tool's name, its `arguments` follow that tool's own
+ * `parameters` schema (as vLLM enforces), or any JSON object for a tool without one. A schema the grammar
+ * cannot enforce is refused as a 400 naming `tools[i].function.parameters`.
  */
 export function forcedToolCallConstraint(tokenizer: TokenizerPort, tools: ToolDefinition[], choice: ToolChoiceParam): (() => TokenConstraint) | null {
   if (choice !== 'required' && (typeof choice !== 'object' || choice === null)) return null;
-  const candidates = typeof choice === 'object' ? tools.filter((t) => t.function.name === choice.function.name) : tools;
+  const candidates = tools.map((tool, index) => ({ tool, index })).filter(({ tool }) => typeof choice !== 'object' || tool.function.name === choice.function.name);
   if (candidates.length === 0) throw new Error(typeof choice === 'object' ? `tool_choice names an unknown function '${choice.function.name}'` : 'tool_choice "required" needs tools');
-  const args: SchemaNode = candidates.length === 1 && candidates[0].function.parameters ? compileSchema(candidates[0].function.parameters) : ANY_OBJECT;
-  const root: SchemaNode = {
-    kind: 'object',
-    props: [
-      { key: 'name', node: { kind: 'literal', options: candidates.map((t) => JSON.stringify(t.function.name)) } },
-      { key: 'arguments', node: args },
-    ],
-    values: { kind: 'any' },
-    required: ['name', 'arguments'],
-  };
-  return () => new GrammarConstraint(tokenizer, root, { prefix: `${TOOL_CALL_OPEN}\n`, suffix: `\n${TOOL_CALL_CLOSE}` });
+  const branches = candidates.map(({ tool, index }) => ({
+    // The name's JSON text without its opening quote (in the prefix); its closing quote keeps the branches prefix-free.
+    text: `${JSON.stringify(tool.function.name).slice(1)}${FORCED_CALL_ARGS}`,
+    node: argumentsSchema(tool, index),
+  }));
+  const start = GrammarState.startBranches(FORCED_CALL_PREFIX, branches, FORCED_CALL_SUFFIX);
+  return () => new GrammarConstraint(tokenizer, start);
+}
+
+function argumentsSchema(tool: ToolDefinition, index: number): SchemaNode {
+  const parameters = tool.function.parameters;
+  if (!parameters) return ANY_OBJECT;
+  try {
+    return compileSchema(parameters, { orderedKeys: tool.function.strict === true });
+  } catch (err) {
+    if (!(err instanceof UnsupportedSchemaError)) throw err;
+    const param = `tools[${index}].function.parameters`;
+    const code = err instanceof SchemaTooComplexError ? err.code : 'unsupported_parameter';
+    throw new BadRequestError(`unsupported parameters: ${param}: ${err.features.join('; ')}`, param, code);
+  }
 }

@@ -25,6 +25,7 @@ import { isHiddenModel } from '../hidden-models.js';
 import type { TrainingJobsService } from '../training-jobs.js';
 import type { TokenizedSftRow } from '../../protocol/token-sequences.js';
 import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../../schemas/native-training.js';
+import { servedName } from '../../domain/served-names.js';
 
 export class NativeExecutor {
   private readonly pumping = new Set<string>();
@@ -276,7 +277,7 @@ export class NativeExecutor {
     if (mode === 'none') {
       const model = this.store.models.getById(run.learnerModelId)!;
       this.store.tx(() => this.finish(op, 'succeeded', {
-        result: { ...common, lora: `${run.entity}/${model.project}/${model.name}:step${version}`, generation_id: learner.id, lora_bytes: folderBytes(learner.path!) },
+        result: { ...common, lora: servedName(run.entity, model.project, model.name, version), generation_id: learner.id, lora_bytes: folderBytes(learner.path!) },
       }));
       return;
     }
@@ -294,7 +295,7 @@ export class NativeExecutor {
     this.store.tx(() => {
       this.store.checkpoints.insert({ id: checkpointId, modelId: target.id, step, metrics: learner.metrics, path: dir, createdAt: nowIso() });
       this.finish(op, 'succeeded', {
-        result: { ...common, lora: `${target.entity}/${target.project}/${target.name}:step${step}`, generation_id: checkpointId, lora_bytes: folderBytes(dir) },
+        result: { ...common, lora: servedName(target.entity, target.project, target.name, step), generation_id: checkpointId, lora_bytes: folderBytes(dir) },
       });
     });
   }

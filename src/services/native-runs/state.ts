@@ -16,6 +16,7 @@ import { decodeSafetensors } from '../../runtime/safetensors.js';
 import type { AdmissionRefusal, CommandInput } from './admission.js';
 import type { ModelsService } from '../models.js';
 import type { LoadStateBodyT, SaveStateBodyT } from '../../schemas/native-training.js';
+import { servedName } from '../../domain/served-names.js';
 
 // A LoRA checkpoint's files as worker/training/checkpoint.ts writes them (importing that file would load TF.js here).
 const ADAPTER_CONFIG_FILE = 'adapter_config.json';
@@ -145,7 +146,7 @@ export class NativeStates {
     };
     const result = {
       operation_id: op.id, kind: 'load_state', checkpoint: { run_id: run.id, learner_version: version, checkpoint_id: checkpoint.id },
-      lora: `${run.entity}/${learner.project}/${learner.name}:step${version}`, training_session_id: run.id, generation_id: checkpoint.id,
+      lora: servedName(run.entity, learner.project, learner.name, version), training_session_id: run.id, generation_id: checkpoint.id,
       lora_bytes: fileBytes(path.join(dir, ADAPTER_WEIGHTS_FILE)) + fileBytes(path.join(dir, ADAPTER_CONFIG_FILE)), optimizer_restored: optimizer !== null,
     };
     return { checkpoint, result };
