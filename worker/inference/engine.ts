@@ -55,6 +55,11 @@ export interface GenerateRequest {
   adapter?: string | null;
   /** Builds a fresh decoding constraint for each choice (JSON schema, forced tool call). */
   constraint?: () => TokenConstraint;
+  /**
+   * Embedding request: run the prompt only (batched and chunked like any prefill) and report the model's final
+   * hidden state at its last position in an `embedding` event instead of generating. n must be 1.
+   */
+  embed?: boolean;
 }
 
 export type EngineEvent =
@@ -69,6 +74,8 @@ export type EngineEvent =
       text: string;
       tokens: GeneratedToken[];
     }
+  /** An embed request's prompt ran: the final hidden state at its last position (a copy, [hiddenSize]). */
+  | { type: 'embedding'; index: number; hidden: Float32Array }
   /** All choices ended. */
   | { type: 'done'; promptTokens: number; completionTokens: number }
   | { type: 'error'; message: string; status?: number };
@@ -91,6 +98,8 @@ interface Stream {
 
 interface RequestState {
   onEvent: (e: EngineEvent) => void;
+  /** An embed request (GenerateRequest.embed): no token is sampled. */
+  embed: boolean;
   streams: Stream[];
   open: number;
   promptTokens: number;
@@ -150,6 +159,7 @@ export class Engine {
 
   submit(req: GenerateRequest, onEvent: (e: EngineEvent) => void): RequestHandle {
     const n = req.n ?? 1;
+    if (req.embed && n !== 1) throw new Error('an embedding request runs its prompt once (n must be 1)');
     if (req.promptIds.length >= this.maxSequenceLength)
       throw new Error(`prompt has ${req.promptIds.length} tokens; this model accepts at most ${this.maxSequenceLength - 1}`);
     for (const id of req.promptIds)
@@ -158,7 +168,7 @@ export class Engine {
       if (!this.model.loadAdapter) throw new Error(`this model cannot serve LoRA adapters (asked for '${req.adapter}')`);
       this.model.loadAdapter(req.adapter);
     }
-    const state: RequestState = { onEvent, streams: [], open: n, promptTokens: req.promptIds.length };
+    const state: RequestState = { onEvent, embed: req.embed ?? false, streams: [], open: n, promptTokens: req.promptIds.length };
     const baseSeed = req.params.seed ?? randomSeed();
     for (let index = 0; index < n; index++) {
       const id = this.nextSeqId++;
@@ -300,11 +310,18 @@ export class Engine {
     });
   }
 
-  private afterStep({ seq, numTokens, samples }: ScheduledItem, { logits, logSumExp }: StepOutput): void {
+  private afterStep({ seq, numTokens, samples }: ScheduledItem, { logits, logSumExp, hidden }: StepOutput): void {
     if (seq.isFinished) return; // cancelled while the step ran
     seq.numComputed += numTokens;
     if (!samples) return;
     const stream = this.streams.get(seq.id)!;
+    if (stream.request.embed) {
+      // The whole prompt is computed: its last position's hidden state is the embedding; nothing is generated.
+      if (!hidden) throw new Error('this model does not expose its hidden states, so it cannot serve embeddings');
+      this.emit(stream.request, { type: 'embedding', index: stream.index, hidden: Float32Array.from(hidden) });
+      this.finish(stream, 'stop', null);
+      return;
+    }
     const p = seq.params;
     const stopIds = p.ignoreEos ? p.stopTokenIds : [...this.tokenizer.eosTokenIds, ...p.stopTokenIds];
     const token = sampleToken(

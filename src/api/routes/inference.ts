@@ -43,7 +43,7 @@ interface UsageLike {
  * `hearth` runs under tsx, which names every closure assigned to a name with an Object.defineProperty call:
  * a request's five closures took 0.01 ms of its way to the worker (CPU profile of stories260K requests, 2 cores).
  */
-class InferenceExchange implements InferenceCall {
+export class InferenceExchange implements InferenceCall {
   readonly stream: boolean;
   readonly queueKey: string;
   private cancel: (() => void) | null = null;
@@ -54,7 +54,7 @@ class InferenceExchange implements InferenceCall {
 
   constructor(
     private readonly ctx: AppContext,
-    readonly op: 'chat' | 'completion',
+    readonly op: InferenceCall['op'],
     readonly body: { model: string; stream?: boolean | null },
     readonly model: ResolvedModel,
     private readonly entity: string,
@@ -122,7 +122,8 @@ class InferenceExchange implements InferenceCall {
   }
 }
 
-function runInference(ctx: AppContext, op: 'chat' | 'completion', body: { model: string; stream?: boolean | null }, auth: { entity: string }, request: FastifyRequest, reply: FastifyReply) {
+/** Resolve the body's model for the caller and run the request on a worker (`op`: the worker's task, see InferenceTask). */
+export function runInference(ctx: AppContext, op: InferenceCall['op'], body: { model: string; stream?: boolean | null }, auth: { entity: string }, request: FastifyRequest, reply: FastifyReply) {
   if (!ctx.queue) throw unavailable('No inference workers are attached to this server');
   const model = resolveModel(ctx.store, ctx.catalog, auth.entity, body.model);
   return new InferenceExchange(ctx, op, body, model, auth.entity, request, reply).respond(ctx.queue);
