@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import type { RouteDef } from './route.js';
 import { HTTPValidationError, ErrorDetail, ErrorReason, OpenAIError, OpenAIValidationError } from '../schemas/common.js';
+import { AnthropicError } from '../schemas/anthropic.js';
 
 export const INTERFACE_VERSION = '0.1.0';
 
@@ -37,12 +38,14 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
           parameters.push({ name: pname, in: where, required: where === 'path' || (obj.required ?? []).includes(pname), schema: ps });
         }
       }
-      const errorSchema = def.errorStyle === 'reason' ? ErrorReason : def.errorStyle === 'openai' ? OpenAIError : ErrorDetail;
+      const errorSchema = def.errorStyle === 'reason' ? ErrorReason : def.errorStyle === 'openai' ? OpenAIError : def.errorStyle === 'anthropic' ? AnthropicError : ErrorDetail;
       const validationSchema = def.errorStyle === 'openai' ? OpenAIValidationError : HTTPValidationError;
       const responses: Record<string, unknown> = {
         '200': { description: 'Successful Response', content: { 'application/json': { schema: def.response ? toSchema(def.response, 'output') : {} } } },
       };
-      if (def.body || def.query || def.params) {
+      if ((def.body || def.query || def.params) && def.errorStyle === 'anthropic') {
+        responses['400'] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(errorSchema, 'output') } } };
+      } else if (def.body || def.query || def.params) {
         responses['422'] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(validationSchema, 'output') } } };
       }
       for (const [status, description] of Object.entries(def.errors ?? {})) {
@@ -58,6 +61,7 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
       if (def.body) op.requestBody = { required: true, content: { 'application/json': { schema: toSchema(def.body, 'input') } } };
       if (def.auth === 'bearer') op.security = [{ HTTPBearer: [] }];
       if (def.auth === 'basic-or-bearer') op.security = [{ HTTPBasic: [] }, { HTTPBearer: [] }];
+      if (def.auth === 'api-key-or-bearer') op.security = [{ APIKeyHeader: [] }, { HTTPBearer: [] }];
       (paths[oaPath] ??= {})[def.method.toLowerCase()] = op;
     }
   }
@@ -71,7 +75,7 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
     paths,
     components: {
       schemas: components,
-      securitySchemes: { HTTPBearer: { type: 'http', scheme: 'bearer' }, HTTPBasic: { type: 'http', scheme: 'basic' } },
+      securitySchemes: { HTTPBearer: { type: 'http', scheme: 'bearer' }, HTTPBasic: { type: 'http', scheme: 'basic' }, APIKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' } },
     },
   };
 }

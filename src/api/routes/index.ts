@@ -7,6 +7,7 @@ import { trainingJobRoutes } from './training-jobs.js';
 import { nativeTrainingRoutes } from './native-training.js';
 import { inferenceRoutes } from './inference.js';
 import { embeddingRoutes } from './embeddings.js';
+import { anthropicMessageRoutes } from './anthropic-messages.js';
 import { hardwareRoutes } from './hardware.js';
 import { tableRoutes } from './tables.js';
 import { datasetRoutes } from './datasets.js';
@@ -23,6 +24,7 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...nativeTrainingRoutes(ctx),
     ...inferenceRoutes(ctx),
     ...embeddingRoutes(ctx),
+    ...anthropicMessageRoutes(ctx),
     ...hardwareRoutes(ctx),
     ...tableRoutes(ctx),
     ...datasetRoutes(ctx),
