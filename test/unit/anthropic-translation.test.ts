@@ -85,6 +85,8 @@ describe('Anthropic request → chat request', () => {
     expect(refusal({ tool_choice: { type: 'any' } }).message).toBe('tool_choice: type "any" needs tools');
     expect(refusal({ messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'x' }] }, { role: 'user', content: 'x' }] }).message).toContain('tool_result blocks belong in user messages');
     expect(refusal({ mcp_servers: [{}] }).param).toBe('mcp_servers');
+    expect(refusal({ seed: 3 }).message).toBe('seed: Extra inputs are not permitted');
+    expect(chatRequestOf(req({ metadata: { user_id: 'u' }, service_tier: 'auto', cache_control: { type: 'ephemeral' } }))).not.toHaveProperty('metadata');
     expect(refusal({ output_config: { effort: 'high' } }).param).toBe('output_config.effort');
     expect(MessageCreateRequest.safeParse({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'video' }] }] }).success).toBe(false);
   });

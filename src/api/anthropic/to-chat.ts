@@ -8,7 +8,7 @@
 // function / "none", disable_parallel_tool_use → parallel_tool_calls false; stop_sequences → stop; output_config's
 // json_schema format → response_format.
 import { invalid } from '../../errors/domain-errors.js';
-import { UNSUPPORTED_BLOCK_TYPES, type ContentBlockParam, type MessageCountTokensRequest, type MessageCreateRequest, type MessageParam } from '../../schemas/anthropic.js';
+import { MessageCreateRequest, UNSUPPORTED_BLOCK_TYPES, type ContentBlockParam, type MessageCountTokensRequest, type MessageParam } from '../../schemas/anthropic.js';
 
 type ChatMessage =
   | { role: 'system' | 'user'; content: string }
@@ -56,11 +56,19 @@ export function promptOf(req: MessageCountTokensRequest | MessageCreateRequest):
   return body;
 }
 
+/** Request fields of Anthropic's API that change nothing Hearth computes (hints, routing, bookkeeping): accepted. */
+const NO_EFFECT_FIELDS = new Set(['metadata', 'service_tier', 'cache_control', 'inference_geo', 'speed', 'diagnostics', 'user_profile_id', 'workspace_id']);
+/** Fields that would change the result and that Hearth does not implement: refused when set. */
+const REFUSED_FIELDS = ['container', 'mcp_servers', 'context_management'];
+
 function refuseUnsupported(req: MessageCountTokensRequest | MessageCreateRequest): void {
   const r = req as Record<string, unknown>;
-  for (const key of ['container', 'mcp_servers', 'context_management']) {
+  for (const key of REFUSED_FIELDS) {
     if (r[key] !== undefined && r[key] !== null) throw invalid(`${key}: not supported by this server`, { param: key });
   }
+  // Anything else the schema does not name is refused as Anthropic's API refuses it, rather than silently ignored.
+  const unknown = Object.keys(r).find((k) => !(k in MessageCreateRequest.shape) && !NO_EFFECT_FIELDS.has(k) && !REFUSED_FIELDS.includes(k));
+  if (unknown !== undefined) throw invalid(`${unknown}: Extra inputs are not permitted`, { param: unknown });
   if (req.thinking && req.thinking.type !== 'disabled') throw invalid(`thinking: extended thinking ("${req.thinking.type}") is not supported by this server; leave it out or send {"type": "disabled"}`, { param: 'thinking' });
   if (req.output_config?.effort != null) throw invalid('output_config.effort: not supported by this server', { param: 'output_config.effort' });
   req.tools?.forEach((t, i) => {
