@@ -43,7 +43,7 @@ interface UsageLike {
  * `hearth` runs under tsx, which names every closure assigned to a name with an Object.defineProperty call:
  * a request's five closures took 0.01 ms of its way to the worker (CPU profile of stories260K requests, 2 cores).
  */
-export class InferenceExchange implements InferenceCall {
+class InferenceExchange implements InferenceCall {
   readonly stream: boolean;
   readonly queueKey: string;
   private cancel: (() => void) | null = null;
