@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
-import { errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, validationStatus, wireErrorOf, type ErrorStyle } from './errors.js';
+import { anthropicValidationBody, errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, validationStatus, wireErrorOf, type ErrorStyle } from './errors.js';
 import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
 import { exceedsJsonBudget } from '../domain/json-budget.js';
 import { registerAuth } from './plugins/auth.js';
@@ -97,7 +97,7 @@ function clientError(err: NodeJS.ErrnoException, socket: Socket) {
 /** An unknown URL: OpenAI's answer on OpenAI paths (`Invalid URL (POST /v1/x)`), FastAPI's elsewhere. */
 function notFound(request: FastifyRequest, reply: FastifyReply) {
   const style = errorStyleOfUrl(request.url);
-  if (style === 'openai') return reply.code(404).send(errorBody(style, `Invalid URL (${request.method} ${request.url.split('?')[0]})`, { status: 404 }));
+  if (style === 'openai' || style === 'anthropic') return reply.code(404).send(errorBody(style, `Invalid URL (${request.method} ${request.url.split('?')[0]})`, { status: 404 }));
   return reply.code(404).send({ detail: 'Not Found' }); // FastAPI's answer, the Weave trace server's too
 }
 
@@ -164,6 +164,7 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
     const style: ErrorStyle = request.routeOptions.config?.errorStyle ?? errorStyleOfUrl(request.url);
     if (!request.routeOptions.url) return notFound(request, reply);
     if (err instanceof ValidationError) {
+      if (style === 'anthropic') return reply.code(validationStatus(style)).send(anthropicValidationBody(err.issues));
       const detail = slimIssues(err);
       return reply.code(validationStatus(style)).send(style === 'openai' ? openAiValidationBody(err.issues, detail) : { detail });
     }

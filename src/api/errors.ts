@@ -4,12 +4,13 @@
 // - OpenAI routes answer {"error":{message,type,param,code}}; validation errors are 400 there, with `detail` too
 //   (see validationStatus and openAiValidationBody).
 // - Table routes answer like the Weave trace server: {"reason": "..."} (422 validation stays FastAPI-style).
+// - Anthropic routes (/v1/messages) answer {"type":"error","error":{type,message}}, validation included (400).
 import type { z } from 'zod';
 import { DomainError, ValidationError, type ErrorKind, type ValidationIssue } from '../errors/domain-errors.js';
 
 export { ValidationError, type ValidationIssue };
 
-export type ErrorStyle = 'detail' | 'reason' | 'openai';
+export type ErrorStyle = 'detail' | 'reason' | 'openai' | 'anthropic';
 
 /** An error raised by the API layer itself (auth, body parsing), with its HTTP status and headers. */
 export class HttpError extends Error {
@@ -54,6 +55,7 @@ export function wireErrorOf(err: unknown): WireError | null {
 export function errorStyleOfUrl(url: string): ErrorStyle {
   const path = url.split('?')[0];
   if (/^\/(table|obj|objs|refs)\//.test(path)) return 'reason';
+  if (path === '/v1/messages' || path.startsWith('/v1/messages/')) return 'anthropic';
   if (path.startsWith('/inference/')) return 'openai';
   if (path.startsWith('/v1/') && !/^\/v1\/(preview|training|health|system-check|system)(\/|$)/.test(path)) return 'openai';
   return 'detail';
@@ -66,9 +68,25 @@ function openAiType(status: number): string {
   return 'invalid_request_error';
 }
 
+/** Anthropic's `error.type` for a status (as its API and SDK name them). */
+export function anthropicErrorType(status: number): string {
+  switch (status) {
+    case 401: return 'authentication_error';
+    case 402: return 'billing_error';
+    case 403: return 'permission_error';
+    case 404: return 'not_found_error';
+    case 413: return 'request_too_large';
+    case 429: return 'rate_limit_error';
+    case 503: case 529: return 'overloaded_error';
+    case 504: return 'timeout_error';
+    default: return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
 /** The body of an error response for a route family. */
 export function errorBody(style: ErrorStyle, message: string, extra: { status?: number; code?: string; param?: string } = {}): Record<string, unknown> {
   if (style === 'reason') return { reason: message };
+  if (style === 'anthropic') return { type: 'error', error: { type: anthropicErrorType(extra.status ?? 400), message } };
   if (style === 'openai') return { error: { message, type: openAiType(extra.status ?? 400), param: extra.param ?? null, code: extra.code ?? null } };
   return { detail: message };
 }
@@ -80,7 +98,7 @@ export function errorBody(style: ErrorStyle, message: string, extra: { status?: 
  * requests over 82 s for one out-of-range `top_logprobs`), never a 400.
  */
 export function validationStatus(style: ErrorStyle): 400 | 422 {
-  return style === 'openai' ? 400 : 422;
+  return style === 'openai' || style === 'anthropic' ? 400 : 422;
 }
 
 /** OpenAI names nested fields `messages[0].role`; pydantic's loc is `['body', 'messages', 0, 'role']`. */
@@ -109,6 +127,14 @@ export function openAiValidationBody(issues: readonly ValidationIssue[], detail:
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more problem${issues.length > 2 ? 's' : ''}, listed in \`detail\`)` : '';
   const message = first ? `Invalid request: ${param ?? first.loc.join('.')}: ${first.msg}${more}` : 'Invalid request';
   return { error: { message, type: 'invalid_request_error', param, code: first ? openAiValidationCode(first.type) : null }, detail };
+}
+
+/** A validation failure on an Anthropic route: 400, the first problem as `field.path: message` (as Anthropic words them). */
+export function anthropicValidationBody(issues: readonly ValidationIssue[]): Record<string, unknown> {
+  const first = issues[0];
+  const path = first ? first.loc.filter((_, i) => !(i === 0 && ['body', 'query', 'path'].includes(String(first.loc[0])))).join('.') : '';
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more problem${issues.length > 2 ? 's' : ''})` : '';
+  return errorBody('anthropic', first ? `${path ? `${path}: ` : ''}${first.msg}${more}` : 'Invalid request', { status: 400 });
 }
 
 type Loc = 'body' | 'query' | 'path' | 'header';

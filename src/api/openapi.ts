@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { RouteDef } from './route.js';
 import { validationStatus } from './errors.js';
 import { HTTPValidationError, ErrorDetail, ErrorReason, OpenAIError, OpenAIValidationError } from '../protocol/common.js';
+import { AnthropicError } from '../schemas/anthropic.js';
 
 export const INTERFACE_VERSION = '0.1.0';
 
@@ -38,14 +39,18 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
           parameters.push({ name: pname, in: where, required: where === 'path' || (obj.required ?? []).includes(pname), schema: ps });
         }
       }
-      const errorSchema = def.errorStyle === 'reason' ? ErrorReason : def.errorStyle === 'openai' ? OpenAIError : ErrorDetail;
+      const errorSchema = def.errorStyle === 'reason' ? ErrorReason : def.errorStyle === 'openai' ? OpenAIError : def.errorStyle === 'anthropic' ? AnthropicError : ErrorDetail;
       const validationSchema = def.errorStyle === 'openai' ? OpenAIValidationError : HTTPValidationError;
       const responses: Record<string, unknown> = {
         '200': { description: 'Successful Response', content: { 'application/json': { schema: def.response ? toSchema(def.response, 'output') : {} } } },
       };
-      const validates = def.body || def.query || def.params;
-      const validation = String(validationStatus(def.errorStyle ?? 'detail'));
-      if (validates) responses[validation] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(validationSchema, 'output') } } };
+      const validates = Boolean(def.body || def.query || def.params);
+      const style = def.errorStyle ?? 'detail';
+      const validation = String(validationStatus(style));
+      if (validates) {
+        const schema = style === 'anthropic' ? errorSchema : validationSchema;
+        responses[validation] = { description: 'Validation Error', content: { 'application/json': { schema: toSchema(schema, 'output') } } };
+      }
       for (const [status, description] of Object.entries(def.errors ?? {})) {
         // On OpenAI routes validation shares 400 with the route's own bad-request errors: either body.
         const schema = validates && status === validation
@@ -63,6 +68,7 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
       if (def.body) op.requestBody = { required: true, content: { 'application/json': { schema: toSchema(def.body, 'input') } } };
       if (def.auth === 'bearer') op.security = [{ HTTPBearer: [] }];
       if (def.auth === 'basic-or-bearer') op.security = [{ HTTPBasic: [] }, { HTTPBearer: [] }];
+      if (def.auth === 'api-key-or-bearer') op.security = [{ APIKeyHeader: [] }, { HTTPBearer: [] }];
       (paths[oaPath] ??= {})[def.method.toLowerCase()] = op;
     }
   }
@@ -76,7 +82,7 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
     paths,
     components: {
       schemas: components,
-      securitySchemes: { HTTPBearer: { type: 'http', scheme: 'bearer' }, HTTPBasic: { type: 'http', scheme: 'basic' } },
+      securitySchemes: { HTTPBearer: { type: 'http', scheme: 'bearer' }, HTTPBasic: { type: 'http', scheme: 'basic' }, APIKeyHeader: { type: 'apiKey', in: 'header', name: 'x-api-key' } },
     },
   };
 }

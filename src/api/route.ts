@@ -4,7 +4,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import { z } from 'zod';
 import { ValidationError, zodIssuesToDetail, type ErrorStyle, type ValidationIssue } from './errors.js';
 
-export type AuthMode = 'bearer' | 'basic-or-bearer' | 'none';
+/** 'api-key-or-bearer': Anthropic's `x-api-key: <key>` header, or the bearer token (the Anthropic SDK's authToken). */
+export type AuthMode = 'bearer' | 'basic-or-bearer' | 'api-key-or-bearer' | 'none';
 
 export interface AuthContext {
   entity: string;

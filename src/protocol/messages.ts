@@ -31,9 +31,12 @@ export type TrainingTask = z.infer<typeof TrainingTask>;
 
 export const InferenceTask = z.object({
   requestId: z.string(),
-  /** `ping` answers at once (health checks, queue benchmark); `calibrate` measures the model's speed on the worker's device. */
-  op: z.enum(['ping', 'chat', 'completion', 'calibrate']),
-  /** chat / completion: the request body as the API's route parsed it (its schema's output; workers do not parse it again). */
+  /**
+   * `ping` answers at once (health checks, queue benchmark); `calibrate` measures the model's speed on the worker's device;
+   * `embedding` answers /v1/embeddings; `chat_tokens` counts a chat body's prompt tokens without running it.
+   */
+  op: z.enum(['ping', 'chat', 'completion', 'embedding', 'chat_tokens', 'calibrate']),
+  /** chat / completion / embedding / chat_tokens: the request body as the API's route parsed it (its schema's output; workers do not parse it again). */
   body: z.unknown(),
   /** What the API resolved from the request's model name. */
   model: z

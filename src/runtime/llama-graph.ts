@@ -4,7 +4,8 @@
 //           (+ num_logits_to_keep [int64 [1]] in Hearth's runner graph)
 //   outputs logits [B, num_logits_to_keep, V] (trailing positions), and either present.{i}.key|value
 //           (exports, forExport) or new_key_values.{i}.key|value and logits_lse [B, num_logits_to_keep]
-//           = log Σ exp(logits) (the runner graph; see GraphOptions)
+//           = log Σ exp(logits) and hidden [B, num_logits_to_keep, D] = the final-norm hidden states the
+//           logits are computed from (the runner graph; embeddings pool them, see worker/inference/embeddings.ts)
 // Three attention forms, all with the KV cache right-padded (row b valid at [0, len_b)):
 //   'gqa'      com.microsoft:GroupQueryAttention (fastest on CPU for head_dim % 16 == 0; smaller heads
 //              can be zero-padded, see padHeads, and the cache then has cacheHeadDim() columns). In the
@@ -267,7 +268,7 @@ function decoderOutputs(config: ModelConfig, opts: GraphOptions): [string, Dim[]
   const hp = cacheHeadDim(config, opts.attention);
   const rows = cacheRowsDim(opts);
   const out: [string, Dim[]][] = [['logits', [rows, 'num_logits', config.vocabSize]]];
-  if (!opts.forExport) out.push(['logits_lse', [rows, 'num_logits']]);
+  if (!opts.forExport) out.push(['logits_lse', [rows, 'num_logits']], ['hidden', [rows, 'num_logits', config.hiddenSize]]);
   for (let i = 0; i < config.numLayers; i++) {
     for (const kind of ['key', 'value']) {
       if (opts.forExport) out.push([`present.${i}.${kind}`, ['batch_size', config.numKvHeads, 'total_sequence_length', hp]]);
@@ -451,6 +452,9 @@ function decoderBody(g: GraphBuilder, config: ModelConfig, weights: WeightSource
   // log Σ exp(logits) per position, for the sampler: in JS the exp over the vocabulary costs ~50 µs per
   // token at V = 8192, here a few. (Opset 18 moved the axes from an attribute to an input.)
   const opset23 = opts.attention === 'onnx23';
+  // The hidden states the logits come from (after the final norm, as transformers' last_hidden_state): what
+  // /v1/embeddings pools. Only the kept positions, so a normal step returns D more floats per row, not S·D.
+  if (!opts.forExport) g.node('Identity', [last], { outputs: ['hidden' + suffix] });
   if (!opts.forExport)
     g.node('ReduceLogSumExp', opset23 ? [logits, g.int64s([-1])] : [logits], { outputs: ['logits_lse' + suffix], attrs: opset23 ? { keepdims: 0 } : { axes: { ints: [-1] }, keepdims: 0 } });
 }

@@ -42,6 +42,8 @@ export interface ForwardRow {
   logits: Float32Array;
   /** log Σ exp(logits) of the last position, from the graph (NaN with allLogits or a graph without it). */
   logSumExp: number;
+  /** The final-norm hidden state at the last position ([hiddenSize], a view), or null from a graph without it. */
+  hidden: Float32Array | null;
 }
 
 export interface SessionSettings {
@@ -368,11 +370,14 @@ export class ModelRunner {
     const lse = out.logits_lse && !opts.allLogits ? (out.logits_lse.data as Float32Array) : null;
     const V = this.vocab;
     const logSumExp = (b: number) => (lse ? lse[b * rows + rows - 1] : NaN);
-    if (B === 1 && (!opts.allLogits || counts[0] === rows)) return [{ logits, logSumExp: logSumExp(0) }];
+    const hiddenAll = out.hidden ? (out.hidden.data as Float32Array) : null;
+    const D = this.config.hiddenSize;
+    const hidden = (b: number) => (hiddenAll ? hiddenAll.subarray((b * rows + rows - 1) * D, (b * rows + rows) * D) : null);
+    if (B === 1 && (!opts.allLogits || counts[0] === rows)) return [{ logits, logSumExp: logSumExp(0), hidden: hidden(0) }];
     return items.map((it, b) => {
       const n = opts.allLogits ? counts[b] : 1;
       // Views, not copies: the output buffer is fresh per run and the sampler never writes to logits.
-      return { logits: logits.subarray((b * rows + rows - n) * V, (b * rows + rows) * V), logSumExp: logSumExp(b) };
+      return { logits: logits.subarray((b * rows + rows - n) * V, (b * rows + rows) * V), logSumExp: logSumExp(b), hidden: hidden(b) };
     });
   }
 

@@ -150,7 +150,11 @@ interface Operation {
   reasonStyle: boolean;
   /** OpenAI routes (/v1/* outside the training API, /inference/*) answer {error: {message, type, param, code}}. */
   openAiStyle: boolean;
+  /** Anthropic routes (/v1/messages…) answer {type: 'error', error: {type, message}}, validation too (400, never 422). */
+  anthropicStyle: boolean;
 }
+
+const isAnthropic = (template: string) => template === '/v1/messages' || template.startsWith('/v1/messages/');
 
 function operationsOf(doc: any): Operation[] {
   const ops: Operation[] = [];
@@ -168,7 +172,8 @@ function operationsOf(doc: any): Operation[] {
         basicAllowed: security.some((s) => 'HTTPBasic' in s),
         // The Weave trace server's routes (tables, objects, refs) answer {"reason"}.
         reasonStyle: /^\/(table|obj|objs|refs)\//.test(template),
-        openAiStyle: template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|training|health|system-check|system)(\/|$)/.test(template)),
+        openAiStyle: !isAnthropic(template) && (template.startsWith('/inference/') || (template.startsWith('/v1/') && !/^\/v1\/(preview|training|health|system-check|system)(\/|$)/.test(template))),
+        anthropicStyle: isAnthropic(template),
       });
     }
   }
@@ -447,6 +452,14 @@ function problems(op: Operation, res: RawResponse): string[] {
   if (res.status < 400) return out;
   const body = res.json as any;
   if (!body || typeof body !== 'object') return [...out, `error body is not JSON: ${res.text.slice(0, 200)}`];
+  if (op.anthropicStyle) {
+    const e = body.error;
+    if (res.status === 422) out.push('422 on an Anthropic route (Anthropic answers validation errors 400)');
+    if (Object.keys(body).sort().join(',') !== 'error,type' || body.type !== 'error' || typeof e?.message !== 'string' || typeof e.type !== 'string') {
+      out.push(`${res.status} body ${res.text.slice(0, 200)} (want {type: 'error', error: {type, message}})`);
+    }
+    return out;
+  }
   // Validation errors: 422 with FastAPI's detail list, on OpenAI routes 400 (OpenAI's status) with the list too.
   if (op.openAiStyle && res.status === 422) out.push(`422 on an OpenAI route (validation answers 400): ${res.text.slice(0, 200)}`);
   if (res.status === 422 || (op.openAiStyle && res.status === 400 && 'detail' in body)) {
@@ -525,7 +538,7 @@ beforeAll(async () => {
   plausible.training_job_id = jobId;
   // Served outside the document: metrics, the document itself and the Swagger UI with its static files.
   const undocumented = (template: string, params: Param[] = []): Operation => ({
-    method: 'GET', template, params, bodySchema: null, textBody: false, secured: false, basicAllowed: false, reasonStyle: false, openAiStyle: false,
+    method: 'GET', template, params, bodySchema: null, textBody: false, secured: false, basicAllowed: false, reasonStyle: false, openAiStyle: false, anthropicStyle: false,
   });
   ops = [
     ...operationsOf(doc),

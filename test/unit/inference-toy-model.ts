@@ -73,12 +73,15 @@ export interface ToyModelOptions {
   scale?: number;
   /** Offer copyPrefix (prefix caching) to the engine. */
   prefixCopy?: boolean;
+  /** Return a hidden state of this width (from the same rolling hash) with every step, so embeddings work. */
+  hiddenSize?: number;
 }
 
 export class ToyModel implements ModelPort {
   readonly vocabSize = TOY_VOCAB;
   readonly maxContext: number;
   readonly mixedAdapterBatches: boolean;
+  readonly hiddenSize?: number;
   /** seqId → rolling hash after each cached position (its length is the cached length). */
   readonly cache = new Map<number, { hashes: number[]; length: number; hash: number }>();
   readonly steps: StepItem[][] = [];
@@ -87,6 +90,7 @@ export class ToyModel implements ModelPort {
   constructor(private readonly opts: ToyModelOptions = {}) {
     this.maxContext = opts.maxContext ?? 256;
     this.mixedAdapterBatches = opts.mixedAdapterBatches ?? true;
+    if (opts.hiddenSize) this.hiddenSize = opts.hiddenSize;
     if (opts.prefixCopy)
       this.copyPrefix = (from, to, length) => {
         const c = this.cache.get(from);
@@ -115,7 +119,9 @@ export class ToyModel implements ModelPort {
         logits[j] += this.opts.boost?.get(j) ?? 0;
       }
       // Like a graph without a logits_lse output: the sampler computes it.
-      return { logits, logSumExp: NaN };
+      const width = this.opts.hiddenSize;
+      const hidden = width ? Float32Array.from({ length: width }, (_, j) => mix(mix(c.hash, j + 1000), adapterSalt) / 2 ** 32 - 0.5) : null;
+      return { logits, logSumExp: NaN, hidden };
     });
   }
 

@@ -61,6 +61,11 @@ export interface GenerateRequest {
    * sent the same prompt (issue #44). null/absent: one scope of its own (requests without a tenant).
    */
   cacheScope?: string | null;
+  /**
+   * Embedding request: run the prompt only (batched and chunked like any prefill) and report the model's final
+   * hidden state at its last position in an `embedding` event instead of generating. n must be 1.
+   */
+  embed?: boolean;
 }
 
 export type EngineEvent =
@@ -75,6 +80,8 @@ export type EngineEvent =
       text: string;
       tokens: GeneratedToken[];
     }
+  /** An embed request's prompt ran: the final hidden state at its last position (a copy, [hiddenSize]). */
+  | { type: 'embedding'; index: number; hidden: Float32Array }
   /** All choices ended. cachedTokens: prompt tokens the first choice took from a cached prefix (OpenAI's usage.prompt_tokens_details.cached_tokens). */
   | { type: 'done'; promptTokens: number; completionTokens: number; cachedTokens: number }
   | { type: 'error'; message: string; status?: number };
@@ -97,6 +104,8 @@ interface Stream {
 
 interface RequestState {
   onEvent: (e: EngineEvent) => void;
+  /** An embed request (GenerateRequest.embed): no token is sampled. */
+  embed: boolean;
   streams: Stream[];
   open: number;
   promptTokens: number;
@@ -157,6 +166,7 @@ export class Engine {
 
   submit(req: GenerateRequest, onEvent: (e: EngineEvent) => void): RequestHandle {
     const n = req.n ?? 1;
+    if (req.embed && n !== 1) throw new Error('an embedding request runs its prompt once (n must be 1)');
     if (req.promptIds.length >= this.maxSequenceLength)
       throw new Error(`prompt has ${req.promptIds.length} tokens; this model accepts at most ${this.maxSequenceLength - 1}`);
     for (const id of req.promptIds)
@@ -165,7 +175,7 @@ export class Engine {
       if (!this.model.loadAdapter) throw new Error(`this model cannot serve LoRA adapters (asked for '${req.adapter}')`);
       this.model.loadAdapter(req.adapter);
     }
-    const state: RequestState = { onEvent, streams: [], open: n, promptTokens: req.promptIds.length, cachedTokens: 0 };
+    const state: RequestState = { onEvent, embed: req.embed ?? false, streams: [], open: n, promptTokens: req.promptIds.length, cachedTokens: 0 };
     const baseSeed = req.params.seed ?? randomSeed();
     for (let index = 0; index < n; index++) {
       const id = this.nextSeqId++;
@@ -310,11 +320,18 @@ export class Engine {
     });
   }
 
-  private afterStep({ seq, numTokens, samples }: ScheduledItem, { logits, logSumExp }: StepOutput): void {
+  private afterStep({ seq, numTokens, samples }: ScheduledItem, { logits, logSumExp, hidden }: StepOutput): void {
     if (seq.isFinished) return; // cancelled while the step ran
     seq.numComputed += numTokens;
     if (!samples) return;
     const stream = this.streams.get(seq.id)!;
+    if (stream.request.embed) {
+      // The whole prompt is computed: its last position's hidden state is the embedding; nothing is generated.
+      if (!hidden) throw new Error('this model does not expose its hidden states, so it cannot serve embeddings');
+      this.emit(stream.request, { type: 'embedding', index: stream.index, hidden: Float32Array.from(hidden) });
+      this.finish(stream, 'stop', null);
+      return;
+    }
     const p = seq.params;
     const stopIds = p.ignoreEos ? p.stopTokenIds : [...this.tokenizer.eosTokenIds, ...p.stopTokenIds];
     const token = sampleToken(

@@ -21,10 +21,17 @@ export interface StepOutput {
   logits: Float32Array;
   /** log Σ exp(logits) when the model computed it (saves the sampler an exp over the vocabulary), else NaN. */
   logSumExp: number;
+  /**
+   * The model's final hidden state (after its last norm) at the same position, [hiddenSize]; absent or null when
+   * the model does not expose it, and then it cannot serve embeddings.
+   */
+  hidden?: Float32Array | null;
 }
 
 export interface ModelPort {
   readonly vocabSize: number;
+  /** Width of StepOutput.hidden; absent when the model returns no hidden states (it cannot serve embeddings). */
+  readonly hiddenSize?: number;
   /** Longest sequence (prompt + output) the model can attend over. */
   readonly maxContext: number;
   /** Whether one step may mix sequences that use different adapters. */

@@ -19,6 +19,8 @@ export class RuntimeModelPort implements ModelPort {
   private readonly adapters = new Map<string, LoraAdapter>();
   readonly vocabSize: number;
   readonly maxContext: number;
+  /** Every runner graph returns the final hidden state (llama-graph's `hidden` output). */
+  readonly hiddenSize: number;
   /** A graph built with LoRA inputs takes a different adapter (or none) in every batch row. */
   readonly mixedAdapterBatches: boolean;
 
@@ -27,6 +29,7 @@ export class RuntimeModelPort implements ModelPort {
     private readonly maxAdapters = 8,
   ) {
     this.vocabSize = loaded.config.vocabSize;
+    this.hiddenSize = loaded.config.hiddenSize;
     this.maxContext = loaded.runner.maxPositions;
     this.mixedAdapterBatches = loaded.runner.lora;
   }

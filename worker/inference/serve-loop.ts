@@ -46,12 +46,18 @@ import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingPa
 import type { SamplingParams } from './sampling-params.js';
 import { forcedToolCallConstraint } from './tool-calls.js';
 import { checkAnswerSize, checkSequenceCount, requestCapsFrom, type RequestCaps } from './request-caps.js';
+import { EmbeddingRequest, type EmbeddingResponse } from '../../src/protocol/openai-embeddings.js';
+import { submitEmbedding } from './embeddings.js';
 
-export type InferenceRequest =
-  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null }
-  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null };
 // entity: the tenant the request is served for; prompt-prefix caches are shared only within one entity (see
 // GenerateRequest.cacheScope), so no tenant can time another's prompts. null/absent: a partition of its own.
+export type InferenceRequest =
+  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null }
+  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null }
+  /** POST /v1/embeddings (embeddings.ts): the response is an EmbeddingResponse. */
+  | { kind: 'embedding'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null }
+  /** A chat request's prompt tokens without running it (Anthropic's count_tokens): the response is `{ prompt_tokens }`. */
+  | { kind: 'chat_tokens'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string | null };
 // validated: the body was already parsed with the request schema of its kind (the API's inference routes do so
 // before they enqueue), so it is not parsed again; the checks beyond the schema still run. A body is validated
 // once, at the edge: a second parse of a completion body, its code cold between model steps, cost ~0.35 ms of
@@ -60,7 +66,7 @@ export type InferenceRequest =
 export type InferenceEvent =
   | { type: 'chunk'; data: ChatCompletionChunk | CompletionResponse }
   | { type: 'end'; usage: Usage }
-  | { type: 'response'; data: ChatCompletionResponse | CompletionResponse }
+  | { type: 'response'; data: ChatCompletionResponse | CompletionResponse | EmbeddingResponse | { prompt_tokens: number } }
   | { type: 'error'; status: number; message: string; param?: string; code?: string };
 
 export interface InferenceHandle {
@@ -88,6 +94,12 @@ export function createEngine(servable: ServableModel, opts: CreateEngineOptions 
     engine,
     async submit(req, onEvent) {
       try {
+        if (req.kind === 'embedding') return await submitEmbeddingRequest(ctx, req, onEvent);
+        if (req.kind === 'chat_tokens') {
+          const { promptIds } = await renderChatPrompt(ctx, parse(ChatCompletionRequest, req.body, req.validated));
+          onEvent({ type: 'response', data: { prompt_tokens: promptIds.length } });
+          return { cancel() {} };
+        }
         return req.kind === 'chat' ? await submitChat(ctx, req, onEvent) : await submitCompletion(ctx, req, onEvent);
       } catch (err) {
         const status = err instanceof BadRequestError || err instanceof UnsupportedSchemaError ? 400 : 500;
@@ -149,12 +161,14 @@ function contentText(content: unknown): string | null {
   return (content as { text?: string }[]).map((p) => p.text ?? '').join('\n'); // text parts join with newlines, as in vLLM
 }
 
-async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
-  const body = parse(ChatCompletionRequest, req.body, req.validated);
-  // OpenAI answers 400 here too; logprobs are returned either way, top ones only when asked properly.
-  if (body.top_logprobs != null && body.logprobs !== true) {
-    throw new BadRequestError("top_logprobs is only allowed when logprobs is true", 'top_logprobs');
-  }
+async function submitEmbeddingRequest(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
+  const r = req.validated ? { success: true as const, data: req.body as EmbeddingRequest } : EmbeddingRequest.safeParse(req.body);
+  if (!r.success) throw new BadRequestError(r.error.issues.map((i) => `${i.path.map(String).join('.') || 'body'}: ${i.message}`).join('; '));
+  return submitEmbedding(ctx.servable, ctx.engine, r.data, req.model, req.adapter ?? null, onEvent);
+}
+
+/** A chat request's prompt as the model's template renders it, tokenized; and how its tools are used. */
+async function renderChatPrompt(ctx: Ctx, body: ChatCompletionRequest) {
   const { tokenizer, chatTemplate } = ctx.servable;
   const tools = (body.tools ?? []) as ToolDefinition[];
   const toolChoice = body.tool_choice ?? (tools.length ? 'auto' : 'none');
@@ -174,6 +188,17 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
   if (body.reasoning_effort) kwargs.reasoning_effort = body.reasoning_effort;
   const prompt = chatTemplate.render(messages, { tools: tools.length ? tools : undefined, addGenerationPrompt: body.add_generation_prompt ?? true, kwargs });
   const promptIds = await tokenizer.encode(prompt, { addSpecialTokens: false });
+  return { promptIds, tools, toolChoice, useTools };
+}
+
+async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: InferenceEvent) => void): Promise<InferenceHandle> {
+  const body = parse(ChatCompletionRequest, req.body, req.validated);
+  // OpenAI answers 400 here too; logprobs are returned either way, top ones only when asked properly.
+  if (body.top_logprobs != null && body.logprobs !== true) {
+    throw new BadRequestError("top_logprobs is only allowed when logprobs is true", 'top_logprobs');
+  }
+  const { tokenizer } = ctx.servable;
+  const { promptIds, tools, toolChoice, useTools } = await renderChatPrompt(ctx, body);
 
   const maxTokens = maxTokensFor(body.max_completion_tokens ?? body.max_tokens, promptIds.length, ctx.engine.maxSequenceLength, null);
   const params = samplingParamsFrom(body, { maxTokens, topLogprobs: body.top_logprobs ?? 0, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });

@@ -167,7 +167,7 @@ export async function createHandlers(
       };
       void served.hearth
         // The API's route parsed the body with the same schema before it enqueued the task (InferenceTask.body).
-        .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: model.name, adapter: model.adapterDir, validated: true, entity: task.entity ?? null }, onEvent)
+        .submit({ kind: task.op as 'chat' | 'completion' | 'embedding' | 'chat_tokens', body: task.body, model: model.name, adapter: model.adapterDir, validated: true, entity: task.entity ?? null }, onEvent)
         .then((h) => {
           handle = h;
           if (ctx.signal.aborted) h.cancel();
@@ -177,7 +177,7 @@ export async function createHandlers(
 
   return {
     async inference(task, ctx) {
-      if (task.op !== 'chat' && task.op !== 'completion' && task.op !== 'calibrate') throw new TaskError(400, `unknown inference op ${task.op}`);
+      if (!['chat', 'completion', 'embedding', 'chat_tokens', 'calibrate'].includes(task.op)) throw new TaskError(400, `unknown inference op ${task.op}`);
       if (!task.model) throw new TaskError(404, 'no model given for this request');
       // This host's copies of the base model and adapter are pinned before they are localized, so that no process of
       // the host evicts them before they are loaded; a loaded base model keeps a pin of its own (serve).

@@ -1,4 +1,5 @@
-// Authentication (Bearer everywhere, Basic `api:<key>` on table routes) and per-key rate limiting.
+// Authentication (Bearer everywhere, Basic `api:<key>` on table routes, `x-api-key` on Anthropic routes) and per-key
+// rate limiting.
 // Runs before body parsing, so a bad key costs no JSON parse.
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { AuthMode } from '../route.js';
@@ -6,7 +7,12 @@ import { HttpError } from '../errors.js';
 import type { ApiKeys } from '../../services/api-keys.js';
 import { FailureLimiter, RateLimiter } from '../rate-limit.js';
 
-function presentedKey(request: FastifyRequest, allowBasic: boolean): string | null {
+function presentedKey(request: FastifyRequest, allowBasic: boolean, allowApiKeyHeader = false): string | null {
+  if (allowApiKeyHeader) {
+    const given = request.headers['x-api-key'];
+    const key = Array.isArray(given) ? given[0] : given;
+    if (key?.trim()) return key.trim();
+  }
   const header = request.headers.authorization;
   if (!header) return null;
   const [scheme, value] = header.split(/\s+/, 2);
@@ -38,10 +44,11 @@ export function registerAuth(
   const failures = new FailureLimiter(failuresPerMinute);
   app.decorateRequest('auth', null);
 
-  function authenticate(request: FastifyRequest, reply: FastifyReply, allowBasic: boolean): void {
+  function authenticate(request: FastifyRequest, reply: FastifyReply, allowBasic: boolean, allowApiKeyHeader = false): void {
     const challenge = allowBasic ? 'Basic realm="hearth", Bearer' : 'Bearer';
-    const key = presentedKey(request, allowBasic);
-    if (!key) throw new HttpError(401, 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': challenge });
+    const key = presentedKey(request, allowBasic, allowApiKeyHeader);
+    const how = allowApiKeyHeader ? '"x-api-key: <key>" or "Authorization: Bearer <key>"' : '"Authorization: Bearer <key>"';
+    if (!key) throw new HttpError(401, `Missing API key: send ${how}`, { 'www-authenticate': challenge });
     // Guessing keys: an address that presented too many unknown keys waits before any key of it is looked at.
     const waitSec = failures.blockedForSec(request.ip);
     if (waitSec > 0) {
@@ -63,14 +70,14 @@ export function registerAuth(
   }
 
   // Callback hooks rather than async ones: no promise and microtask hop on every request's way in.
-  const hook = (allowBasic: boolean): onRequestHookHandler => (request, reply, done) => {
+  const hook = (allowBasic: boolean, allowApiKeyHeader = false): onRequestHookHandler => (request, reply, done) => {
     try {
-      authenticate(request, reply, allowBasic);
+      authenticate(request, reply, allowBasic, allowApiKeyHeader);
       done();
     } catch (err) {
       done(err as Error);
     }
   };
-  const hooks: Record<AuthMode, onRequestHookHandler | undefined> = { bearer: hook(false), 'basic-or-bearer': hook(true), none: undefined };
+  const hooks: Record<AuthMode, onRequestHookHandler | undefined> = { bearer: hook(false), 'basic-or-bearer': hook(true), 'api-key-or-bearer': hook(false, true), none: undefined };
   return (mode) => hooks[mode];
 }

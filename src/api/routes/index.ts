@@ -6,6 +6,8 @@ import { modelRoutes } from './models.js';
 import { trainingJobRoutes } from './training-jobs.js';
 import { nativeTrainingRoutes } from './native-training.js';
 import { inferenceRoutes } from './inference.js';
+import { embeddingRoutes } from './embeddings.js';
+import { anthropicMessageRoutes } from './anthropic-messages.js';
 import { hardwareRoutes } from './hardware.js';
 import { tableRoutes } from './tables.js';
 import { datasetRoutes } from './datasets.js';
@@ -21,6 +23,8 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...trainingJobRoutes(ctx),
     ...nativeTrainingRoutes(ctx),
     ...inferenceRoutes(ctx),
+    ...embeddingRoutes(ctx),
+    ...anthropicMessageRoutes(ctx),
     ...hardwareRoutes(ctx),
     ...tableRoutes(ctx),
     ...datasetRoutes(ctx),

@@ -19,7 +19,7 @@ import { hearthMetrics } from '../../metrics/metrics.js';
 const DEFAULT_USAGE_PROJECT = 'inference';
 
 /** `OpenAI-Project: <team>/<project>` (or the neutral Compat-Project) names the project usage is booked to. */
-function usageProject(request: FastifyRequest): string {
+export function usageProject(request: FastifyRequest): string {
   const raw = request.headers['openai-project'] ?? request.headers['compat-project'];
   const value = Array.isArray(raw) ? raw[0] : raw;
   if (!value) return DEFAULT_USAGE_PROJECT;
@@ -54,7 +54,7 @@ class InferenceExchange implements InferenceCall {
 
   constructor(
     private readonly ctx: AppContext,
-    readonly op: 'chat' | 'completion',
+    readonly op: InferenceCall['op'],
     readonly body: { model: string; stream?: boolean | null },
     readonly model: ResolvedModel,
     readonly entity: string,
@@ -122,7 +122,8 @@ class InferenceExchange implements InferenceCall {
   }
 }
 
-function runInference(ctx: AppContext, op: 'chat' | 'completion', body: { model: string; stream?: boolean | null }, auth: { entity: string }, request: FastifyRequest, reply: FastifyReply) {
+/** Resolve the body's model for the caller and run the request on a worker (`op`: the worker's task, see InferenceTask). */
+export function runInference(ctx: AppContext, op: InferenceCall['op'], body: { model: string; stream?: boolean | null }, auth: { entity: string }, request: FastifyRequest, reply: FastifyReply) {
   if (!ctx.queue) throw unavailable('No inference workers are attached to this server');
   const model = resolveModel(ctx.store, ctx.catalog, auth.entity, body.model);
   return new InferenceExchange(ctx, op, body, model, auth.entity, request, reply).respond(ctx.queue);
