@@ -6,6 +6,7 @@ import { modelRoutes } from './models.js';
 import { trainingJobRoutes } from './training-jobs.js';
 import { nativeTrainingRoutes } from './native-training.js';
 import { inferenceRoutes } from './inference.js';
+import { responsesRoutes } from './responses.js';
 import { hardwareRoutes } from './hardware.js';
 import { tableRoutes } from './tables.js';
 import { datasetRoutes } from './datasets.js';
@@ -21,6 +22,7 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...trainingJobRoutes(ctx),
     ...nativeTrainingRoutes(ctx),
     ...inferenceRoutes(ctx),
+    ...responsesRoutes(ctx),
     ...hardwareRoutes(ctx),
     ...tableRoutes(ctx),
     ...datasetRoutes(ctx),

@@ -19,7 +19,7 @@ import { hearthMetrics } from '../../metrics/metrics.js';
 const DEFAULT_USAGE_PROJECT = 'inference';
 
 /** `OpenAI-Project: <team>/<project>` (or the neutral Compat-Project) names the project usage is booked to. */
-function usageProject(request: FastifyRequest): string {
+export function usageProject(request: FastifyRequest): string {
   const raw = request.headers['openai-project'] ?? request.headers['compat-project'];
   const value = Array.isArray(raw) ? raw[0] : raw;
   if (!value) return DEFAULT_USAGE_PROJECT;
@@ -28,7 +28,7 @@ function usageProject(request: FastifyRequest): string {
 }
 
 /** `worker;dur=…, total;dur=…` (ms, two decimals). */
-function serverTimingHeader(workerMs: number, totalMs: number): string {
+export function serverTimingHeader(workerMs: number, totalMs: number): string {
   return `worker;dur=${workerMs.toFixed(2)}, total;dur=${totalMs.toFixed(2)}`;
 }
 
