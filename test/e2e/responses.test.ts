@@ -176,6 +176,9 @@ describe('refusals (400, OpenAI error shape)', () => {
       [{ model: MODEL, input: 'x', reasoning: { summary: 'auto' } }, 'reasoning.summary'],
       [{ model: MODEL, input: 'x', include: ['reasoning.encrypted_content'] }, 'include[0]'],
       [{ model: MODEL, input: 'x', tool_choice: { type: 'function', name: 'nope' }, tools: [weather] }, 'tool_choice.name'],
+      // The worker's own checks (beyond the context), named as the Responses request calls the field, streamed or not.
+      [{ model: MODEL, input: 'x', max_output_tokens: 5000 }, 'max_output_tokens'],
+      [{ model: MODEL, input: 'x', max_output_tokens: 5000, stream: true }, 'max_output_tokens'],
     ];
     for (const [body, param] of cases) {
       const r = await s.call('POST', '/v1/responses', { key, body });
@@ -244,5 +247,24 @@ describe('AI SDK: createOpenAI()(model) (the Responses API)', () => {
     expect(ran).toBe(1);
     expect(r.steps[0].toolCalls[0]).toMatchObject({ toolName: 'get_weather' });
     expect(r.steps).toHaveLength(2);
+  });
+
+  it('streams a tool call (streamText): the input streams in pieces and the call arrives parsed', async () => {
+    const r = streamText({
+      model: provider()(MODEL),
+      prompt: 'Weather in Paris?',
+      tools: { get_weather: tool({ description: 'The weather in a city', inputSchema: jsonSchema<{ city: string }>({ type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'], additionalProperties: false }) }) },
+      toolChoice: 'required',
+      maxOutputTokens: 250,
+      maxRetries: 0,
+    });
+    let streamedInput = '';
+    for await (const part of r.fullStream) if (part.type === 'tool-input-delta') streamedInput += part.delta;
+    const calls = await r.toolCalls;
+    expect(calls).toHaveLength(1);
+    expect(calls[0].toolName).toBe('get_weather');
+    expect(typeof (calls[0].input as { city: string }).city).toBe('string');
+    expect(JSON.parse(streamedInput)).toEqual(calls[0].input);
+    expect(await r.finishReason).toBe('tool-calls');
   });
 });
