@@ -100,6 +100,14 @@ describe('ResponseEventStream', () => {
     expect((final.output[0] as OutputMessage).content[0].logprobs.map((l) => l.token)).toEqual(['<', 'Hi']);
   });
 
+  it('keeps the logprobs of a last token with no text (end of sequence) in the done event and the final part', () => {
+    const eos = { token: 'token_id:0', logprob: -0.1, bytes: [], top_logprobs: [] };
+    const { events, final } = run([text('Hi'), chunk({ content: '' }, { logprobs: { content: [eos], refusal: null } }), chunk({}, { finish_reason: 'stop' })], { logprobs: true });
+    expect(events.filter((e) => e.type === 'response.output_text.delta').flatMap((e) => e.logprobs as unknown[])).toHaveLength(1);
+    expect((events.find((e) => e.type === 'response.output_text.done')!.logprobs as { token: string }[]).map((l) => l.token)).toEqual(['Hi', 'token_id:0']);
+    expect((final.output[0] as OutputMessage).content[0].logprobs).toHaveLength(2);
+  });
+
   it('streams a tool call given whole (one delta) and one given in pieces, closing the text item first', () => {
     const whole = run([text('Ok.'), chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }), chunk({}, { finish_reason: 'tool_calls' })]);
     expect(whole.types.slice(2)).toEqual([

@@ -137,6 +137,10 @@ export class ResponseEventStream {
     const m = this.message;
     if (!m) return [];
     this.message = null;
+    // Tokens with no text of their own left (the end-of-sequence token) belong to the message: the done event
+    // and the final part list every token's logprob, as the whole (non-streamed) answer does.
+    m.logprobs.push(...this.pendingLogprobs);
+    this.pendingLogprobs = [];
     const part = outputTextPart(m.text, m.logprobs);
     m.item.content = [part];
     m.item.status = status;
