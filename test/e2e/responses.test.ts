@@ -133,9 +133,16 @@ describe('openai SDK: responses.create', () => {
     expect(m.status).toBe(200);
     const r = await client.responses.create({ model: 'wandb-artifact:///alice/p/resp-model', input: 'Hi', max_output_tokens: 3 });
     expect(r.model).toBe('wandb-artifact:///alice/p/resp-model');
-    const missing = await failure(() => client.responses.create({ model: 'wandb-artifact:///alice/p/nope', input: 'Hi' }));
-    expect(missing.status).toBe(404);
-    expect(missing.code).toBe('model_not_found');
+    expect((await client.responses.create({ model: 'wandb-artifact:///alice/p/resp-model:latest', input: 'Hi', max_output_tokens: 3 })).status).not.toBe('failed');
+    for (const name of ['wandb-artifact:///alice/p/nope', 'wandb-artifact:///alice/p/resp-model:step5', 'nobody/none']) {
+      const missing = await failure(() => client.responses.create({ model: name, input: 'Hi' }));
+      expect(missing.status, name).toBe(404);
+      expect(missing.code).toBe('model_not_found');
+      expect((missing.error as { param?: string }).param).toBe('model');
+    }
+    // Another entity's model is not found either.
+    const bob = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: s.key('bob'), maxRetries: 0 });
+    expect((await failure(() => bob.responses.create({ model: 'wandb-artifact:///alice/p/resp-model', input: 'Hi' }))).status).toBe(404);
   });
 });
 
@@ -177,6 +184,26 @@ describe('openai SDK: responses.stream', () => {
     expect(typeof JSON.parse(argsDone.arguments).city).toBe('string');
     const call = final.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
     expect(call.arguments).toBe(argsDone.arguments);
+  });
+});
+
+describe('on the wire', () => {
+  it('names each SSE event, sends no [DONE], and carries Server-Timing like the chat route', async () => {
+    const res = await fetch(`${s.url}/v1/responses`, {
+      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, input: 'Hi', max_output_tokens: 4, stream: true }),
+    });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(res.headers.get('server-timing')).toMatch(/^worker;dur=[\d.]+, total;dur=[\d.]+$/);
+    const blocks = (await res.text()).split('\n\n').filter(Boolean);
+    for (const block of blocks) {
+      const [eventLine, dataLine] = block.split('\n');
+      expect(eventLine).toMatch(/^event: /);
+      expect(JSON.parse(dataLine.slice('data: '.length)).type).toBe(eventLine.slice('event: '.length));
+    }
+    expect(blocks.some((b) => b.includes('[DONE]'))).toBe(false);
+    const whole = await s.call('POST', '/v1/responses', { key, body: { model: MODEL, input: 'Hi', max_output_tokens: 4 } });
+    expect(whole.headers.get('server-timing')).toMatch(/^worker;dur=/);
   });
 });
 
