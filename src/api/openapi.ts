@@ -65,7 +65,8 @@ export function buildOpenApi(defs: RouteDef[]): Record<string, unknown> {
         parameters,
         responses,
       };
-      if (def.body) op.requestBody = { required: true, content: { 'application/json': { schema: toSchema(def.body, 'input') } } };
+      const bodySchema = def.body ?? def.documentedBody;
+      if (bodySchema) op.requestBody = { required: true, content: { 'application/json': { schema: toSchema(bodySchema, 'input') } } };
       if (def.auth === 'bearer') op.security = [{ HTTPBearer: [] }];
       if (def.auth === 'basic-or-bearer') op.security = [{ HTTPBasic: [] }, { HTTPBearer: [] }];
       if (def.auth === 'api-key-or-bearer') op.security = [{ APIKeyHeader: [] }, { HTTPBearer: [] }];

@@ -35,6 +35,9 @@ export interface RouteDef<P extends z.ZodType | undefined = any, Q extends z.Zod
   params?: P;
   query?: Q;
   body?: B;
+  /** The body's schema for the OpenAPI document only, where the handler validates the body itself (a route
+   * family that answers bad bodies other than 422: the Responses API's 400). */
+  documentedBody?: z.ZodType;
   /** Schema of the 200 body, for the OpenAPI document. */
   response?: z.ZodType;
   /** Other documented statuses → description. */

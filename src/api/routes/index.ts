@@ -8,6 +8,7 @@ import { nativeTrainingRoutes } from './native-training.js';
 import { inferenceRoutes } from './inference.js';
 import { embeddingRoutes } from './embeddings.js';
 import { anthropicMessageRoutes } from './anthropic-messages.js';
+import { responsesRoutes } from './responses.js';
 import { hardwareRoutes } from './hardware.js';
 import { tableRoutes } from './tables.js';
 import { datasetRoutes } from './datasets.js';
@@ -25,6 +26,7 @@ export function allRoutes(ctx: AppContext): RouteDef[] {
     ...inferenceRoutes(ctx),
     ...embeddingRoutes(ctx),
     ...anthropicMessageRoutes(ctx),
+    ...responsesRoutes(ctx),
     ...hardwareRoutes(ctx),
     ...tableRoutes(ctx),
     ...datasetRoutes(ctx),

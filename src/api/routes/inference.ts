@@ -28,7 +28,7 @@ export function usageProject(request: FastifyRequest): string {
 }
 
 /** `worker;dur=…, total;dur=…` (ms, two decimals). */
-function serverTimingHeader(workerMs: number, totalMs: number): string {
+export function serverTimingHeader(workerMs: number, totalMs: number): string {
   return `worker;dur=${workerMs.toFixed(2)}, total;dur=${totalMs.toFixed(2)}`;
 }
 
