@@ -38,6 +38,7 @@ import { parseDevice } from '../src/domain/device-name.js';
 import type { RlData } from '../worker/training/rl-data.js';
 import { countParameters, mulberry32, randomWeights } from '../worker/training/tensor-utils.js';
 import { machineLabel, speedProbe } from './machine.js';
+import { rlSettingsFromExperimentalConfig } from '../src/protocol/rl-settings.js';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -115,7 +116,7 @@ async function hearthRl(root: string) {
   const data: RlData = { sequences, groupRewards, numTrajectories: 32, numExceptions: 0, numChoicesWithoutLogprobs: 0 };
   const events: TrainingEvent[] = [];
   await runRl(
-    { data, experimentalConfig: { learning_rate: 1e-5 } },
+    { data, settings: rlSettingsFromExperimentalConfig({ learning_rate: 1e-5 }) },
     { model: { config, weights: randomWeights(config, 1), baseModelName: 'bench', mode: 'lora' }, checkpointDir: join(root, 'ckpt'), log: () => {} },
     (e) => void events.push(e),
   );

@@ -20,6 +20,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { corpusPath, type ModelShape } from '../src/synthetic-models/tiny-model.js';
 import type { GgufFileType } from '../src/synthetic-models/tiny-gguf.js';
+import type { RlTrainingPayload, SftTrainingPayload } from '../src/protocol/training-task.js';
+import { rlSettingsFromExperimentalConfig, type RlSettings } from '../src/protocol/rl-settings.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
@@ -210,29 +212,32 @@ async function trainChild(spec: Json): Promise<Json> {
   rmSync(root, { recursive: true, force: true }); // checkpoints of an earlier run in the same work folder
   mkdirSync(root, { recursive: true });
   const run = async (kind: 'sft' | 'rl', n: number): Promise<Json> => {
-    let payload: unknown;
+    let work: { kind: 'sft'; payload: SftTrainingPayload } | { kind: 'rl'; payload: RlTrainingPayload; rlSettings: RlSettings };
     if (kind === 'sft') {
       const file = join(root, `sft-${n}.jsonl`);
       writeFileSync(file, JSON.stringify({ messages: [{ role: 'user', content: corpusText(spec.sftTokens / 4, n) }, { role: 'assistant', content: corpusText((3 * spec.sftTokens) / 4, n + 1) }] }) + '\n');
-      payload = { resolved_data_path: file, config: { batch_size: 1, learning_rate: 1e-4 } };
+      work = { kind: 'sft', payload: { resolved_data_path: file, config: { batch_size: 1, learning_rate: 1e-4 } } };
     } else {
       const { groups, trajectories, promptTokens, completionTokens } = spec.rl;
-      payload = {
+      const experimental_config = { allow_training_without_logprobs: true, learning_rate: 1e-5 };
+      const payload: RlTrainingPayload = {
         trajectory_groups: Array.from({ length: groups }, (_, g) => ({
           trajectories: Array.from({ length: trajectories }, (_, t) => ({
             messages_and_choices: [{ role: 'user', content: corpusText(promptTokens, g) }, { finish_reason: 'stop', message: { role: 'assistant', content: corpusText(completionTokens, g * 31 + t) } }],
-            reward: t % 2,
+            reward: t % 2, additional_histories: [], metrics: {}, metadata: {}, logs: [],
           })),
+          exceptions: [], metadata: {}, metrics: {}, logs: [],
         })),
-        experimental_config: { allow_training_without_logprobs: true, learning_rate: 1e-5 },
+        experimental_config,
       };
+      work = { kind: 'rl', payload, rlSettings: rlSettingsFromExperimentalConfig(experimental_config) };
     }
     const events: Json[] = [];
     const outputDir = join(root, `${kind}-${n}-ckpt`);
     const t = performance.now();
     await handlers.training!({
-      jobId: `gpu-check-${kind}-${n}`, kind, entity: 'gpu-check', modelId: 'gpu-check', baseModel: 'gpu-check/base', baseModelDir: spec.dir,
-      payload, step: n, outputDir, initCheckpointDir: null, home: root,
+      jobId: `gpu-check-${kind}-${n}`, ...work, entity: 'gpu-check', modelId: 'gpu-check', baseModel: 'gpu-check/base', baseModelDir: spec.dir,
+      step: n, outputDir, initCheckpointDir: null, home: root,
     }, {
       emit: (type, data) => { if (type === 'gradient_step') events.push(data); },
       checkpoint: () => {}, cancelled: () => false, log: (l) => logs.push(l),

@@ -1,33 +1,13 @@
 // Messages between the API process and workers, defined once for both adapters (IPC and Redis).
 // Workers never touch the store: everything they learn or produce travels as one of these.
 import { z } from 'zod';
+import { TrainingTask } from './training-task.js';
+
+/** The training task's schema lives with the payloads it carries (training-task.ts). */
+export { TrainingTask };
 
 /** The two kinds of worker process: one runs the inference engine, the other the training engine. */
 export type WorkerKind = 'inference' | 'training';
-
-export const TrainingTask = z.object({
-  jobId: z.string(),
-  kind: z.enum(['rl', 'sft']),
-  entity: z.string(),
-  modelId: z.string(),
-  /** Base model id (`publisher/name`) and its folder under HEARTH_HOME/models. */
-  baseModel: z.string(),
-  baseModelDir: z.string().nullable(),
-  /** The request body as the client sent it (validated by the API). */
-  payload: z.unknown(),
-  /** Step the finished job's checkpoint gets; its folder; the checkpoint to continue from (null = base). */
-  step: z.number().int(),
-  outputDir: z.string(),
-  initCheckpointDir: z.string().nullable(),
-  /** RL: the checkpoint folder the KL penalty compares against (null or absent = the base model). */
-  klReferenceDir: z.string().nullable().optional(),
-  /** RL with scale_learning_rate_by_reward_std_dev: the model's `train/reward_std_dev` by checkpoint step. */
-  rewardStdDevHistory: z.array(z.object({ step: z.number(), reward_std_dev: z.number() })).optional(),
-  home: z.string(),
-  /** The id in the API host's `<home>/.hearth-home-id`: a worker that reads the same there shares its storage. */
-  homeId: z.string().optional(),
-});
-export type TrainingTask = z.infer<typeof TrainingTask>;
 
 export const InferenceTask = z.object({
   requestId: z.string(),

@@ -3,7 +3,8 @@
 //
 // ART sends every key, unset ones as null, so "set" means non-null and different from the value
 // that means "off". Unknown keys are tolerated (newer clients add keys), as the spec asks.
-import { defaultPolicyLossConfig, type ImportanceSamplingLevel, type PolicyLossConfig } from './policy-loss.js';
+import { z } from 'zod';
+import { defaultPolicyLossConfig, PolicyLossConfig, type ImportanceSamplingLevel } from './policy-loss.js';
 
 export type ExperimentalConfig = Record<string, unknown>;
 
@@ -30,26 +31,27 @@ export function unsupportedSftExperimentalKeys(config: ExperimentalConfig | null
   return Object.keys(config ?? {}).filter((key) => config![key] !== null && config![key] !== undefined);
 }
 
-export interface RlSettings {
-  learningRate: number;
+export const RlSettings = z.object({
+  learningRate: z.number(),
   /** learning rate multiplied by num_trajectories ** this. */
-  numTrajectoriesLrPower: number;
-  loss: PolicyLossConfig;
+  numTrajectoriesLrPower: z.number(),
+  loss: PolicyLossConfig,
   /** Divide advantages by the group's reward std (scale_rewards and normalize_advantages). */
-  scaleRewards: boolean;
-  allowTrainingWithoutLogprobs: boolean;
+  scaleRewards: z.boolean(),
+  allowTrainingWithoutLogprobs: z.boolean(),
   /** Recompute the "old" logprobs with the model at the start of the job (ART precalculate_logprobs). */
-  precalculateLogprobs: boolean;
+  precalculateLogprobs: z.boolean(),
   /** Tokens per optimizer step (sequences are packed into steps of at most this many tokens). */
-  packedSequenceLength: number;
+  packedSequenceLength: z.number().int().positive(),
   /**
    * ART's advantage_balance in [-1, 1]: > 0 scales negative advantages by (1 − b) (1 trains on positive ones
    * only), < 0 scales positive ones by (1 + b) (−1: negative only), 0 leaves both (ART's preprocessing/pack.py).
    */
-  advantageBalance: number;
+  advantageBalance: z.number().min(-1).max(1),
   /** Multiply the learning rate by the trend of the model's reward std dev (src/domain/reward-std-lr.ts). */
-  scaleLearningRateByRewardStdDev: boolean;
-}
+  scaleLearningRateByRewardStdDev: z.boolean(),
+});
+export type RlSettings = z.infer<typeof RlSettings>;
 
 /** One advantage after ART's advantage_balance. */
 export function balanceAdvantage(advantage: number, balance: number): number {

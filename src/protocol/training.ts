@@ -183,5 +183,6 @@ export const SystemCheckResponse = z.object({ api: z.boolean(), database: z.bool
 
 export type ModelCreateBody = z.infer<typeof ModelCreate>;
 export type TrajectoryGroupT = z.infer<typeof TrajectoryGroup>;
+export type ExperimentalTrainingConfigT = z.infer<typeof ExperimentalTrainingConfig>;
 export type CreateTrainingJobBody = z.infer<typeof CreateTrainingJob>;
 export type CreateSFTTrainingJobBody = z.infer<typeof CreateSFTTrainingJob>;

@@ -15,6 +15,7 @@ import { clearUploadStaging } from '../protocol/artifact-manifest.js';
 import { exceedsJsonBudget } from '../domain/json-budget.js';
 import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
 import { DispatchMarker } from './dispatch-marker.js';
+import { rlSettingsFromExperimentalConfig, type RlSettings } from '../protocol/rl-settings.js';
 
 export class TrainingScheduler {
   /** Jobs handed to the adapter and not finished yet: job id → model id. */
@@ -154,15 +155,29 @@ export class TrainingScheduler {
     if (!base) return `base model "${model.baseModel}" is no longer installed`;
     const latest = this.store.checkpoints.latest(model.id);
     const step = (latest?.step ?? 0) + 1;
-    const experimental = job.kind === 'rl' ? (job.payload as { experimental_config?: Record<string, unknown> | null }).experimental_config : null;
+    const outputDir = path.join(this.checkpointsRoot, model.id, `step-${step}`);
+    const common = {
+      jobId: job.id, entity: job.entity, modelId: model.id, baseModel: model.baseModel, baseModelDir: base.dir,
+      step, outputDir, initCheckpointDir: latest?.path ?? null, home: this.home, homeId: this.homeId,
+    };
+    if (job.kind === 'sft') {
+      fs.mkdirSync(path.dirname(outputDir), { recursive: true });
+      return { ...common, kind: 'sft', payload: job.payload };
+    }
+    // RL: experimental_config becomes the trainer's settings here, once, and the checkpoints it names become folders.
+    const experimental = job.payload.experimental_config ?? null;
+    let rlSettings: RlSettings;
+    try {
+      rlSettings = rlSettingsFromExperimentalConfig(experimental);
+    } catch (err) {
+      return `experimental_config: ${(err as Error).message}`;
+    }
     const klReference = resolveKlReference(experimental, this.store.checkpoints.all(model.id), latest?.step ?? 0);
     if ('error' in klReference) return klReference.error;
-    const outputDir = path.join(this.checkpointsRoot, model.id, `step-${step}`);
     fs.mkdirSync(path.dirname(outputDir), { recursive: true });
     return {
-      jobId: job.id, kind: job.kind, entity: job.entity, modelId: model.id, baseModel: model.baseModel, baseModelDir: base.dir,
-      payload: job.payload, step, outputDir, initCheckpointDir: latest?.path ?? null, klReferenceDir: klReference.dir, home: this.home, homeId: this.homeId,
-      ...(experimental?.scale_learning_rate_by_reward_std_dev === true ? { rewardStdDevHistory: rewardStdDevHistory(this.store.history.all(model.id)) } : {}),
+      ...common, kind: 'rl', payload: job.payload, rlSettings, klReferenceDir: klReference.dir,
+      ...(rlSettings.scaleLearningRateByRewardStdDev ? { rewardStdDevHistory: rewardStdDevHistory(this.store.history.all(model.id)) } : {}),
     };
   }
 }

@@ -12,11 +12,18 @@ import { hearthMetrics } from '../metrics/metrics.js';
 import type { ModelsService } from './models.js';
 import type { CreateSFTTrainingJobBody, CreateTrainingJobBody } from '../protocol/training.js';
 import type { TrainingDispatcher, TrainingJobReports } from '../queue/port.js';
+import type { ExperimentalTrainingConfigT } from '../protocol/training.js';
+import type { RlTrainingPayload, SftTrainingPayload } from '../protocol/training-task.js';
+
+/** What a job trains: its kind and the payload its task carries to the worker. */
+export type JobWork = { kind: 'rl'; payload: RlTrainingPayload } | { kind: 'sft'; payload: SftTrainingPayload };
 
 /** Checks that belong to the training engine (config keys it implements, data URLs it can read). */
 export interface TrainingPolicy {
   unsupportedRlKeys(config: Record<string, unknown>): string[];
   unsupportedSftKeys(config: Record<string, unknown>): string[];
+  /** Why an RL job's experimental_config has no settings the trainer can run (a value out of range), or null. */
+  rlSettingsProblem(config: ExperimentalTrainingConfigT | null): string | null;
   /** A file the workers can read for an SFT data URL, or why there is none. */
   resolveSftData(entity: string, url: string): Promise<{ path: string } | { error: string }>;
 }
@@ -57,8 +64,10 @@ export class TrainingJobsService implements TrainingJobReports {
     const { dispatcher, policy } = this.requireEngine();
     const unsupported = policy.unsupportedRlKeys(body.experimental_config ?? {});
     if (unsupported.length) throw invalid(`experimental_config keys not implemented by this server: ${unsupported.join(', ')}`);
+    const settingsProblem = policy.rlSettingsProblem(body.experimental_config ?? null);
+    if (settingsProblem) throw invalid(settingsProblem);
     dispatcher.admitTraining(model.id);
-    return this.enqueue(dispatcher, entity, model.id, 'rl', body, null);
+    return this.enqueue(dispatcher, entity, model.id, { kind: 'rl', payload: body }, null);
   }
 
   async createSft(entity: string, body: CreateSFTTrainingJobBody) {
@@ -73,7 +82,7 @@ export class TrainingJobsService implements TrainingJobReports {
     const existing = this.store.jobs.findByDedupKey(model.id, dedupKey);
     if (existing && existing.status !== 'failed' && existing.status !== 'cancelled') return { id: existing.id };
     dispatcher.admitTraining(model.id);
-    return this.enqueue(dispatcher, entity, model.id, 'sft', { ...body, resolved_data_path: data.path }, dedupKey);
+    return this.enqueue(dispatcher, entity, model.id, { kind: 'sft', payload: { ...body, resolved_data_path: data.path } }, dedupKey);
   }
 
   /**
@@ -81,9 +90,9 @@ export class TrainingJobsService implements TrainingJobReports {
    * built by that service (data file written, config and LoRA from the run), not by a client. The caller picks
    * the job id and stores it with its operation first, so a crash between the two cannot leave a job nobody follows.
    */
-  async createNative(entity: string, modelId: string, payload: Record<string, unknown>, jobId: string, kind: 'rl' | 'sft' = 'sft'): Promise<TrainingJobRecord> {
+  async createNative(entity: string, modelId: string, work: JobWork, jobId: string): Promise<TrainingJobRecord> {
     const { dispatcher } = this.requireEngine();
-    await this.enqueue(dispatcher, entity, modelId, kind, payload, null, jobId);
+    await this.enqueue(dispatcher, entity, modelId, work, null, jobId);
     return this.store.jobs.getById(jobId)!;
   }
 
@@ -96,9 +105,9 @@ export class TrainingJobsService implements TrainingJobReports {
     this.terminalListeners.push(listener);
   }
 
-  private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, kind: 'rl' | 'sft', payload: unknown, dedupKey: string | null, id: string = crypto.randomUUID()) {
+  private async enqueue(dispatcher: TrainingDispatcher, entity: string, modelId: string, work: JobWork, dedupKey: string | null, id: string = crypto.randomUUID()) {
     const job: TrainingJobRecord = {
-      id, entity, modelId, kind, status: 'queued', payload, dedupKey,
+      id, entity, modelId, ...work, status: 'queued', dedupKey,
       errorMessage: null, createdAt: nowIso(), startedAt: null, finishedAt: null,
     };
     this.store.jobs.insert(job);

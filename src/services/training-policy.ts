@@ -11,7 +11,7 @@ import { parseDataUrl } from './data-urls.js';
 import { Datasets } from './datasets.js';
 import type { TableStore } from '../tables/table-store.js';
 import { writeTableRowsJsonl } from '../tables/read-table-rows.js';
-import { unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../protocol/rl-settings.js';
+import { rlSettingsFromExperimentalConfig, unsupportedExperimentalKeys, unsupportedSftExperimentalKeys } from '../protocol/rl-settings.js';
 
 /**
  * The policy of the training engine: which experimental_config keys it implements (src/protocol/rl-settings.ts,
@@ -21,6 +21,14 @@ export async function trainingPolicy(config: Pick<Config, 'home' | 'dataDirs'>, 
   return {
     unsupportedRlKeys: (cfg) => unsupportedExperimentalKeys(cfg),
     unsupportedSftKeys: (cfg) => unsupportedSftExperimentalKeys(cfg),
+    rlSettingsProblem: (cfg) => {
+      try {
+        rlSettingsFromExperimentalConfig(cfg);
+        return null;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    },
     resolveSftData: (entity, url) => resolveSftData(config, entity, url, tables),
   };
 }

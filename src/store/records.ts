@@ -1,4 +1,5 @@
 // Plain records as the store hands them to services. Timestamps are ISO-8601 strings (UTC).
+import type { RlTrainingPayload, SftTrainingPayload } from '../protocol/training-task.js';
 
 export interface ApiKeyRecord {
   id: string;
@@ -31,19 +32,20 @@ export type JobKind = 'rl' | 'sft';
 export type JobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 export const TERMINAL_STATUSES: readonly JobStatus[] = ['succeeded', 'failed', 'cancelled'];
 
-export interface TrainingJobRecord {
+interface TrainingJobFields {
   id: string;
   entity: string;
   modelId: string;
-  kind: JobKind;
   status: JobStatus;
-  payload: unknown;
   dedupKey: string | null;
   errorMessage: string | null;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
 }
+
+/** A training job and what it trains on: the payload its task carries to the worker (src/protocol/training-task.ts). */
+export type TrainingJobRecord = TrainingJobFields & ({ kind: 'rl'; payload: RlTrainingPayload } | { kind: 'sft'; payload: SftTrainingPayload });
 
 export type TrainingEventType = 'training_started' | 'gradient_step' | 'training_ended' | 'training_failed';
 

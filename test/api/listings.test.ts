@@ -6,6 +6,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installManifestOnly, startServer, tempHome, type TestServer } from '../helpers/server.js';
 
+/** A trajectory group as the RL route stores it after validation (its defaults filled in). */
+const emptyGroup = () => ({ trajectories: [], exceptions: [], metadata: {}, metrics: {}, logs: [] });
+
 let s: TestServer;
 let alice: string;
 let bob: string;
@@ -24,7 +27,7 @@ const createModel = async (key: string, project: string, name: string) =>
 /** A job row as the queue leaves it; creating a real one needs a training engine (test/e2e covers that path). */
 function insertJob(entity: string, modelId: string, status: 'queued' | 'succeeded', at: string): string {
   const id = crypto.randomUUID();
-  s.store.jobs.insert({ id, entity, modelId, kind: 'sft', status, payload: {}, dedupKey: null, errorMessage: null, createdAt: at, startedAt: null, finishedAt: null });
+  s.store.jobs.insert({ id, entity, modelId, kind: 'sft', status, payload: { resolved_data_path: 'train.jsonl' }, dedupKey: null, errorMessage: null, createdAt: at, startedAt: null, finishedAt: null });
   return id;
 }
 
@@ -74,7 +77,7 @@ describe('training jobs listing', () => {
 
     s.store.jobs.insert({
       id: '00000000-0000-4000-8000-000000000001', entity: 'alice', modelId: m.id, kind: 'rl', status: 'succeeded', dedupKey: null, errorMessage: null,
-      payload: { model_id: m.id, trajectory_groups: [{}, {}], experimental_config: { learning_rate: 1e-5 } }, createdAt: '2026-01-04T00:00:00.000Z', startedAt: null, finishedAt: null,
+      payload: { model_id: m.id, trajectory_groups: [emptyGroup(), emptyGroup()], experimental_config: { learning_rate: 1e-5 } }, createdAt: '2026-01-04T00:00:00.000Z', startedAt: null, finishedAt: null,
     });
     const config = await s.call('GET', '/v1/preview/training-jobs/00000000-0000-4000-8000-000000000001/config', { key: alice });
     expect(config.body).toEqual({

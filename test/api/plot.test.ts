@@ -15,7 +15,7 @@ beforeAll(async () => {
   alice = s.key('alice');
   const model = (await s.call('POST', '/v1/preview/models', { key: alice, body: { project: 'p', name: 'plotted', base_model: 'pub/base' } })).body;
   jobId = crypto.randomUUID();
-  s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'rl', status: 'queued', payload: {}, dedupKey: null, errorMessage: null, createdAt: nowIso(), startedAt: null, finishedAt: null });
+  s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'rl', status: 'queued', payload: { trajectory_groups: [] }, dedupKey: null, errorMessage: null, createdAt: nowIso(), startedAt: null, finishedAt: null });
   s.ctx.trainingJobs.recordEvent(jobId, 'training_started', { num_sequences: 20 });
   for (let i = 0; i < 20; i++) s.ctx.trainingJobs.recordEvent(jobId, 'gradient_step', { loss: 2 / (i + 1), reward: i / 20, learning_rate: 1e-5 * Math.min(1, (i + 1) / 5) });
   s.ctx.trainingJobs.recordEvent(jobId, 'training_ended', {});

@@ -16,6 +16,7 @@ import type { TableStore } from '../../src/tables/table-store.js';
 import type { TrainingPolicy } from '../../src/services/training-jobs.js';
 import type { TrainingDispatcher } from '../../src/queue/port.js';
 import { MAX_RL_MESSAGES } from '../../src/domain/rl-body-counts.js';
+import type { RlTrainingPayload } from '../../src/protocol/training-task.js';
 
 const BASE = 'test/base';
 const servers: TestServer[] = [];
@@ -50,7 +51,8 @@ async function expectResponsive(s: TestServer): Promise<void> {
 }
 
 const noEngineWork: TrainingDispatcher = { admitTraining: () => {}, enqueueTraining: async () => {}, cancelTraining: async () => {} };
-const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [], resolveSftData: async () => ({ error: 'no SFT here' }) };
+const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [],
+      rlSettingsProblem: () => null, resolveSftData: async () => ({ error: 'no SFT here' }) };
 
 describe('bounded memory per request', () => {
   it('probe 1: an RL job of millions of empty messages is refused before the parse (413 naming the setting), nothing is stored', async () => {
@@ -159,9 +161,10 @@ describe('crash-safe intake', () => {
     const before = await startServer({ home, env: { HEARTH_WORKERS: 'none' } });
     const key = before.key('bob');
     const modelOf = async (name: string) => (await before.call('POST', '/v1/preview/models', { key, body: { project: 'p', name, base_model: BASE } })).body.id as string;
+    // What a crashed or older server may have left in the table: any JSON, typed as the store would read it.
     const plant = (modelId: string, payload: unknown) => {
       const id = crypto.randomUUID();
-      before.store.jobs.insert({ id, entity: 'bob', modelId, kind: 'rl', status: 'queued', payload, dedupKey: null, errorMessage: null, createdAt: new Date().toISOString(), startedAt: null, finishedAt: null });
+      before.store.jobs.insert({ id, entity: 'bob', modelId, kind: 'rl', status: 'queued', payload: payload as RlTrainingPayload, dedupKey: null, errorMessage: null, createdAt: new Date().toISOString(), startedAt: null, finishedAt: null });
       return id;
     };
     const plan = { steps: 1 };
@@ -263,7 +266,7 @@ describe('lesser items', () => {
     const model = (await s.call('POST', '/v1/preview/models', { key: s.key('alice'), body: { project: 'p', name: 'up', base_model: BASE } })).body;
     const jobId = crypto.randomUUID();
     const now = new Date().toISOString();
-    s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'sft', status: 'running', payload: {}, dedupKey: null, errorMessage: null, createdAt: now, startedAt: now, finishedAt: null });
+    s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'sft', status: 'running', payload: { resolved_data_path: 'train.jsonl' }, dedupKey: null, errorMessage: null, createdAt: now, startedAt: now, finishedAt: null });
     const put = (bytes: Buffer) => {
       const query = new URLSearchParams({ path: `checkpoints/${model.id}/step-1`, file: 'a.bin', sha256: crypto.createHash('sha256').update(bytes).digest('hex'), job: jobId });
       return fetch(`${s.url}/v1/worker/artifacts/file?${query}`, { method: 'PUT', body: new Uint8Array(bytes), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/octet-stream' } });

@@ -103,7 +103,7 @@ describe('the artifact routes', () => {
     const model = (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name: 'upload-test', base_model: BASE } })).body;
     const jobId = crypto.randomUUID();
     const now = new Date().toISOString();
-    s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'sft', status: 'running', payload: {}, dedupKey: null, errorMessage: null, createdAt: now, startedAt: now, finishedAt: null });
+    s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'sft', status: 'running', payload: { resolved_data_path: 'train.jsonl' }, dedupKey: null, errorMessage: null, createdAt: now, startedAt: now, finishedAt: null });
     const rel = `checkpoints/${model.id}/step-1`;
     const body = Buffer.from('weights');
     const good = crypto.createHash('sha256').update(body).digest('hex');

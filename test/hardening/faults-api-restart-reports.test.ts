@@ -39,7 +39,7 @@ describe('worker reports across an API restart (Redis)', () => {
     const model = (await first.call('POST', '/v1/preview/models', { key: first.key('alice'), body: { project: 'p', name: 'm', base_model: 'test-publisher/tiny-base' } })).body;
     const jobId = crypto.randomUUID();
     const now = new Date().toISOString();
-    first.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'sft', status: 'running', payload: {}, dedupKey: null, errorMessage: null, createdAt: now, startedAt: now, finishedAt: null });
+    first.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.id, kind: 'sft', status: 'running', payload: { resolved_data_path: 'train.jsonl' }, dedupKey: null, errorMessage: null, createdAt: now, startedAt: now, finishedAt: null });
     const stream = reportsStream(prefix);
     const add = (msg: unknown) => redis.xadd(stream, '*', 'm', JSON.stringify(msg));
     await add(step(jobId, 0));

@@ -14,7 +14,8 @@ import { reportsStream } from '../../src/protocol/redis-keys.js';
 
 const HANDLERS = path.join(REPO, 'test/fixtures/queue-handlers.ts');
 const BASE = 'test-publisher/tiny-base';
-const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [], resolveSftData: async () => ({ error: 'not in this test' }) };
+const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [],
+      rlSettingsProblem: () => null, resolveSftData: async () => ({ error: 'not in this test' }) };
 const rlBody = (modelId: string, plan: Record<string, unknown>) => ({ model_id: modelId, trajectory_groups: [{ trajectories: [{ messages_and_choices: [], reward: 1 }], metadata: plan }] });
 
 let port: number;

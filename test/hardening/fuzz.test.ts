@@ -533,7 +533,7 @@ beforeAll(async () => {
   plausible.model_id = model.body.id;
   // A job with events (no engine runs here), so job routes and plot.png get past their 404.
   const jobId = crypto.randomUUID();
-  s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.body.id, kind: 'rl', status: 'running', payload: {}, dedupKey: null, errorMessage: null, createdAt: nowIso(), startedAt: nowIso(), finishedAt: null });
+  s.store.jobs.insert({ id: jobId, entity: 'alice', modelId: model.body.id, kind: 'rl', status: 'running', payload: { trajectory_groups: [] }, dedupKey: null, errorMessage: null, createdAt: nowIso(), startedAt: nowIso(), finishedAt: null });
   for (let i = 0; i < 5; i++) s.ctx.trainingJobs.recordEvent(jobId, 'gradient_step', { loss: 1 / (i + 1), reward: i / 5 });
   plausible.training_job_id = jobId;
   // Served outside the document: metrics, the document itself and the Swagger UI with its static files.

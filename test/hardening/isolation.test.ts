@@ -62,7 +62,7 @@ beforeAll(async () => {
 
   // No training engine runs here: the job and its events go into the store as a worker would leave them.
   a.jobId = crypto.randomUUID();
-  s.store.jobs.insert({ id: a.jobId, entity: 'alice', modelId: a.modelId, kind: 'rl', status: 'running', payload: {}, dedupKey: null, errorMessage: null, createdAt: nowIso(), startedAt: nowIso(), finishedAt: null });
+  s.store.jobs.insert({ id: a.jobId, entity: 'alice', modelId: a.modelId, kind: 'rl', status: 'running', payload: { trajectory_groups: [] }, dedupKey: null, errorMessage: null, createdAt: nowIso(), startedAt: nowIso(), finishedAt: null });
   s.ctx.trainingJobs.recordEvent(a.jobId, 'training_started', { num_sequences: 2 });
   s.ctx.trainingJobs.recordEvent(a.jobId, 'gradient_step', { loss: 1.5 });
   const events = await s.call('GET', `/v1/preview/training-jobs/${a.jobId}/events`, { key: alice });

@@ -15,7 +15,8 @@ import type { EmbeddedQueue } from '../../src/queue/embedded.js';
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const HANDLERS = path.join(REPO, 'test/fixtures/queue-handlers.ts');
 const BASE = 'test-publisher/tiny-base';
-const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [], resolveSftData: async () => ({ error: 'SFT is not part of the queue tests' }) };
+const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [],
+      rlSettingsProblem: () => null, resolveSftData: async () => ({ error: 'SFT is not part of the queue tests' }) };
 const workerEnv = { HEARTH_WORKER_HANDLERS: HANDLERS, HEARTH_HEARTBEAT_INTERVAL_MS: '200', LOG_LEVEL: 'warn' };
 
 type Mode = 'embedded' | 'bullmq';

@@ -9,7 +9,7 @@ describe('JobsRepo payloads', () => {
     const store = Store.open(':memory:');
     const now = new Date().toISOString();
     store.models.insert({ id: 'm1', entity: 'bob', project: 'p', name: 'n', baseModel: 'b', runId: null, createdAt: now });
-    const job = (id: string) => ({ id, entity: 'bob', modelId: 'm1', kind: 'rl' as const, status: 'queued' as const, payload: { a: [1, 2] }, dedupKey: null, errorMessage: null, createdAt: now, startedAt: null, finishedAt: null });
+    const job = (id: string) => ({ id, entity: 'bob', modelId: 'm1', kind: 'rl' as const, status: 'queued' as const, payload: { trajectory_groups: [], experimental_config: { learning_rate: 0.5 } }, dedupKey: null, errorMessage: null, createdAt: now, startedAt: null, finishedAt: null });
     store.jobs.insert(job('good'));
     store.jobs.insert(job('broken'));
     store.db.prepare('UPDATE training_jobs SET payload = ? WHERE id = ?').run('{"trajectory_groups": [', 'broken');
@@ -22,9 +22,9 @@ describe('JobsRepo payloads', () => {
     expect(store.jobs.payloadText('broken')).toBe('{"trajectory_groups": [');
 
     const good = store.jobs.getById('good')!;
-    expect(good.payload).toEqual({ a: [1, 2] });
+    expect(good.payload).toEqual({ trajectory_groups: [], experimental_config: { learning_rate: 0.5 } });
     expect(good.payload).toBe(good.payload); // parsed once
-    expect({ ...good }.payload).toEqual({ a: [1, 2] }); // spreads and serialises like a plain record
+    expect({ ...good }.payload).toEqual({ trajectory_groups: [], experimental_config: { learning_rate: 0.5 } }); // spreads and serialises like a plain record
     store.close();
   });
 });

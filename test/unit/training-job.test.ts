@@ -11,6 +11,7 @@ import { readCheckpoint } from '../../worker/training/checkpoint.js';
 import { runTrainingJob } from '../../worker/training/job.js';
 import type { TrainingEvent } from '../../worker/training/loop.js';
 import type { TrajectoryGroupJson } from '../../worker/training/rl-data.js';
+import { rlSettingsFromExperimentalConfig } from '../../src/protocol/rl-settings.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-job-'));
 const modelDir = join(root, 'model');
@@ -54,7 +55,7 @@ describe('runTrainingJob', () => {
     const events: TrainingEvent[] = [];
     const step1 = join(root, 'ckpt', 'step-1');
     await runTrainingJob(
-      { kind: 'rl', modelDir, baseModelName: 'tiny', resumeFrom: null, checkpointDir: step1, trajectoryGroups: await groups(), experimentalConfig: { learning_rate: 1e-3 } },
+      { kind: 'rl', modelDir, baseModelName: 'tiny', resumeFrom: null, checkpointDir: step1, trajectoryGroups: await groups(), settings: rlSettingsFromExperimentalConfig({ learning_rate: 1e-3 }) },
       (e) => void events.push(e),
       { log: () => {} },
     );
@@ -68,7 +69,7 @@ describe('runTrainingJob', () => {
     // A second job with a negligible learning rate continues from step 1: its adapter stays at step 1's.
     const step2 = join(root, 'ckpt', 'step-2');
     await runTrainingJob(
-      { kind: 'rl', modelDir, baseModelName: 'tiny', resumeFrom: step1, checkpointDir: step2, trajectoryGroups: await groups(), experimentalConfig: { learning_rate: 1e-12 } },
+      { kind: 'rl', modelDir, baseModelName: 'tiny', resumeFrom: step1, checkpointDir: step2, trajectoryGroups: await groups(), settings: rlSettingsFromExperimentalConfig({ learning_rate: 1e-12 }) },
       () => {},
       { log: () => {} },
     );

@@ -11,6 +11,7 @@ import { tokenizeTrajectoryGroups } from '../../worker/training/rl-data.js';
 import { END, chars, toyTokenizer } from '../helpers/toy-chat-tokenizer.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { tinyConfig } from './training-helpers.js';
+import { rlSettingsFromExperimentalConfig } from '../../src/protocol/rl-settings.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-rl-measure-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -38,14 +39,14 @@ describe('forward-only RL job', () => {
     const config = { learning_rate: 1e-2, packed_sequence_length: 4096 };
     const measured: TrainingEvent[] = [];
     const dir = join(root, 'measure');
-    const result = await runRl({ data, experimentalConfig: config, forwardOnly: true }, { model, checkpointDir: dir, log: () => {} }, (e) => void measured.push(e));
+    const result = await runRl({ data, settings: rlSettingsFromExperimentalConfig(config), forwardOnly: true }, { model, checkpointDir: dir, log: () => {} }, (e) => void measured.push(e));
     expect(measured[0]).toEqual({ type: 'training_started', data: { num_sequences: 1 } });
     expect(measured).toHaveLength(2);
     expect(existsSync(dir)).toBe(false);
     expect(result.steps).toBe(0);
 
     const trained: TrainingEvent[] = [];
-    await runRl({ data, experimentalConfig: config }, { model, checkpointDir: join(root, 'train'), log: () => {} }, (e) => void trained.push(e));
+    await runRl({ data, settings: rlSettingsFromExperimentalConfig(config) }, { model, checkpointDir: join(root, 'train'), log: () => {} }, (e) => void trained.push(e));
     const m = measured[1].data as Record<string, number>;
     const t = trained[1].data as Record<string, number>;
     // One packed step: the measurement is exactly that step's forward half.

@@ -14,6 +14,7 @@ import type { RlData } from '../../worker/training/rl-data.js';
 import { rlDataFromTokenSequences } from '../../worker/training/rl-token-data.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { randomIds, tinyConfig } from './training-helpers.js';
+import { rlSettingsFromExperimentalConfig } from '../../src/protocol/rl-settings.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-rl-tokens-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -26,7 +27,7 @@ const model = { config: cfg, weights: randomWeights(cfg, 3), baseModelName: 'tin
 
 async function run(data: RlData, config: Record<string, unknown>, forwardOnly: boolean, name: string): Promise<Record<string, number>> {
   const events: TrainingEvent[] = [];
-  await runRl({ data, experimentalConfig: config, forwardOnly }, { model, checkpointDir: join(root, name), log: () => {} }, (e) => void events.push(e));
+  await runRl({ data, settings: rlSettingsFromExperimentalConfig(config), forwardOnly }, { model, checkpointDir: join(root, name), log: () => {} }, (e) => void events.push(e));
   return events[events.length - 1].data as Record<string, number>;
 }
 

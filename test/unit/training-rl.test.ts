@@ -250,7 +250,7 @@ describe('RL job', () => {
     const data = await tokenizeTrajectoryGroups(groups, toyTokenizer, { allowTrainingWithoutLogprobs: false });
     const events: TrainingEvent[] = [];
     const spec = { config: cfg, weights, baseModelName: 'tiny', mode: 'lora' as const };
-    const result = await runRl({ data, experimentalConfig: { learning_rate: 1e-2 } }, { model: spec, checkpointDir: join(root, 'm', 'step-1'), log: () => {} }, (e) => void events.push(e));
+    const result = await runRl({ data, settings: rlSettingsFromExperimentalConfig({ learning_rate: 1e-2 }) }, { model: spec, checkpointDir: join(root, 'm', 'step-1'), log: () => {} }, (e) => void events.push(e));
 
     expect(events[0]).toEqual({ type: 'training_started', data: { num_sequences: 1 } });
     expect(events).toHaveLength(2);
@@ -290,7 +290,7 @@ describe('RL job', () => {
       const events: TrainingEvent[] = [];
       const history = [{ step: 1, reward_std_dev: 0.8 }, { step: 2, reward_std_dev: 0.5 }, { step: 2, reward_std_dev: 0.7 }, { step: 3, reward_std_dev: 0.55 }, { step: 5, reward_std_dev: 0.35 }];
       await runRl(
-        { data, experimentalConfig: { learning_rate: 1e-3, scale_learning_rate_by_reward_std_dev: scale }, rewardStdDevHistory: history },
+        { data, settings: rlSettingsFromExperimentalConfig({ learning_rate: 1e-3, scale_learning_rate_by_reward_std_dev: scale }), rewardStdDevHistory: history },
         { model: spec, checkpointDir: join(root, 'm', `lr-${scale}`), log: () => {} },
         (e) => void events.push(e),
       );
@@ -313,7 +313,7 @@ describe('RL job', () => {
     const data = await tokenizeTrajectoryGroups(groups, toyTokenizer, { allowTrainingWithoutLogprobs: false });
     const events: TrainingEvent[] = [];
     await runRl(
-      { data, experimentalConfig: { loss_fn: 'ppo', importance_sampling_level: 'sequence', kl_penalty_coef: 0.1, packed_sequence_length: 40, precalculate_logprobs: true } },
+      { data, settings: rlSettingsFromExperimentalConfig({ loss_fn: 'ppo', importance_sampling_level: 'sequence', kl_penalty_coef: 0.1, packed_sequence_length: 40, precalculate_logprobs: true }) },
       { model: { config: cfg, weights, baseModelName: 'tiny', mode: 'lora' }, checkpointDir: join(root, 'm', 'step-2'), log: () => {} },
       (e) => void events.push(e),
     );

@@ -12,7 +12,7 @@ import { readCheckpoint, readOptimizerState } from './checkpoint.js';
 import type { RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { LoraConfig } from './lora.js';
 import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
-import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
+import { rlSettingsFromExperimentalConfig, type RlSettings } from '../../src/protocol/rl-settings.js';
 import { tokenizeTrajectoryGroups, type TrajectoryGroupJson } from './rl-data.js';
 import { rlDataFromTokenSequences } from './rl-token-data.js';
 import type { RlTokenSequence } from '../../src/protocol/token-sequences.js';
@@ -42,7 +42,8 @@ export interface RlJobSpec extends JobCommon {
   trajectoryGroups: TrajectoryGroupJson[];
   /** Sequences the client tokenized, with per-token advantages (a native N3 run): trained instead of trajectoryGroups. */
   tokenSequences?: RlTokenSequence[];
-  experimentalConfig?: ExperimentalConfig | null;
+  /** experimental_config as the API parsed it (default: ART's defaults). */
+  settings?: RlSettings;
   /** Checkpoint folder the KL penalty compares against (null = the base model). */
   klReference?: string | null;
   /** The model's reward std dev by step (scale_learning_rate_by_reward_std_dev). */
@@ -61,6 +62,8 @@ export interface SftJobSpec extends JobCommon {
   config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
   /** Measure the loss at the starting weights; train nothing, write no checkpoint (loop.ts SftJob.forwardOnly). */
   forwardOnly?: boolean;
+  /** One optimizer step over all the rows at the learning rate (loop.ts SftJob.oneOptimizerStep; a native run's optim_step). */
+  oneOptimizerStep?: boolean;
 }
 
 /** ART's AdamConfig without the learning rate (that travels in `config`). */
@@ -112,7 +115,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
   }
 
   if (spec.kind === 'rl') {
-    const settings = rlSettingsFromExperimentalConfig(spec.experimentalConfig);
+    const settings = spec.settings ?? rlSettingsFromExperimentalConfig(null);
     const data = spec.tokenSequences
       ? rlDataFromTokenSequences(spec.tokenSequences)
       : await tokenizeTrajectoryGroups(spec.trajectoryGroups, tokenizer, { allowTrainingWithoutLogprobs: settings.allowTrainingWithoutLogprobs });
@@ -126,7 +129,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
     }
     const klReference = spec.klReference ? await readCheckpoint(spec.klReference) : null;
     return runRl(
-      { data, experimentalConfig: spec.experimentalConfig, rewardStdDevHistory: spec.rewardStdDevHistory, forwardOnly: spec.forwardOnly,
+      { data, settings, rewardStdDevHistory: spec.rewardStdDevHistory, forwardOnly: spec.forwardOnly,
         oneOptimizerStep: spec.oneOptimizerStep },
       { ...deps, klReference },
       emit,
@@ -145,6 +148,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
       batchSize: spec.config?.batch_size ?? 'auto',
       learningRate: spec.config?.learning_rate ?? DEFAULT_SFT_LEARNING_RATE,
       forwardOnly: spec.forwardOnly,
+      oneOptimizerStep: spec.oneOptimizerStep,
     },
     deps,
     emit,

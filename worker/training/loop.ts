@@ -19,7 +19,7 @@ import { adapterMoments, restoreAdapterMoments } from './adapter-moments.js';
 import type { OptimizerState } from '../../src/runtime/optimizer-state.js';
 import type { RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { RlData } from './rl-data.js';
-import { rlSettingsFromExperimentalConfig, type ExperimentalConfig } from '../../src/protocol/rl-settings.js';
+import { rlSettingsFromExperimentalConfig, type RlSettings } from '../../src/protocol/rl-settings.js';
 import { optimizerStep } from './train-step.js';
 import { klReferenceLogprobs, rlDataMetrics, rlLearningRate, rlMicroBatchLoss, rlTrainSequences } from './rl-step.js';
 import { logprobsAt, sequenceLogprobs } from './token-logprobs.js';
@@ -110,11 +110,17 @@ export interface SftJob {
    * whose gradient its optim_step recomputes from the same inputs and weights: docs/art.md).
    */
   forwardOnly?: boolean;
+  /**
+   * One optimizer step over every sequence (their gradients accumulated) at `learningRate`, whatever batchSize says:
+   * a native run's optim_step applies its batch once (docs/art.md).
+   */
+  oneOptimizerStep?: boolean;
 }
 
 export interface RlJob {
   data: RlData;
-  experimentalConfig?: ExperimentalConfig | null;
+  /** experimental_config as parsed by src/protocol/rl-settings.ts (default: ART's defaults). */
+  settings?: RlSettings;
   /** The model's `train/reward_std_dev` by step, for scale_learning_rate_by_reward_std_dev. */
   rewardStdDevHistory?: readonly RewardStdDevPoint[];
   /**
@@ -205,6 +211,11 @@ async function checkCancelled(deps: TrainingDeps): Promise<void> {
 export function planSftBatches(job: SftJob): { batches: number[][]; learningRates: number[] } {
   const n = job.sequences.length;
   if (n === 0) throw new Error('SFT job has no training sequences');
+  if (job.oneOptimizerStep) {
+    const lr = Array.isArray(job.learningRate) ? job.learningRate : [job.learningRate];
+    if (lr.length !== 1) throw new Error(`one optimizer step takes one learning rate, got ${lr.length}`);
+    return { batches: [job.sequences.map((_, i) => i)], learningRates: lr };
+  }
   const lrList = Array.isArray(job.learningRate) ? job.learningRate : null;
   let batchSize: number;
   if (job.batchSize === 'auto') batchSize = lrList ? Math.ceil(n / lrList.length) : Math.min(2, n);
@@ -315,7 +326,7 @@ async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: 
 
 export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise<TrainingResult> {
   const backend = await initTrainingBackend({ prefer: deps.backend, log: deps.log });
-  const settings = rlSettingsFromExperimentalConfig(job.experimentalConfig);
+  const settings = job.settings ?? rlSettingsFromExperimentalConfig(null);
   const { data } = job;
   const train = rlTrainSequences(data, settings, deps.model.config.vocabSize);
   const { sequences, trajectoryOf, perToken } = train;

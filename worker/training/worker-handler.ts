@@ -10,68 +10,55 @@ import { CancelledError, TaskError, type Handlers, type TrainingContext } from '
 import { faultPointBlocking } from '../../src/runtime/fault-points.js';
 import { ModelLoads } from '../model-loads.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
-import { runTrainingJob, type TrainingJobSpec } from './job.js';
+import { runTrainingJob, type NativeOptimizerSettings, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError, type TrainingEvent } from './loop.js';
 import { parseLoraTargets } from './lora.js';
 import type { TrainingTask } from '../../src/protocol/messages.js';
-
-interface RlPayload {
-  trajectory_groups?: unknown[];
-  /** A native N3 run's client-tokenized sequences (per-token advantages), in place of trajectory_groups. */
-  token_sequences?: unknown[];
-  experimental_config?: Record<string, unknown> | null;
-  /** A native run's RL forward_backward: measure only, no checkpoint. */
-  forward_only?: boolean;
-  /** A native run's adapter, as for SFT. */
-  lora?: { rank: number; target_modules: string[] } | null;
-  /** A native run's optim_step, as for SFT. */
-  optimizer?: NativeOptimizer | null;
-  /** A native run's optim_step: one optimizer step over all its packed sequences. */
-  one_optimizer_step?: boolean;
-}
-interface SftPayload {
-  resolved_data_path: string;
-  config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
-  /** A native run's forward_backward: measure only, no checkpoint. */
-  forward_only?: boolean;
-  /** A native run's adapter: its rank and PEFT target names (fresh adapters only). */
-  lora?: { rank: number; target_modules: string[] } | null;
-  /** A native run's optim_step: AdamW settings; its moments are carried from checkpoint to checkpoint. */
-  optimizer?: NativeOptimizer | null;
-}
-/** AdamW's settings of a native run's optim_step (src/schemas/native-training.ts). */
-interface NativeOptimizer {
-  beta1: number;
-  beta2: number;
-  eps: number;
-  weight_decay: number;
-  grad_clip_norm: number;
-}
+import { loraAlpha, type NativeOptimizer } from '../../src/protocol/training-task.js';
 
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
   if (!task.baseModelDir) throw new TaskError(400, `base model ${task.baseModel} has no folder on this host`);
   const common = { modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir };
-  const loraOf = (p: { lora?: { rank: number; target_modules: string[] } | null }) =>
-    p.lora ? { lora: { rank: p.lora.rank, alpha: 2 * p.lora.rank, targetModules: parseLoraTargets(p.lora.target_modules) } } : {};
-  const optimizerOf = ({ optimizer: o }: { optimizer?: NativeOptimizer | null }) =>
-    o ? { optimizer: { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, gradClipNorm: o.grad_clip_norm } } : {};
+  const p = task.payload;
+  const native = {
+    forwardOnly: p.forward_only === true,
+    oneOptimizerStep: p.one_optimizer_step === true,
+    ...(p.lora ? { lora: { rank: p.lora.rank, alpha: loraAlpha(p.lora), targetModules: parseLoraTargets(p.lora.target_modules) } } : {}),
+    ...(p.optimizer ? { optimizer: optimizerSettings(p.optimizer) } : {}),
+  };
   if (task.kind === 'rl') {
-    const p = task.payload as RlPayload;
     return {
-      ...common, kind: 'rl', trajectoryGroups: (p.trajectory_groups ?? []) as never, ...(p.token_sequences ? { tokenSequences: p.token_sequences as never } : {}),
-      experimentalConfig: (p.experimental_config ?? null) as never,
-      klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [], forwardOnly: p.forward_only === true, ...loraOf(p), ...optimizerOf(p),
-      oneOptimizerStep: p.one_optimizer_step === true,
+      ...common, ...native, kind: 'rl', trajectoryGroups: task.payload.trajectory_groups, tokenSequences: task.payload.token_sequences,
+      settings: task.rlSettings, klReference: task.klReferenceDir ?? null, rewardStdDevHistory: task.rewardStdDevHistory ?? [],
     };
   }
-  const p = task.payload as SftPayload;
   let trainJsonl: string;
   try {
-    trainJsonl = fs.readFileSync(p.resolved_data_path, 'utf8');
+    trainJsonl = fs.readFileSync(task.payload.resolved_data_path, 'utf8');
   } catch (err) {
-    throw new TaskError(400, `cannot read the training data ${p.resolved_data_path}: ${(err as Error).message}`);
+    throw new TaskError(400, `cannot read the training data ${task.payload.resolved_data_path}: ${(err as Error).message}`);
   }
-  return { ...common, kind: 'sft', trainJsonl, config: p.config ?? null, forwardOnly: p.forward_only === true, ...loraOf(p), ...optimizerOf(p) };
+  return { ...common, ...native, kind: 'sft', trainJsonl, config: task.payload.config ?? null };
+}
+
+function optimizerSettings(o: NativeOptimizer): NativeOptimizerSettings {
+  return { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, gradClipNorm: o.grad_clip_norm };
+}
+
+/**
+ * The task with this host's paths: the base model, the checkpoints it reads and the SFT data are fetched from the
+ * API host first when this host lacks them; the output folder is this host's (uploaded by publishCheckpoint after).
+ */
+export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts): Promise<TrainingTask> {
+  const at = (p: string) => artifacts.localize(task, p);
+  const paths = {
+    baseModelDir: task.baseModelDir && (await at(task.baseModelDir)),
+    initCheckpointDir: task.initCheckpointDir && (await at(task.initCheckpointDir)),
+    klReferenceDir: task.klReferenceDir && (await at(task.klReferenceDir)),
+    outputDir: artifacts.outputPathOf(task, task.outputDir),
+  };
+  if (task.kind === 'rl') return { ...task, ...paths };
+  return { ...task, ...paths, payload: { ...task.payload, resolved_data_path: await at(task.payload.resolved_data_path) } };
 }
 
 /**
@@ -81,23 +68,6 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
  *   model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the BullMQ transport holds the job's
  *   lock that long (worker/job-locks.ts).
  */
-/**
- * The task with this host's paths: the base model, the checkpoints it reads and the SFT data are fetched from the
- * API host first when this host lacks them; the output folder is this host's (uploaded by publishCheckpoint after).
- */
-export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts): Promise<TrainingTask> {
-  const at = (p: string) => artifacts.localize(task, p);
-  const payload = task.payload as Partial<SftPayload> | null;
-  return {
-    ...task,
-    baseModelDir: task.baseModelDir && (await at(task.baseModelDir)),
-    initCheckpointDir: task.initCheckpointDir && (await at(task.initCheckpointDir)),
-    klReferenceDir: task.klReferenceDir && (await at(task.klReferenceDir)),
-    outputDir: artifacts.outputPathOf(task, task.outputDir),
-    payload: task.kind === 'sft' && payload?.resolved_data_path ? { ...payload, resolved_data_path: await at(payload.resolved_data_path) } : task.payload,
-  };
-}
-
 export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
   // On a GPU, the frozen base's products (forward and dx, most of a LoRA step's FLOPs) run on the device with
   // the base weights resident there (device-products.ts); LoRA, norms, attention and the optimizer stay on the
@@ -141,8 +111,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
   return {
     async training(apiTask, ctx) {
       // Pinned before they are localized: another process of this host evicting one in between would pull it away.
-      const payload = apiTask.payload as Partial<SftPayload> | null;
-      const inputs = [apiTask.baseModelDir, apiTask.initCheckpointDir, apiTask.klReferenceDir, apiTask.kind === 'sft' ? payload?.resolved_data_path : undefined];
+      const inputs = [apiTask.baseModelDir, apiTask.initCheckpointDir, apiTask.klReferenceDir, apiTask.kind === 'sft' ? apiTask.payload.resolved_data_path : undefined];
       const pins = inputs.filter((p): p is string => !!p).map((p) => artifacts.pinFor(apiTask, p));
       try {
         return await trainWithInputs(apiTask, ctx);

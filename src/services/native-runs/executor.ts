@@ -22,7 +22,8 @@ import { forwardResult, NativeStates } from './state.js';
 import { OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
 import type { ModelsService } from '../models.js';
 import { isHiddenModel } from '../hidden-models.js';
-import type { TrainingJobsService } from '../training-jobs.js';
+import type { JobWork, TrainingJobsService } from '../training-jobs.js';
+import { defaultLoraAlpha, type LoraRequest, type NativeOptimizer } from '../../protocol/training-task.js';
 import type { TokenizedSftRow } from '../../protocol/token-sequences.js';
 import type { ForwardBackwardBodyT, OptimStepBodyT, SaveWeightsForSamplerBodyT } from '../../schemas/native-training.js';
 import { servedName } from '../../domain/served-names.js';
@@ -118,9 +119,10 @@ export class NativeExecutor {
     fs.rmSync(this.dataFile(op), { force: true });
   }
 
-  private loraPayload(run: NativeRunRecord) {
+  /** The run's adapter; alpha is ART's and PEFT's habit, twice the rank. */
+  private loraPayload(run: NativeRunRecord): LoraRequest {
     const spec = run.spec as { lora_rank: number; lora_target_modules: string[] };
-    return { rank: spec.lora_rank, target_modules: peftTargets(spec.lora_target_modules) };
+    return { rank: spec.lora_rank, alpha: defaultLoraAlpha(spec.lora_rank), target_modules: peftTargets(spec.lora_target_modules) };
   }
 
   /** Keep an operation's training inputs (`text`) until an optim_step applies them; returns their file. */
@@ -140,7 +142,7 @@ export class NativeExecutor {
     if (rl) {
       // A measuring RL job (the policy loss at the current weights, nothing written); the decoded inputs are kept.
       this.keepInputs(op, JSON.stringify(rl));
-      await this.runJob(run, op, { ...rlJobData([rl]), forward_only: true, lora: this.loraPayload(run), native_operation_id: op.id }, 'rl');
+      await this.runJob(run, op, { kind: 'rl', payload: { ...rlJobData([rl]), forward_only: true, lora: this.loraPayload(run), native_operation_id: op.id } });
       return;
     }
     // SFT rows: from ART's trajectories, or N3's pre-tokenized sequences, lines the worker reads as they are.
@@ -148,8 +150,11 @@ export class NativeExecutor {
     if (!rows) throw notImplemented('only sft and rl batches are executed');
     const file = this.keepInputs(op, rows.map((r) => JSON.stringify(r)).join('\n'));
     await this.runJob(run, op, {
-      resolved_data_path: file, config: { batch_size: rows.length, learning_rate: 0 }, forward_only: true, lora: this.loraPayload(run),
-      native_operation_id: op.id,
+      kind: 'sft',
+      payload: {
+        resolved_data_path: file, config: { batch_size: rows.length, learning_rate: 0 }, forward_only: true, lora: this.loraPayload(run),
+        native_operation_id: op.id,
+      },
     });
   }
 
@@ -173,11 +178,14 @@ export class NativeExecutor {
     const file = this.keepInputs(op, contributing.map((o) => fs.readFileSync(this.dataFile(o), 'utf8')).join('\n'));
     this.requireLearnerAtParent(run, op);
     await this.runJob(run, op, {
-      // One optimizer step over all accumulated inputs: "auto" with a one-entry schedule makes one batch of everything.
-      resolved_data_path: file, config: { batch_size: 'auto', learning_rate: [command.optimizer.learning_rate] }, lora: this.loraPayload(run),
-      // AdamW with the command's settings, its moments carried from the parent version's checkpoint (fresh without one).
-      optimizer: pick(command.optimizer, ['beta1', 'beta2', 'eps', 'weight_decay', 'grad_clip_norm']),
-      native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
+      kind: 'sft',
+      payload: {
+        // One optimizer step over all accumulated inputs, at the command's learning rate.
+        resolved_data_path: file, config: { learning_rate: command.optimizer.learning_rate }, one_optimizer_step: true, lora: this.loraPayload(run),
+        // AdamW with the command's settings, its moments carried from the parent version's checkpoint (fresh without one).
+        optimizer: nativeOptimizer(command.optimizer),
+        native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
+      },
     });
   }
 
@@ -187,18 +195,21 @@ export class NativeExecutor {
     const inputs = contributing.map((o) => JSON.parse(fs.readFileSync(this.dataFile(o), 'utf8')) as RlInputs);
     this.requireLearnerAtParent(run, op);
     await this.runJob(run, op, {
-      ...rlOptimPayload(inputs, command.optimizer.learning_rate), lora: this.loraPayload(run),
-      // ART's optim_step applies the accumulated gradient once: one Adam update, whatever the packing.
-      optimizer: pick(command.optimizer, ['beta1', 'beta2', 'eps', 'weight_decay', 'grad_clip_norm']), one_optimizer_step: true,
-      native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
-    }, 'rl');
+      kind: 'rl',
+      payload: {
+        ...rlOptimPayload(inputs, command.optimizer.learning_rate), lora: this.loraPayload(run),
+        // ART's optim_step applies the accumulated gradient once: one Adam update, whatever the packing.
+        optimizer: nativeOptimizer(command.optimizer), one_optimizer_step: true,
+        native_operation_id: op.id, contributing_operation_ids: contributing.map((o) => o.id),
+      },
+    });
   }
 
   /** Hand the operation's work to a training job of the run's learner model; its id is stored with the operation first. */
-  private async runJob(run: NativeRunRecord, op: NativeOperationRecord, payload: Record<string, unknown>, kind: 'rl' | 'sft' = 'sft'): Promise<void> {
+  private async runJob(run: NativeRunRecord, op: NativeOperationRecord, work: JobWork): Promise<void> {
     const jobId = crypto.randomUUID();
     this.store.nativeRuns.updateOp(op.id, { jobId });
-    const job = await this.jobs.createNative(run.entity, run.learnerModelId, payload, jobId, kind);
+    const job = await this.jobs.createNative(run.entity, run.learnerModelId, work, jobId);
     // A job can fail while being handed over, before this operation followed it: settle it now.
     if (TERMINAL_OPERATION_STATUSES.has(job.status) || TERMINAL_OPERATION_STATUSES.has(this.store.jobs.getById(jobId)!.status)) {
       const current = this.store.nativeRuns.op(op.runId, op.id)!;
@@ -348,4 +359,9 @@ function folderBytes(dir: string): number {
     total += entry.isDirectory() ? folderBytes(p) : fs.statSync(p).size;
   }
   return total;
+}
+
+/** AdamW's settings of an optim_step for its training job (the learning rate travels with the job's data). */
+function nativeOptimizer(o: OptimStepBodyT['optimizer']): NativeOptimizer {
+  return { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, grad_clip_norm: o.grad_clip_norm };
 }

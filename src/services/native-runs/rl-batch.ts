@@ -7,7 +7,8 @@
 // native RL step trains exactly as a preview RL job with the same groups and config would.
 import { notImplemented, ValidationError } from '../../errors/domain-errors.js';
 import { decodeTrajectoryGroupBundles } from '../../protocol/trajectory-bundle.js';
-import { ExperimentalTrainingConfig, type TrajectoryGroupT } from '../../protocol/training.js';
+import { ExperimentalTrainingConfig, type ExperimentalTrainingConfigT, type TrajectoryGroupT } from '../../protocol/training.js';
+import type { RlTrainingPayload } from '../../protocol/training-task.js';
 import type { ForwardBackwardBodyT } from '../../schemas/native-training.js';
 import type { NativeOperationRecord, TrainingEventRecord } from '../../store/records.js';
 import { canonicalJson } from './admission.js';
@@ -27,7 +28,7 @@ export type RlInputs = RlGroupInputs | RlTokenInputs;
 export interface RlGroupInputs {
   kind: 'rl';
   trajectory_groups: TrajectoryGroupT[];
-  experimental_config: Record<string, unknown>;
+  experimental_config: ExperimentalTrainingConfigT;
   min_source_version: number;
   max_source_version: number;
 }
@@ -36,7 +37,7 @@ export interface RlGroupInputs {
 export interface RlTokenInputs {
   kind: 'rl_tokens';
   token_sequences: RlTokenSequence[];
-  experimental_config: Record<string, unknown>;
+  experimental_config: ExperimentalTrainingConfigT;
 }
 
 /** The batch an N3 RL forward_backward is stored with (native-runs/framing.ts). */
@@ -82,7 +83,7 @@ export function admitRlBatch(batch: RlBatch, loss: Loss, unsupportedKeys: (confi
     throw new ValidationError([{ loc: ['body', 'batch', 'max_source_version'], msg: 'max_source_version must be >= min_source_version', type: 'value_error' }]);
   }
   return {
-    kind: 'rl', trajectory_groups: decodeTrajectoryGroupBundles(batch.groups), experimental_config: config,
+    kind: 'rl', trajectory_groups: decodeTrajectoryGroupBundles(batch.groups), experimental_config: parsed.data,
     min_source_version: batch.min_source_version, max_source_version: batch.max_source_version,
   };
 }
@@ -118,15 +119,16 @@ export const isRlForwardBackward = (op: NativeOperationRecord) => op.kind === 'f
  * An RL job's data from kept inputs of one kind and loss (accumulationConflict): their trajectory groups, or N3's
  * token sequences, concatenated, with the trainer config of their loss.
  */
-export function rlJobData(inputs: RlInputs[]): Record<string, unknown> {
+export function rlJobData(inputs: RlInputs[]): RlTrainingPayload {
   const { experimental_config } = inputs[0];
   if (inputs.some((i) => i.kind !== inputs[0].kind)) throw new Error('an RL job cannot train trajectory groups and token matrices together');
-  if (inputs[0].kind === 'rl_tokens') return { token_sequences: (inputs as RlTokenInputs[]).flatMap((i) => i.token_sequences), experimental_config };
-  return { trajectory_groups: (inputs as RlGroupInputs[]).flatMap((i) => i.trajectory_groups), experimental_config };
+  const tokens = inputs.flatMap((i) => (i.kind === 'rl_tokens' ? i.token_sequences : []));
+  if (inputs[0].kind === 'rl_tokens') return { trajectory_groups: [], token_sequences: tokens, experimental_config };
+  return { trajectory_groups: inputs.flatMap((i) => (i.kind === 'rl' ? i.trajectory_groups : [])), experimental_config };
 }
 
 /** One RL job over every applied forward_backward's inputs, at the optim_step's learning rate. */
-export function rlOptimPayload(inputs: RlInputs[], learningRate: number): Record<string, unknown> {
+export function rlOptimPayload(inputs: RlInputs[], learningRate: number): RlTrainingPayload {
   return { ...rlJobData(inputs), experimental_config: { ...inputs[0].experimental_config, learning_rate: learningRate } };
 }
 

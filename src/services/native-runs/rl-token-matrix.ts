@@ -11,6 +11,7 @@
 // train come back as a reason (501).
 import { ValidationError } from '../../errors/domain-errors.js';
 import type { TokenMatrixBatchT } from '../../schemas/native-framings.js';
+import type { ExperimentalTrainingConfigT } from '../../protocol/training.js';
 import { denseValues } from './token-matrix.js';
 import type { RlTokenSequence } from '../../protocol/token-sequences.js';
 
@@ -34,7 +35,7 @@ const fail = (loc: (string | number)[], msg: string) => new ValidationError([{ l
  * CISPO clips the ratio to [low, high], Hearth's CISPO to [1 - epsilon, 1 + epsilon_high]. importance_sampling
  * (-ratio · A, the gradient through the ratio) is Hearth's PPO with a clip that never binds: min(r·A, clip(r)·A) = r·A.
  */
-export function tokenRlExperimentalConfig(loss: { name: string; values: Record<string, unknown> }): Record<string, unknown> {
+export function tokenRlExperimentalConfig(loss: { name: string; values: Record<string, unknown> }): ExperimentalTrainingConfigT {
   if (loss.name === 'importance_sampling') return { loss_fn: 'ppo', epsilon: 1, epsilon_high: 1e30, normalize_advantages: false };
   const low = typeof loss.values.clip_low_threshold === 'number' ? loss.values.clip_low_threshold : 0;
   const high = typeof loss.values.clip_high_threshold === 'number' ? loss.values.clip_high_threshold : 4;
@@ -46,8 +47,8 @@ export function checkTokenRlLoss(loss: { name: string; values: Record<string, un
   const allowed = TOKEN_RL_LOSSES[loss.name] ?? [];
   const unknown = Object.keys(loss.values).filter((k) => !allowed.includes(k));
   if (unknown.length) throw fail(['loss', unknown[0]], `unsupported ${loss.name} settings: ${unknown.join(', ')}`);
-  const { epsilon, epsilon_high: epsilonHigh } = tokenRlExperimentalConfig(loss) as { epsilon: number; epsilon_high: number };
-  if (loss.name === 'cispo' && 1 - epsilon > 1 + epsilonHigh) throw fail(['loss', 'clip_low_threshold'], 'clip_low_threshold must not exceed clip_high_threshold');
+  const { epsilon, epsilon_high: epsilonHigh } = tokenRlExperimentalConfig(loss);
+  if (loss.name === 'cispo' && 1 - epsilon! > 1 + epsilonHigh!) throw fail(['loss', 'clip_low_threshold'], 'clip_low_threshold must not exceed clip_high_threshold');
 }
 
 /** Every scalar a row holds as sent (spans: default and span values), to check its dtype. */

@@ -18,6 +18,9 @@ export class JobsRepo {
     let payload: unknown;
     let parsed = false;
     const read = () => this.payloadText(r.id);
+    // The payload column holds what insert() wrote: the payload of this row's kind, as typed by TrainingJobRecord
+    // (src/protocol/training-task.ts). It is not validated again here: a hand-over checks its size first
+    // (TrainingScheduler), and an unparsable one throws when touched.
     return {
       id: r.id, entity: r.entity, modelId: r.model_id, kind: r.kind, status: r.status,
       get payload() {
@@ -29,7 +32,7 @@ export class JobsRepo {
         return payload;
       },
       dedupKey: r.dedup_key, errorMessage: r.error_message, createdAt: r.created_at, startedAt: r.started_at, finishedAt: r.finished_at,
-    };
+    } as TrainingJobRecord;
   }
 
   /** The stored JSON text of a job's payload, unparsed (null: no such job). */
