@@ -32,6 +32,10 @@ export interface Config {
   queuePrefix: string;
   /** In-flight inference requests per model before 429. */
   maxQueuePerModel: number;
+  /** Inference requests of one entity handed to workers at once (more wait, in order, for one of these slots). */
+  inferenceInFlightPerEntity: number;
+  /** Inference requests of one entity waiting for one of its in-flight slots before 429. */
+  inferenceQueuePerEntity: number;
   /** Queued training jobs per model before 429. */
   maxTrainingQueuePerModel: number;
   /** Seconds a request may wait for a worker to pick it up before it fails with 503. */
@@ -130,6 +134,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers: parseWorkers(env.HEARTH_WORKERS ?? 'inference:cpu,training:cpu'),
     queuePrefix: env.HEARTH_QUEUE_PREFIX || 'hearth',
     maxQueuePerModel: int(env, 'HEARTH_MAX_QUEUE_PER_MODEL', 256),
+    inferenceInFlightPerEntity: Math.max(1, int(env, 'HEARTH_INFERENCE_INFLIGHT_PER_ENTITY', 32)),
+    inferenceQueuePerEntity: int(env, 'HEARTH_INFERENCE_QUEUE_PER_ENTITY', 64),
     maxTrainingQueuePerModel: int(env, 'HEARTH_MAX_TRAINING_QUEUE_PER_MODEL', 16),
     queueTimeoutSec: int(env, 'HEARTH_QUEUE_TIMEOUT', 120),
     shutdownGraceSec: int(env, 'HEARTH_SHUTDOWN_GRACE', 60),

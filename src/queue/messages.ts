@@ -37,6 +37,8 @@ export const InferenceTask = z.object({
     .object({ baseModel: z.string(), baseModelDir: z.string().nullable(), adapterDir: z.string().nullable(), name: z.string() })
     .nullable(),
   stream: z.boolean(),
+  /** The API key's entity (tenant): the worker's scheduler shares its batch fairly between entities. */
+  entity: z.string().optional(),
   /** The API host's HEARTH_HOME: the model's folders are under it (a worker host with its own home maps them). */
   home: z.string().optional(),
   /** As TrainingTask.homeId. */

@@ -20,6 +20,8 @@ export interface QueueServiceOptions {
   loadTimeoutMs?: number;
   maxQueuePerModel: number;
   maxTrainingQueuePerModel: number;
+  /** Per-entity inference limits (entity-admission.ts); none when absent. */
+  inferenceEntityLimits?: { inFlight: number; queued: number };
   queueTimeoutMs: number;
   reconcileEveryMs?: number;
   log?: (msg: string) => void;
@@ -45,7 +47,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   ) {
     this.registry = new WorkerRegistry(opts.heartbeatTimeoutMs, opts.loadTimeoutMs);
     this.homeId = ensureHomeId(opts.home);
-    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs, { home: opts.home, homeId: this.homeId });
+    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs, { home: opts.home, homeId: this.homeId }, opts.inferenceEntityLimits);
     this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
   }
 

@@ -28,6 +28,8 @@ export class Sequence {
   stopReason: string | number | null = null;
   /** Times this sequence lost its cache to make room for others. */
   preemptions = 0;
+  /** The tenant it is generated for (the API key's entity; '' when none): the scheduler shares the batch fairly by it. */
+  entity = '';
 
   constructor(
     readonly id: number,

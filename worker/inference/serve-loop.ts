@@ -45,8 +45,9 @@ import type { SamplingParams } from './sampling-params.js';
 import { forcedToolCallConstraint } from './tool-calls.js';
 
 export type InferenceRequest =
-  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null; validated?: boolean }
-  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null; validated?: boolean };
+  | { kind: 'chat'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string }
+  | { kind: 'completion'; body: unknown; model: string; adapter?: string | null; validated?: boolean; entity?: string };
+// entity: the tenant asking (InferenceTask.entity); the engine's scheduler shares its batch fairly between them.
 // validated: the body was already parsed with the request schema of its kind (the API's inference routes do so
 // before they enqueue), so it is not parsed again; the checks beyond the schema still run. A body is validated
 // once, at the edge: a second parse of a completion body, its code cold between model steps, cost ~0.35 ms of
@@ -172,7 +173,7 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
     (useTools ? forcedToolCallConstraint(tokenizer, tools, toolChoice) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
   const n = body.n ?? 1;
   const meta = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model, promptTokenIds: promptIds };
-  const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined };
+  const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, entity: req.entity, constraint: constraint ?? undefined };
   const formatOpts = { parseTools: useTools, parallelToolCalls: body.parallel_tool_calls ?? true };
 
   const ids = tokenIdsAsAsked(body.return_token_ids);
@@ -217,7 +218,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const requests = promptIds.map((ids) => {
     const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16);
     const params = samplingParamsFrom(body, { maxTokens, topLogprobs, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
-    return { promptIds: ids, params, n, adapter: req.adapter ?? null } satisfies GenerateRequest;
+    return { promptIds: ids, params, n, adapter: req.adapter ?? null, entity: req.entity } satisfies GenerateRequest;
   });
   // echo (whole responses only; unsupportedParams refuses it streamed): each prompt's own tokens scored in one pass.
   let echoed: PromptTokenLogprob[][] | null = null;

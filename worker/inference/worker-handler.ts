@@ -167,7 +167,7 @@ export async function createHandlers(
       };
       void served.hearth
         // The API's route parsed the body with the same schema before it enqueued the task (InferenceTask.body).
-        .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: model.name, adapter: model.adapterDir, validated: true }, onEvent)
+        .submit({ kind: task.op as 'chat' | 'completion', body: task.body, model: model.name, adapter: model.adapterDir, validated: true, entity: task.entity }, onEvent)
         .then((h) => {
           handle = h;
           if (ctx.signal.aborted) h.cancel();

@@ -57,7 +57,8 @@ class InferenceExchange implements InferenceCall {
     readonly op: 'chat' | 'completion',
     readonly body: { model: string; stream?: boolean | null },
     readonly model: ResolvedModel,
-    private readonly entity: string,
+    /** The key's entity: the gateway's per-entity limits and the worker's fair shares go by it. */
+    readonly entity: string,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
   ) {
