@@ -26,6 +26,7 @@ export async function createQueue(
     loadTimeoutMs: config.loadTimeoutSec * 1000,
     maxQueuePerModel: config.maxQueuePerModel,
     maxTrainingQueuePerModel: config.maxTrainingQueuePerModel,
+    trainingFairness: { maxActivePerEntity: config.trainingActivePerEntity, maxJobsPerEntity: config.trainingQueuePerEntity, priorities: config.trainingEntityPriority },
     inferenceEntityLimits: { inFlight: config.inferenceInFlightPerEntity, queued: config.inferenceQueuePerEntity },
     queueTimeoutMs: config.queueTimeoutSec * 1000,
     log: hooks.log,

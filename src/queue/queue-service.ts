@@ -9,6 +9,7 @@ import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { overCapacity } from '../errors/domain-errors.js';
+import type { TrainingFairness } from '../domain/training-selection.js';
 import { ensureHomeId } from '../artifacts/manifest.js';
 import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../metrics/metrics.js';
 
@@ -20,6 +21,8 @@ export interface QueueServiceOptions {
   loadTimeoutMs?: number;
   maxQueuePerModel: number;
   maxTrainingQueuePerModel: number;
+  /** Training between entities (src/domain/training-selection.ts) and the jobs one entity may have queued or running (0: no cap). */
+  trainingFairness?: TrainingFairness & { maxJobsPerEntity: number };
   /** Per-entity inference limits (entity-admission.ts); none when absent. */
   inferenceEntityLimits?: { inFlight: number; queued: number };
   queueTimeoutMs: number;
@@ -57,7 +60,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, this.homeId, (id, msg) => {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
-    });
+    }, this.opts.trainingFairness);
     this.scheduler.adopt();
     // Redis: resolves once the reports that arrived while no API ran are applied, so the jobs' states are current
     // before queued jobs are handed out and before the HTTP routes (checkpoint uploads among them) open.
@@ -77,10 +80,15 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
 
   // ---- TrainingDispatcher ----
 
-  admitTraining(modelId: string): void {
+  admitTraining(modelId: string, entity: string): void {
     const queued = this.store.jobs.activeForModel(modelId).length;
     if (queued >= this.opts.maxTrainingQueuePerModel) {
       throw overCapacity(`Model ${modelId} already has ${queued} training jobs queued or running; retry later`, { retryAfterSec: 30 });
+    }
+    const limit = this.opts.trainingFairness?.maxJobsPerEntity ?? 0;
+    const ofEntity = limit > 0 ? this.store.jobs.activeCountForEntity(entity) : 0;
+    if (limit > 0 && ofEntity >= limit) {
+      throw overCapacity(`Your entity already has ${ofEntity} training jobs queued or running (HEARTH_TRAINING_QUEUE_PER_ENTITY is ${limit}); retry later`, { retryAfterSec: 30 });
     }
   }
 

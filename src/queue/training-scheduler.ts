@@ -1,5 +1,6 @@
 // Hands persisted training jobs to workers: at most one active job per model (each job continues from the
-// previous checkpoint, so jobs of one model run in order), oldest first, as capacity allows.
+// previous checkpoint, so jobs of one model run in order), fairly between entities (src/domain/training-selection.ts:
+// priority, per-entity cap, turns), as capacity allows.
 import { resolveKlReference } from '../domain/kl-reference.js';
 import { rewardStdDevHistory } from '../domain/training-step-metrics.js';
 import fs from 'node:fs';
@@ -10,10 +11,14 @@ import type { QueueAdapter } from './port.js';
 import type { TrainingTask } from './messages.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { clearUploadStaging } from '../artifacts/manifest.js';
+import { trainingPickOrder, type ActiveJob, type TrainingFairness } from '../domain/training-selection.js';
 
 export class TrainingScheduler {
-  /** Jobs handed to the adapter and not finished yet: job id → model id. */
-  private readonly active = new Map<string, string>();
+  /** Jobs handed to the adapter and not finished yet: job id → its model and entity. */
+  private readonly active = new Map<string, ActiveJob>();
+  /** Entity → the number of the start of its latest job (this process's count): entities take turns by it. */
+  private readonly lastStarted = new Map<string, number>();
+  private starts = 0;
   private pumping = false;
 
   constructor(
@@ -25,6 +30,7 @@ export class TrainingScheduler {
     /** Sent with each task (TrainingTask.homeId). */
     private readonly homeId: string,
     private readonly fail: (jobId: string, message: string) => void,
+    private readonly fairness: TrainingFairness = { maxActivePerEntity: 0, priorities: new Map() },
   ) {}
 
   isActive(jobId: string): boolean {
@@ -41,7 +47,7 @@ export class TrainingScheduler {
    */
   adopt(): void {
     for (const job of this.store.jobs.withStatus(['running'])) {
-      if (this.adapter.durable) this.active.set(job.id, job.modelId); // its worker may still be on it; heartbeats tell
+      if (this.adapter.durable) this.active.set(job.id, { modelId: job.modelId, entity: job.entity }); // its worker may still be on it; heartbeats tell
       else this.fail(job.id, 'the server restarted while this job was running');
     }
   }
@@ -54,9 +60,8 @@ export class TrainingScheduler {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      const busyModels = new Set(this.active.values());
-      for (const head of this.store.jobs.queuedHeads()) {
-        if (this.active.has(head.id) || busyModels.has(head.modelId)) continue;
+      const queued = this.store.jobs.queuedHeads().filter((head) => !this.active.has(head.id));
+      for (const head of trainingPickOrder(queued, [...this.active.values()], this.lastStarted, this.fairness)) {
         if (!this.adapter.canStartTraining()) break;
         const job = this.store.jobs.getById(head.id);
         if (!job || job.status !== 'queued') continue;
@@ -65,8 +70,8 @@ export class TrainingScheduler {
           this.fail(job.id, task);
           continue;
         }
-        this.active.set(job.id, job.modelId);
-        busyModels.add(job.modelId);
+        this.active.set(job.id, { modelId: job.modelId, entity: job.entity });
+        this.lastStarted.set(job.entity, ++this.starts);
         // The step folder has no row (the step comes after the latest one): it is what a crash left between
         // the worker's rename and its report. Workers never overwrite a checkpoint, so clear it first.
         fs.rmSync(task.outputDir, { recursive: true, force: true });

@@ -57,7 +57,7 @@ export class TrainingJobsService implements TrainingJobReports {
     const { dispatcher, policy } = this.requireEngine();
     const unsupported = policy.unsupportedRlKeys(body.experimental_config ?? {});
     if (unsupported.length) throw invalid(`experimental_config keys not implemented by this server: ${unsupported.join(', ')}`);
-    dispatcher.admitTraining(model.id);
+    dispatcher.admitTraining(model.id, entity);
     return this.enqueue(dispatcher, entity, model.id, 'rl', body, null);
   }
 
@@ -72,7 +72,7 @@ export class TrainingJobsService implements TrainingJobReports {
     const dedupKey = crypto.createHash('sha256').update(JSON.stringify([body.training_data_url, body.config ?? null])).digest('hex');
     const existing = this.store.jobs.findByDedupKey(model.id, dedupKey);
     if (existing && existing.status !== 'failed' && existing.status !== 'cancelled') return { id: existing.id };
-    dispatcher.admitTraining(model.id);
+    dispatcher.admitTraining(model.id, entity);
     return this.enqueue(dispatcher, entity, model.id, 'sft', { ...body, resolved_data_path: data.path }, dedupKey);
   }
 
