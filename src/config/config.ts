@@ -43,6 +43,8 @@ export interface Config {
   trainingQueuePerEntity: number;
   /** Entity → training priority (higher first; unnamed entities 0). */
   trainingEntityPriority: Map<string, number>;
+  /** Bytes one entity may store in datasets, Weave tables and Weave objects together (0: no quota). */
+  storageQuotaBytes: number;
   /** Queued training jobs per model before 429. */
   maxTrainingQueuePerModel: number;
   /** Seconds a request may wait for a worker to pick it up before it fails with 503. */
@@ -144,6 +146,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     inferenceInFlightPerEntity: Math.max(1, int(env, 'HEARTH_INFERENCE_INFLIGHT_PER_ENTITY', 32)),
     inferenceQueuePerEntity: int(env, 'HEARTH_INFERENCE_QUEUE_PER_ENTITY', 64),
     maxTrainingQueuePerModel: int(env, 'HEARTH_MAX_TRAINING_QUEUE_PER_MODEL', 16),
+    storageQuotaBytes: int(env, 'HEARTH_STORAGE_QUOTA_BYTES', 10 * 1024 ** 3),
     trainingActivePerEntity: int(env, 'HEARTH_TRAINING_ACTIVE_PER_ENTITY', 0),
     trainingQueuePerEntity: int(env, 'HEARTH_TRAINING_QUEUE_PER_ENTITY', 32),
     trainingEntityPriority: parseEntityPriorities(env.HEARTH_TRAINING_ENTITY_PRIORITY),

@@ -14,6 +14,7 @@ import { TableRequestError } from '../../tables/errors.js';
 import { parseLosslessJson } from '../../tables/lossless-parse.js';
 import { PythonJsonError } from '../../tables/python-json.js';
 import { TableStore, type StoredTableRow, type TableUpdate } from '../../tables/table-store.js';
+import { requestBodyBytes } from '../../services/storage-quota.js';
 
 const scopeOf = weaveProjectScope;
 
@@ -55,10 +56,11 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
       ...common, url: '/table/create', operationId: 'table_create_table_create_post', summary: 'Table Create',
       body: TableCreateReq, response: TableCreateRes,
       errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest' },
-      handler: ({ auth, body }) =>
+      handler: ({ auth, body, request }) =>
         run(
           () => {
             const scope = scopeOf(auth, body.table.project_id);
+            ctx.storageQuota.admit(scope.entity, requestBodyBytes(request.headers, body));
             const created = tables.createTable(scope, body.table.rows.map(prepareRow), body.table.expected_digest);
             return { digest: created.digest, row_digests: created.rowDigests };
           },
@@ -71,10 +73,11 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
       ...common, url: '/table/update', operationId: 'table_update_table_update_post', summary: 'Table Update',
       body: TableUpdateReq, response: TableUpdateRes,
       errors: { 400: 'Index out of range', 404: 'Unknown base table' },
-      handler: ({ auth, body }) =>
+      handler: ({ auth, body, request }) =>
         run(
           () => {
             const scope = scopeOf(auth, body.project_id);
+            ctx.storageQuota.admit(scope.entity, requestBodyBytes(request.headers, body));
             const updates: TableUpdate[] = body.updates.map((spec) => {
               if ('append' in spec) return { kind: 'append', row: prepareRow(spec.append.row) };
               if ('pop' in spec) return { kind: 'pop', index: spec.pop.index };
