@@ -49,23 +49,36 @@ export function fairAdmissionOrder<T>(waiting: readonly T[], running: Iterable<T
   return order;
 }
 
+export interface VictimOptions<T> {
+  /** Running items that may not be taken. */
+  protect?: (item: T) => boolean;
+  /**
+   * Whether a waiting item could start now if it had a slot (the scheduler: its adapter's turn, no group prefill
+   * to wait for). Room is made only for those: a slot taken for one that then does not start would go straight
+   * back to the victim, its cache recomputed for nothing, step after step. Asked only of entities below their share.
+   */
+  ready?: (item: T) => boolean;
+}
+
 /**
  * Running items to preempt, newest first, so that entities waiting below their fair share of `slots` get a slot
  * each: one victim per such waiting item, taken from the entity holding the most running items while it holds
  * more than its share. Empty while slots are free (admission needs no room then) or nobody waits below its share.
- * `running` is ordered oldest first; `protect` says which items may not be taken (e.g. already given to this step).
+ * `running` is ordered oldest first.
  */
-export function fairShareVictims<T>(waiting: readonly T[], running: readonly T[], slots: number, entityOf: EntityOf<T>, protect: (item: T) => boolean = () => false): T[] {
+export function fairShareVictims<T>(waiting: readonly T[], running: readonly T[], slots: number, entityOf: EntityOf<T>, opts: VictimOptions<T> = {}): T[] {
   if (waiting.length === 0 || running.length < slots) return [];
   const held = countByEntity(running, entityOf);
   const waitingCount = countByEntity(waiting, entityOf);
   const entities = new Set([...held.keys(), ...waitingCount.keys()]);
   const share = Math.max(1, Math.floor(slots / entities.size));
+  if (![...waitingCount.keys()].some((e) => (held.get(e) ?? 0) < share)) return [];
+  const { protect = () => false, ready = () => true } = opts;
   const victims: T[] = [];
   const taken = new Set<T>();
   for (const item of fairAdmissionOrder(waiting, running, entityOf)) {
     const e = entityOf(item);
-    if ((held.get(e) ?? 0) >= share) continue;
+    if ((held.get(e) ?? 0) >= share || !ready(item)) continue;
     // The entity holding the most, if it is above its share.
     let richest: string | null = null;
     for (const [other, n] of held) if (other !== e && n > share && (richest === null || n > held.get(richest)!)) richest = other;

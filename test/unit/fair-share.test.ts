@@ -54,8 +54,10 @@ describe('fairShareVictims', () => {
     expect(ids(fairShareVictims(items('a1', 'a2', 'a3'), bobRuns, 4, entityOf))).toEqual(['b4', 'b3']);
   });
 
-  it('never takes a protected item', () => {
-    expect(ids(fairShareVictims(items('a1'), bobRuns, 4, entityOf, (i) => i.id === 'b4'))).toEqual(['b3']);
+  it('never takes a protected item, and makes room only for an item ready to start', () => {
+    expect(ids(fairShareVictims(items('a1'), bobRuns, 4, entityOf, { protect: (i) => i.id === 'b4' }))).toEqual(['b3']);
+    expect(ids(fairShareVictims(items('a1', 'a2'), bobRuns, 4, entityOf, { ready: (i) => i.id !== 'a1' }))).toEqual(['b4']);
+    expect(fairShareVictims(items('a1'), bobRuns, 4, entityOf, { ready: () => false })).toEqual([]);
   });
 });
 

@@ -126,15 +126,16 @@ export class Scheduler {
     const preempted: Sequence[] = [];
     const scheduled = new Set<Sequence>();
     let budget = this.config.maxBatchedTokens;
-    // Room for entities waiting below their fair share of the batch. These preemptions, unlike memory pressure's,
-    // do not stop admission this step: their slots are for the waiting.
-    for (const victim of fairShareVictims(this.waiting, this.running, this.config.maxNumSeqs, entityOf)) {
+    const adapter = this.pickAdapter();
+    const eligible = (s: Sequence) => this.config.mixedAdapterBatches || s.adapter === adapter;
+    // Room for entities waiting below their fair share of the batch, for sequences that can start this step. These
+    // preemptions, unlike memory pressure's, do not stop admission this step: their slots are for the waiting.
+    const ready = (s: Sequence) => eligible(s) && (s.numComputed > 0 || this.livePrefix(s) !== 'wait');
+    for (const victim of fairShareVictims(this.waiting, this.running, this.config.maxNumSeqs, entityOf, { ready })) {
       this.preempt(victim);
       preempted.push(victim);
     }
     const fairPreemptions = preempted.length;
-    const adapter = this.pickAdapter();
-    const eligible = (s: Sequence) => this.config.mixedAdapterBatches || s.adapter === adapter;
 
     const take = (seq: Sequence, want: number): boolean => {
       const numTokens = Math.min(want, budget);
