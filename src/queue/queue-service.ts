@@ -60,7 +60,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, this.homeId, (id, msg) => {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
-    }, this.opts.trainingFairness);
+    }, this.opts.trainingFairness, () => this.registry.live('training').length);
     this.scheduler.adopt();
     // Redis: resolves once the reports that arrived while no API ran are applied, so the jobs' states are current
     // before queued jobs are handed out and before the HTTP routes (checkpoint uploads among them) open.

@@ -31,6 +31,12 @@ export class TrainingScheduler {
     private readonly homeId: string,
     private readonly fail: (jobId: string, message: string) => void,
     private readonly fairness: TrainingFairness = { maxActivePerEntity: 0, priorities: new Map() },
+    /**
+     * Durable transports (Redis), which take every job at once: the live training workers (each runs one job at a
+     * time). No more jobs are handed over than there are trainers, so the order of the transport's own FIFO queue
+     * is never the order entities get trainers in: each free trainer's job is chosen here, fairly, when it frees.
+     */
+    private readonly trainers?: () => number,
   ) {}
 
   isActive(jobId: string): boolean {
@@ -63,6 +69,7 @@ export class TrainingScheduler {
       const queued = this.store.jobs.queuedHeads().filter((head) => !this.active.has(head.id));
       for (const head of trainingPickOrder(queued, [...this.active.values()], this.lastStarted, this.fairness)) {
         if (!this.adapter.canStartTraining()) break;
+        if (this.adapter.durable && this.trainers && this.active.size >= this.trainers()) break;
         const job = this.store.jobs.getById(head.id);
         if (!job || job.status !== 'queued') continue;
         const task = this.taskFor(job);

@@ -2,8 +2,8 @@
 // inference, queues training jobs and fills his storage; alice, on the same server, is served in her share.
 //   - inference (real engine, demo model, a 2-sequence batch): bob's flood holds his own slots and queue only;
 //     alice's request is never 429 because of it and is answered before any of bob's held requests even starts;
-//   - training (the queue's test handlers, one trainer held by gate files): when bob's running job ends, alice's
-//     queued job goes before bob's older second one, and bob cannot queue past his per-entity limit;
+//   - training (the queue's test handlers, one trainer held by gate files; embedded and Redis): when bob's running
+//     job ends, alice's queued job goes before bob's older second one, and bob cannot queue past his per-entity limit;
 //   - storage: a write past the entity's quota is refused in its family's shape, and DELETE of a dataset frees it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import crypto from 'node:crypto';
@@ -11,8 +11,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ensureDemoModel } from '../../src/models/demo-model.js';
 import type { TrainingPolicy } from '../../src/services/training-jobs.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Redis } from 'ioredis';
 import { installManifestOnly, startServer, tempHome, type TestServer } from '../helpers/server.js';
-import { REPO } from '../helpers/process.js';
+import { HEARTH_BIN, REPO } from '../helpers/process.js';
 import { waitFor } from '../helpers/wait.js';
 import { streamChat, type StreamOutcome } from './faults-helpers.js';
 
@@ -74,32 +76,61 @@ describe('inference: one entity\'s flood neither delays another\'s request nor t
   }, 180_000);
 });
 
-describe('training and storage: fair between entities', () => {
-  const BASE = 'test-publisher/tiny-base';
-  const HANDLERS = path.join(REPO, 'test/fixtures/queue-handlers.ts');
-  const QUOTA = 4096;
-  const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [], resolveSftData: async () => ({ error: 'SFT is not part of these tests' }) };
-  let s: TestServer;
+const TRAIN_BASE = 'test-publisher/tiny-base';
+const HANDLERS = path.join(REPO, 'test/fixtures/queue-handlers.ts');
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const permissive: TrainingPolicy = { unsupportedRlKeys: () => [], unsupportedSftKeys: () => [], resolveSftData: async () => ({ error: 'SFT is not part of these tests' }) };
+const handlerEnv = { HEARTH_WORKER_HANDLERS: HANDLERS, HEARTH_HEARTBEAT_INTERVAL_MS: '200', LOG_LEVEL: 'warn' };
 
-  beforeAll(async () => {
-    const home = tempHome();
-    installManifestOnly(home, BASE);
-    s = await startServer({
-      home,
-      env: { HEARTH_WORKERS: 'training:cpu', HEARTH_TRAINING_QUEUE_PER_ENTITY: '3', HEARTH_STORAGE_QUOTA_BYTES: String(QUOTA) },
-      queue: { workerEnv: { HEARTH_WORKER_HANDLERS: HANDLERS, HEARTH_HEARTBEAT_INTERVAL_MS: '200', LOG_LEVEL: 'warn' } },
-      container: { policy: permissive },
+/** A server with one trainer running the queue's test handlers: an embedded child, or a `hearth worker` on Redis. */
+async function trainingServer(mode: 'embedded' | 'bullmq', env: Record<string, string> = {}) {
+  const home = tempHome();
+  installManifestOnly(home, TRAIN_BASE);
+  const prefix = `hearth-test-${crypto.randomBytes(4).toString('hex')}`;
+  const s = await startServer({
+    home,
+    env: { HEARTH_QUEUE_PREFIX: prefix, ...(mode === 'bullmq' ? { REDIS_URL } : { HEARTH_WORKERS: 'training:cpu' }), ...env },
+    queue: { workerEnv: handlerEnv },
+    container: { policy: permissive },
+  });
+  let worker: ChildProcess | null = null;
+  if (mode === 'bullmq') {
+    worker = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', 'training', '--redis', REDIS_URL], {
+      env: { ...process.env, ...handlerEnv, HEARTH_QUEUE_PREFIX: prefix, HEARTH_HOME: home },
+      stdio: ['ignore', 'ignore', 'inherit'],
     });
-    await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0, 'a training worker', 60_000);
+  }
+  await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0, 'a training worker', 60_000);
+  return {
+    s,
+    async close() {
+      if (worker && worker.exitCode === null) worker.kill('SIGKILL');
+      await s.close();
+      if (mode === 'bullmq') {
+        const r = new Redis(REDIS_URL);
+        const keys = await r.keys(`${prefix}:*`);
+        if (keys.length) await r.del(...keys);
+        await r.quit();
+      }
+    },
+  };
+}
+
+describe.each(['embedded', 'bullmq'] as const)('training (%s): fair between entities', (mode) => {
+  let t: Awaited<ReturnType<typeof trainingServer>>;
+  let s: TestServer;
+  beforeAll(async () => {
+    t = await trainingServer(mode, { HEARTH_TRAINING_QUEUE_PER_ENTITY: '3' });
+    s = t.s;
   }, 90_000);
-  afterAll(async () => s?.close());
+  afterAll(async () => t?.close());
 
   const gate = () => {
     const file = path.join(s.home, `gate-${crypto.randomUUID()}`);
     fs.writeFileSync(file, '');
     return file;
   };
-  const model = async (key: string, name: string) => (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name, base_model: BASE } })).body.id as string;
+  const model = async (key: string, name: string) => (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name, base_model: TRAIN_BASE } })).body.id as string;
   const job = (key: string, modelId: string, plan: Record<string, unknown>) =>
     s.call('POST', '/v1/preview/training-jobs', { key, body: { model_id: modelId, trajectory_groups: [{ trajectories: [{ messages_and_choices: [], reward: 1 }], metadata: plan }], experimental_config: null } });
   const status = async (key: string, id: string) => (await s.call('GET', `/v1/preview/training-jobs/${id}`, { key })).body.status as string;
@@ -131,10 +162,19 @@ describe('training and storage: fair between entities', () => {
     await waitFor(async () => (await status(bob, b2.body.id)) === 'succeeded', 'bob\'s second job to end', 30_000, 50);
     expect(await status(alice, a1.body.id)).toBe('succeeded');
   }, 120_000);
+});
+
+describe('storage: a quota per entity', () => {
+  const QUOTA = 4096;
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startServer({ env: { HEARTH_STORAGE_QUOTA_BYTES: String(QUOTA) } });
+  }, 60_000);
+  afterAll(async () => s?.close());
 
   it('refuses a write past the entity\'s storage quota in each family\'s shape, leaves others alone, and DELETE frees it', async () => {
-    const bob = s.key('carol');
-    const alice = s.key('dave');
+    const bob = s.key('bob');
+    const alice = s.key('alice');
     const rows = (n: number, pad: number) => Array.from({ length: n }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `${i} ${'x'.repeat(pad)}` }] })).join('\n');
     const upload = (key: string, name: string, text: string) =>
       s.call('POST', `/v1/preview/datasets?project=p&name=${name}`, { key, rawBody: text, headers: { 'content-type': 'application/x-ndjson' } });
@@ -146,13 +186,13 @@ describe('training and storage: fair between entities', () => {
     expect(over.body.detail).toMatch(/Storage quota exceeded/);
     // Weave writes count against the same quota and answer the trace server's {reason}.
     const basic = { authorization: `Basic ${Buffer.from(`api:${bob}`).toString('base64')}` };
-    const table = await s.call('POST', '/table/create', { headers: basic, body: { table: { project_id: 'carol/p', rows: [{ text: 'y'.repeat(1500) }] } } });
+    const table = await s.call('POST', '/table/create', { headers: basic, body: { table: { project_id: 'bob/p', rows: [{ text: 'y'.repeat(1500) }] } } });
     expect(table.status).toBe(413);
     expect(table.body.reason).toMatch(/Storage quota exceeded/);
-    const obj = await s.call('POST', '/obj/create', { headers: basic, body: { obj: { project_id: 'carol/p', object_id: 'o', val: { text: 'y'.repeat(1500) } } } });
+    const obj = await s.call('POST', '/obj/create', { headers: basic, body: { obj: { project_id: 'bob/p', object_id: 'o', val: { text: 'y'.repeat(1500) } } } });
     expect(obj.status).toBe(413);
     // Nothing of the refused writes was stored.
-    expect(fs.existsSync(path.join(s.home, 'datasets', 'carol', 'p', 'more'))).toBe(false);
+    expect(fs.existsSync(path.join(s.home, 'datasets', 'bob', 'p', 'more'))).toBe(false);
     // Another entity's room is its own.
     expect((await upload(alice, 'big', rows(10, 300))).status).toBe(200);
 
@@ -164,8 +204,8 @@ describe('training and storage: fair between entities', () => {
     expect(gone.body.freed_bytes).toBe(Buffer.byteLength(rows(10, 300)));
     const again = await upload(bob, 'big', rows(10, 300));
     expect(again.status).toBe(200);
-    expect(again.body.url).toBe('wandb-artifact:///carol/p/big:v1');
-    // Dave's dataset of the same name is untouched by carol's delete.
-    expect(fs.existsSync(path.join(s.home, 'datasets', 'dave', 'p', 'big', 'v0.jsonl'))).toBe(true);
+    expect(again.body.url).toBe('wandb-artifact:///bob/p/big:v1');
+    // Alice's dataset of the same name is untouched by bob's delete.
+    expect(fs.existsSync(path.join(s.home, 'datasets', 'alice', 'p', 'big', 'v0.jsonl'))).toBe(true);
   }, 60_000);
 });
