@@ -18,35 +18,42 @@ function countByEntity<T>(items: Iterable<T>, entityOf: EntityOf<T>): Map<string
   return counts;
 }
 
+/** `items` grouped by entity, each group in the items' order; groups in the order of their first item. */
+function groupByEntity<T>(items: readonly T[], entityOf: EntityOf<T>): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const e = entityOf(item);
+    const g = groups.get(e);
+    if (g) g.push(item);
+    else groups.set(e, [item]);
+  }
+  return groups;
+}
+
 /**
  * `waiting` (oldest first) in the order to admit it: round-robin by entity, the entity with the fewest running
- * items first, each admission counting as one more running item of its entity.
+ * items first, each admission counting as one more running item of its entity. Lazy: a scheduler that stops after
+ * a few admissions (the batch is full) pays for those, not for ordering a backlog of thousands every step.
  */
-export function fairAdmissionOrder<T>(waiting: readonly T[], running: Iterable<T>, entityOf: EntityOf<T>): T[] {
-  const queues = new Map<string, T[]>();
-  for (const item of waiting) {
-    const e = entityOf(item);
-    const q = queues.get(e);
-    if (q) q.push(item);
-    else queues.set(e, [item]);
+export function* fairAdmissionOrder<T>(waiting: readonly T[], running: Iterable<T>, entityOf: EntityOf<T>): Generator<T> {
+  const queues = groupByEntity(waiting, entityOf);
+  if (queues.size <= 1) {
+    yield* [...waiting]; // a copy: the caller may remove items from `waiting` as it admits them
+    return;
   }
-  if (queues.size <= 1) return [...waiting];
   const held = countByEntity(running, entityOf);
   // Map iteration follows insertion, i.e. the arrival of each entity's oldest waiting item: the tie-break.
   const heads = new Map<string, number>([...queues.keys()].map((e) => [e, 0]));
-  const order: T[] = [];
-  while (order.length < waiting.length) {
+  while (heads.size) {
     let pick: string | null = null;
-    for (const [e, i] of heads) {
-      if (i >= queues.get(e)!.length) continue;
-      if (pick === null || (held.get(e) ?? 0) < (held.get(pick) ?? 0)) pick = e;
-    }
+    for (const e of heads.keys()) if (pick === null || (held.get(e) ?? 0) < (held.get(pick) ?? 0)) pick = e;
+    const q = queues.get(pick!)!;
     const i = heads.get(pick!)!;
-    order.push(queues.get(pick!)![i]);
-    heads.set(pick!, i + 1);
+    if (i + 1 >= q.length) heads.delete(pick!);
+    else heads.set(pick!, i + 1);
     held.set(pick!, (held.get(pick!) ?? 0) + 1);
+    yield q[i];
   }
-  return order;
 }
 
 export interface VictimOptions<T> {
@@ -62,30 +69,41 @@ export interface VictimOptions<T> {
 
 /**
  * Running items to preempt, newest first, so that entities waiting below their fair share of `slots` get a slot
- * each: one victim per such waiting item, taken from the entity holding the most running items while it holds
- * more than its share. Empty while slots are free (admission needs no room then) or nobody waits below its share.
- * `running` is ordered oldest first.
+ * each: one victim per such waiting item (the entity holding the fewest first), taken from the entity holding the
+ * most running items while it holds more than its share. Empty while slots are free (admission needs no room then)
+ * or nobody waits below its share. `running` is ordered oldest first.
  */
 export function fairShareVictims<T>(waiting: readonly T[], running: readonly T[], slots: number, entityOf: EntityOf<T>, opts: VictimOptions<T> = {}): T[] {
   if (waiting.length === 0 || running.length < slots) return [];
   const held = countByEntity(running, entityOf);
-  const waitingCount = countByEntity(waiting, entityOf);
-  const entities = new Set([...held.keys(), ...waitingCount.keys()]);
+  const queues = groupByEntity(waiting, entityOf);
+  const entities = new Set([...held.keys(), ...queues.keys()]);
   const share = Math.max(1, Math.floor(slots / entities.size));
-  if (![...waitingCount.keys()].some((e) => (held.get(e) ?? 0) < share)) return [];
   const { protect = () => false, ready = () => true } = opts;
+  const next = new Map<string, number>();
   const victims: T[] = [];
   const taken = new Set<T>();
-  for (const item of fairAdmissionOrder(waiting, running, entityOf)) {
-    const e = entityOf(item);
-    if ((held.get(e) ?? 0) >= share || !ready(item)) continue;
+  for (;;) {
+    // The entity below its share holding the fewest, with a waiting item left.
+    let poorest: string | null = null;
+    for (const e of queues.keys()) if ((held.get(e) ?? 0) < share && (poorest === null || (held.get(e) ?? 0) < (held.get(poorest) ?? 0))) poorest = e;
+    if (poorest === null) break;
+    const q = queues.get(poorest)!;
+    let i = next.get(poorest) ?? 0;
+    while (i < q.length && !ready(q[i])) i++;
+    if (i >= q.length) {
+      queues.delete(poorest);
+      continue;
+    }
+    next.set(poorest, i + 1);
+    if (i + 1 >= q.length) queues.delete(poorest);
     // The entity holding the most, if it is above its share.
     let richest: string | null = null;
-    for (const [other, n] of held) if (other !== e && n > share && (richest === null || n > held.get(richest)!)) richest = other;
+    for (const [other, n] of held) if (other !== poorest && n > share && (richest === null || n > held.get(richest)!)) richest = other;
     if (richest === null) break;
     let victim: T | null = null;
-    for (let i = running.length - 1; i >= 0; i--) {
-      const r = running[i];
+    for (let j = running.length - 1; j >= 0; j--) {
+      const r = running[j];
       if (entityOf(r) === richest && !taken.has(r) && !protect(r)) {
         victim = r;
         break;
@@ -95,7 +113,7 @@ export function fairShareVictims<T>(waiting: readonly T[], running: readonly T[]
     taken.add(victim);
     victims.push(victim);
     held.set(richest, held.get(richest)! - 1);
-    held.set(e, (held.get(e) ?? 0) + 1);
+    held.set(poorest, (held.get(poorest) ?? 0) + 1);
   }
   return victims;
 }

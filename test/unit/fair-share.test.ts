@@ -16,7 +16,7 @@ interface Item {
 const item = (id: string): Item => ({ id, entity: id[0] });
 const items = (...ids: string[]) => ids.map(item);
 const entityOf = (i: Item) => i.entity;
-const ids = (list: Item[]) => list.map((i) => i.id);
+const ids = (list: Iterable<Item>) => [...list].map((i) => i.id);
 
 describe('fairAdmissionOrder', () => {
   it('keeps arrival order when one entity waits', () => {
