@@ -62,8 +62,8 @@ function slowestUpload(dir: string, offsets: Record<string, number>): number | n
 const logSizes = (dir: string) => Object.fromEntries(['w1t', 'w2t', 'w1', 'w2'].map((n) => [n, fs.existsSync(path.join(dir, `${n}.log`)) ? fs.statSync(path.join(dir, `${n}.log`)).size : 0]));
 
 /**
- * The API host killed (kill -9) while two training jobs run and four wait (two handed to Redis, two queued behind
- * their model's running job), and kept down longer than a worker's old upload retries lasted. Expected: the workers
+ * The API host killed (kill -9) while two training jobs run and four wait (two waiting for a trainer in the API's
+ * store, which hands Redis no more jobs than there are trainers, and two queued behind their model's running job), and kept down longer than a worker's old upload retries lasted. Expected: the workers
  * keep training (they report through Redis), their checkpoint uploads wait for the API host, and after it is back
  * every accepted job ends exactly once, each succeeded job with all its gradient steps once, each model's checkpoint
  * rows and step folders the same, every copy of a checkpoint identical to the API host's, no staging left.
@@ -75,7 +75,8 @@ export async function apiRestartWithJobs(h: ClusterHarness, downMs: number): Pro
   const again = (await h.call('POST', '/v1/preview/datasets?project=p&name=api-restart-2', undefined, { text: sftRows(40, 'S'), type: 'application/x-ndjson' })).body;
   const models: string[] = [];
   for (let i = 0; i < 4; i++) models.push((await h.call('POST', '/v1/preview/models', { project: 'p', name: `api-restart-${i}`, base_model: h.base })).body.id);
-  // Submitted in this order: models 0 and 1 run first; 2 and 3 wait in Redis; the second jobs of 0 and 1 wait in the store.
+  // Submitted in this order: models 0 and 1 run first; 2 and 3 wait for a trainer; the second jobs of 0 and 1 wait
+  // behind their model's first; all four in the API's store (Redis gets no more jobs than there are trainers).
   const jobs: { id: string; model: string }[] = [];
   for (const [i, model] of [...models, models[0], models[1]].entries()) {
     const res = await h.call('POST', '/v1/preview/sft-training-jobs', { model_id: model, training_data_url: (i < 4 ? data : again).url, config: { batch_size: 1 } });
@@ -143,7 +144,7 @@ export async function apiRestartWithJobs(h: ClusterHarness, downMs: number): Pro
   return {
     sent: jobs.length, done: succeeded.length, failed, broken: 0, hung: 0, worstAfterFaultMs: backMs, boundMs: null, ok,
     notes:
-      `API down ${(backMs / 1000).toFixed(1)} s with 2 jobs running, 2 waiting in Redis, 2 queued behind them; jobs accepted ${jobs.length}, finished ${succeeded.length}, failed ${failedJobs.length}, duplicated ${duplicated}; ` +
+      `API down ${(backMs / 1000).toFixed(1)} s with 2 jobs running, 4 queued in the API's store; jobs accepted ${jobs.length}, finished ${succeeded.length}, failed ${failedJobs.length}, duplicated ${duplicated}; ` +
       `gradient steps planned ${planned}, done ${done}${stepsOk ? ' (each once)' : ' (MISMATCH)'}; checkpoint steps ${models.map((m) => JSON.stringify(stepsOf[m])).join(' ')}, ${folders} step folders, every host's copy identical; ` +
       `slowest checkpoint upload ${slowest === null ? '?' : `${(slowest / 1000).toFixed(1)} s`} (waited for the API host)` +
       `${failedJobs.length ? `; failed: ${failedJobs.map((x) => String(x.terminal[0].data.error_message)).join(' | ')}` : ''}${problems.length ? `; PROBLEMS: ${problems.join('; ')}` : ''}`,

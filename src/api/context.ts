@@ -9,6 +9,7 @@ import type { NativeRunsService } from '../services/native-runs/runs.js';
 import type { WorkerDirectory } from '../queue/port.js';
 import type { QueueService } from '../queue/queue-service.js';
 import type { Datasets } from '../services/datasets.js';
+import type { StorageQuota } from '../services/storage-quota.js';
 import type { HardwarePricing } from '../services/hardware-pricing.js';
 
 export interface AppContext {
@@ -23,5 +24,7 @@ export interface AppContext {
   /** Present when workers are attached (always in `hearth serve`; tests may leave it out). */
   queue: QueueService | null;
   datasets: Datasets;
+  /** Bytes each entity may store in datasets, tables and objects (HEARTH_STORAGE_QUOTA_BYTES). */
+  storageQuota: StorageQuota;
   hardware: HardwarePricing;
 }

@@ -1,6 +1,7 @@
 // Everything configurable, read once from the environment (documented in docs/configuration.md).
 import path from 'node:path';
 import { normalizeDeviceRequest } from '../domain/device-name.js';
+import { parseEntityPriorities } from '../domain/training-selection.js';
 
 export interface Config {
   host: string;
@@ -47,6 +48,18 @@ export interface Config {
   queuePrefix: string;
   /** In-flight inference requests per model before 429. */
   maxQueuePerModel: number;
+  /** Inference requests of one entity handed to workers at once (more wait, in order, for one of these slots). */
+  inferenceInFlightPerEntity: number;
+  /** Inference requests of one entity waiting for one of its in-flight slots before 429. */
+  inferenceQueuePerEntity: number;
+  /** Training jobs one entity may have running at once (HEARTH_TRAINING_ACTIVE_PER_ENTITY; 0: no cap). */
+  trainingActivePerEntity: number;
+  /** Training jobs one entity may have queued or running, across its models, before 429 (0: no cap). */
+  trainingQueuePerEntity: number;
+  /** Entity → training priority (higher first; unnamed entities 0). */
+  trainingEntityPriority: Map<string, number>;
+  /** Bytes one entity may store in datasets, Weave tables and Weave objects together (0: no quota). */
+  storageQuotaBytes: number;
   /** Queued training jobs per model before 429. */
   maxTrainingQueuePerModel: number;
   /** Seconds a request may wait for a worker to pick it up before it fails with 503. */
@@ -151,7 +164,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers: parseWorkers(env.HEARTH_WORKERS ?? 'inference:cpu,training:cpu'),
     queuePrefix: env.HEARTH_QUEUE_PREFIX || 'hearth',
     maxQueuePerModel: int(env, 'HEARTH_MAX_QUEUE_PER_MODEL', 256),
+    inferenceInFlightPerEntity: Math.max(1, int(env, 'HEARTH_INFERENCE_INFLIGHT_PER_ENTITY', 32)),
+    inferenceQueuePerEntity: int(env, 'HEARTH_INFERENCE_QUEUE_PER_ENTITY', 64),
     maxTrainingQueuePerModel: int(env, 'HEARTH_MAX_TRAINING_QUEUE_PER_MODEL', 16),
+    storageQuotaBytes: int(env, 'HEARTH_STORAGE_QUOTA_BYTES', 10 * 1024 ** 3),
+    trainingActivePerEntity: int(env, 'HEARTH_TRAINING_ACTIVE_PER_ENTITY', 0),
+    trainingQueuePerEntity: int(env, 'HEARTH_TRAINING_QUEUE_PER_ENTITY', 32),
+    trainingEntityPriority: parseEntityPriorities(env.HEARTH_TRAINING_ENTITY_PRIORITY),
     queueTimeoutSec: int(env, 'HEARTH_QUEUE_TIMEOUT', 120),
     shutdownGraceSec: int(env, 'HEARTH_SHUTDOWN_GRACE', 60),
     dataDirs: (env.HEARTH_DATA_DIRS ?? '').split(':').filter(Boolean).map((d) => path.resolve(d)),

@@ -24,8 +24,9 @@ export const InferenceTask = z.object({
     .nullable(),
   stream: z.boolean(),
   /**
-   * The entity (tenant) the request is served for. The worker shares cached prompt prefixes only within one
-   * entity, so no tenant can time another's prompts (worker/inference/prefix-cache.ts). Absent: a scope of its own.
+   * The entity (tenant) the request is served for. The worker's scheduler shares its batch fairly between entities,
+   * and shares cached prompt prefixes only within one entity, so no tenant can time another's prompts
+   * (worker/inference/prefix-cache.ts). Absent: a scope of its own.
    */
   entity: z.string().optional(),
   /** The API host's HEARTH_HOME: the model's folders are under it (a worker host with its own home maps them). */

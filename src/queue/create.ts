@@ -26,6 +26,8 @@ export async function createQueue(
     loadTimeoutMs: config.loadTimeoutSec * 1000,
     maxQueuePerModel: config.maxQueuePerModel,
     maxTrainingQueuePerModel: config.maxTrainingQueuePerModel,
+    trainingFairness: { maxActivePerEntity: config.trainingActivePerEntity, maxJobsPerEntity: config.trainingQueuePerEntity, priorities: config.trainingEntityPriority },
+    inferenceEntityLimits: { inFlight: config.inferenceInFlightPerEntity, queued: config.inferenceQueuePerEntity },
     queueTimeoutMs: config.queueTimeoutSec * 1000,
     // Validation adds defaults to what the client sent, and native runs build their jobs' payloads: twice the
     // intake budget still refuses the payloads that exhausted the heap (22M values) before the budget existed.

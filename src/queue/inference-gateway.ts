@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import type { QueueAdapter } from './port.js';
 import type { InferenceTask } from '../protocol/messages.js';
 import { DomainError, kindOfStatus, overCapacity, unavailable } from '../errors/domain-errors.js';
+import { EntityAdmission, type EntityLimits } from './entity-admission.js';
 
 /** A request for the gateway. Its callbacks are called as methods (`call.onDelta(…)`), so a class can implement them. */
 export interface InferenceCall {
@@ -11,10 +12,14 @@ export interface InferenceCall {
   body: unknown;
   model: InferenceTask['model'];
   stream: boolean;
-  /** The caller's entity, sent with the task (the worker's prefix cache is partitioned by it). */
-  entity?: string;
   /** Back-pressure bucket, usually the model name. */
   queueKey: string;
+  /**
+   * The tenant (the API key's entity): its requests meet the per-entity limits (entity-admission.ts) and the worker
+   * shares its batch fairly by it, and partitions its prefix cache by it. Absent for the server's own work
+   * (calibration), which only meets the per-key cap.
+   */
+  entity?: string;
   onDelta?: (data: unknown) => void;
   /** The worker's time to the first delta (streams) or to the result, in ms, just before either is passed on. */
   onWorkerTime?: (ms: number) => void;
@@ -32,6 +37,8 @@ interface Pending {
   reject: (err: Error) => void;
   workerId: string | null;
   submittedMs: number;
+  /** Handed to the adapter (false while it waits for one of its entity's in-flight slots). */
+  dispatched: boolean;
 }
 
 export class InferenceGateway {
@@ -43,6 +50,7 @@ export class InferenceGateway {
    */
   private readonly idPrefix = `${crypto.randomBytes(6).toString('hex')}-`;
   private submitted = 0;
+  private readonly admission: EntityAdmission<string>;
 
   constructor(
     private readonly adapter: QueueAdapter,
@@ -50,7 +58,11 @@ export class InferenceGateway {
     private readonly queueTimeoutMs: number,
     /** The API host's HEARTH_HOME, sent with each task: a worker host maps the model's paths onto its own home. */
     private readonly home?: { home: string; homeId: string },
-  ) {}
+    /** HEARTH_INFERENCE_INFLIGHT_PER_ENTITY / _QUEUE_PER_ENTITY (the config's defaults); none when not given. */
+    entityLimits: EntityLimits = { inFlight: Infinity, queued: Infinity },
+  ) {
+    this.admission = new EntityAdmission(entityLimits);
+  }
 
   inFlight(): number {
     return this.pending.size;
@@ -65,15 +77,30 @@ export class InferenceGateway {
       return Promise.reject(unavailable('the queue (Redis) is unreachable; retry shortly', { retryAfterSec: 2 }));
     }
     const requestId = this.idPrefix + (++this.submitted).toString(36);
+    const admitted = call.entity === undefined ? ({ kind: 'run' } as const) : this.admission.offer(call.entity, requestId);
+    if (admitted.kind === 'full') {
+      return Promise.reject(overCapacity(`Too many requests from your entity: ${admitted.reason}; retry later`, { retryAfterSec: 1 }));
+    }
     const done = new Promise<unknown>((resolve, reject) => {
-      this.pending.set(requestId, { call, resolve, reject, workerId: null, submittedMs: Date.now() });
+      this.pending.set(requestId, { call, resolve, reject, workerId: null, submittedMs: Date.now(), dispatched: false });
     });
     this.depth.set(call.queueKey, d + 1);
     // After the call has settled, cancelling finds nothing pending and does nothing.
     call.cancelWith?.(() => this.cancel(requestId, new DomainError('client_closed', 'client closed the request')));
-    const task: InferenceTask = { requestId, op: call.op, body: call.body, model: call.model, stream: call.stream, ...(call.entity !== undefined ? { entity: call.entity } : {}), ...this.home };
-    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}; retry shortly`, { retryAfterSec: 2 })));
+    if (admitted.kind === 'run') this.dispatch(requestId);
     return done;
+  }
+
+  /** Hand a pending request to the transport. */
+  private dispatch(requestId: string): void {
+    const p = this.pending.get(requestId);
+    if (!p) return;
+    p.dispatched = true;
+    const { call } = p;
+    const task: InferenceTask = {
+      requestId, op: call.op, body: call.body, model: call.model, stream: call.stream, ...(call.entity !== undefined ? { entity: call.entity } : {}), ...this.home,
+    };
+    this.adapter.startInference(task).catch((err: Error) => this.settle(requestId, unavailable(`queue unavailable: ${err.message}; retry shortly`, { retryAfterSec: 2 })));
   }
 
   started(requestId: string, workerId: string): void {
@@ -101,7 +128,8 @@ export class InferenceGateway {
     for (const [id, p] of this.pending) {
       if (p.workerId && !isLive(p.workerId)) this.settle(id, unavailable('the inference worker stopped while serving this request; retry'));
       else if (!p.workerId && now - p.submittedMs > this.queueTimeoutMs) {
-        this.cancel(id, unavailable(`no inference worker picked up the request within ${Math.round(this.queueTimeoutMs / 1000)} s`));
+        const s = Math.round(this.queueTimeoutMs / 1000);
+        this.cancel(id, unavailable(p.dispatched ? `no inference worker picked up the request within ${s} s` : `the request waited ${s} s behind your entity's own requests in flight (HEARTH_INFERENCE_INFLIGHT_PER_ENTITY)`));
       }
     }
   }
@@ -111,8 +139,9 @@ export class InferenceGateway {
   }
 
   private cancel(requestId: string, err: Error): void {
-    if (!this.pending.has(requestId)) return;
-    void this.adapter.cancelInference(requestId).catch(() => {});
+    const p = this.pending.get(requestId);
+    if (!p) return;
+    if (p.dispatched) void this.adapter.cancelInference(requestId).catch(() => {});
     this.settle(requestId, err);
   }
 
@@ -123,6 +152,15 @@ export class InferenceGateway {
     const d = (this.depth.get(p.call.queueKey) ?? 1) - 1;
     if (d <= 0) this.depth.delete(p.call.queueKey);
     else this.depth.set(p.call.queueKey, d);
+    const entity = p.call.entity;
+    if (entity !== undefined) {
+      // A request that ran frees its entity's slot for that entity's next waiting one; one that waited leaves the line.
+      if (!p.dispatched) this.admission.withdraw(entity, requestId);
+      else {
+        const next = this.admission.finished(entity);
+        if (next !== null) this.dispatch(next);
+      }
+    }
     if (err) p.reject(err);
     else p.resolve(result);
   }

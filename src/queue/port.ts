@@ -36,8 +36,8 @@ export interface WorkerDirectory {
 
 /** What the training jobs service needs from the queue: hand over a persisted job, ask a running one to stop. */
 export interface TrainingDispatcher {
-  /** Throw (429) when the model's training queue is full. */
-  admitTraining(modelId: string): void;
+  /** Throw (429) when the model's training queue, or the entity's, is full. */
+  admitTraining(modelId: string, entity: string): void;
   enqueueTraining(job: TrainingJobRecord): Promise<void>;
   cancelTraining(jobId: string): Promise<void>;
 }

@@ -10,6 +10,7 @@ import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { overCapacity } from '../errors/domain-errors.js';
+import type { TrainingFairness } from '../domain/training-selection.js';
 import { ensureHomeId } from '../protocol/artifact-manifest.js';
 import { hearthMetrics, recordEngineStats, recordHeartbeat } from '../metrics/metrics.js';
 
@@ -21,6 +22,10 @@ export interface QueueServiceOptions {
   loadTimeoutMs?: number;
   maxQueuePerModel: number;
   maxTrainingQueuePerModel: number;
+  /** Training between entities (src/domain/training-selection.ts) and the jobs one entity may have queued or running (0: no cap). */
+  trainingFairness?: TrainingFairness & { maxJobsPerEntity: number };
+  /** Per-entity inference limits (entity-admission.ts); none when absent. */
+  inferenceEntityLimits?: { inFlight: number; queued: number };
   queueTimeoutMs: number;
   reconcileEveryMs?: number;
   /** Most JSON values a stored training payload may hold to be handed to a worker (HEARTH_TRAINING_MAX_JSON_VALUES). */
@@ -48,7 +53,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   ) {
     this.registry = new WorkerRegistry(opts.heartbeatTimeoutMs, opts.loadTimeoutMs);
     this.homeId = ensureHomeId(opts.home);
-    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs, { home: opts.home, homeId: this.homeId });
+    this.gateway = new InferenceGateway(adapter, opts.maxQueuePerModel, opts.queueTimeoutMs, { home: opts.home, homeId: this.homeId }, opts.inferenceEntityLimits);
     this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
   }
 
@@ -58,7 +63,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     this.scheduler = new TrainingScheduler(this.store, this.adapter, this.catalog, this.opts.home, this.opts.checkpointsRoot, this.homeId, (id, msg) => {
       this.jobs.fail(id, msg);
       this.scheduler.finished(id);
-    }, this.opts.maxTrainingPayloadValues);
+    }, this.opts.maxTrainingPayloadValues, this.opts.trainingFairness, () => this.registry.live('training').length);
     this.scheduler.adopt();
     // Redis: resolves once the reports that arrived while no API ran are applied, so the jobs' states are current
     // before queued jobs are handed out and before the HTTP routes (checkpoint uploads among them) open.
@@ -78,10 +83,15 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
 
   // ---- TrainingDispatcher ----
 
-  admitTraining(modelId: string): void {
+  admitTraining(modelId: string, entity: string): void {
     const queued = this.store.jobs.activeForModel(modelId).length;
     if (queued >= this.opts.maxTrainingQueuePerModel) {
       throw overCapacity(`Model ${modelId} already has ${queued} training jobs queued or running; retry later`, { retryAfterSec: 30 });
+    }
+    const limit = this.opts.trainingFairness?.maxJobsPerEntity ?? 0;
+    const ofEntity = limit > 0 ? this.store.jobs.activeCountForEntity(entity) : 0;
+    if (limit > 0 && ofEntity >= limit) {
+      throw overCapacity(`Your entity already has ${ofEntity} training jobs queued or running (HEARTH_TRAINING_QUEUE_PER_ENTITY is ${limit}); retry later`, { retryAfterSec: 30 });
     }
   }
 

@@ -1,5 +1,6 @@
 // Hands persisted training jobs to workers: at most one active job per model (each job continues from the
-// previous checkpoint, so jobs of one model run in order), oldest first, as capacity allows.
+// previous checkpoint, so jobs of one model run in order), fairly between entities (src/domain/training-selection.ts:
+// priority, per-entity cap, turns), as capacity allows.
 // A job that cannot be handed over (a payload over the value budget, unparsable, or one whose hand-over crashed
 // the process: see DispatchMarker) fails with its reason; listing and choosing jobs never reads a payload.
 import { resolveKlReference } from '../domain/kl-reference.js';
@@ -16,10 +17,14 @@ import { exceedsJsonBudget } from '../domain/json-budget.js';
 import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
 import { DispatchMarker } from './dispatch-marker.js';
 import { rlSettingsFromExperimentalConfig, type RlSettings } from '../protocol/rl-settings.js';
+import { trainingPickOrder, type ActiveJob, type TrainingFairness } from '../domain/training-selection.js';
 
 export class TrainingScheduler {
-  /** Jobs handed to the adapter and not finished yet: job id → model id. */
-  private readonly active = new Map<string, string>();
+  /** Jobs handed to the adapter and not finished yet: job id → its model and entity. */
+  private readonly active = new Map<string, ActiveJob>();
+  /** Entity → the number of the start of its latest job (this process's count): entities take turns by it. */
+  private readonly lastStarted = new Map<string, number>();
+  private starts = 0;
   private pumping = false;
   private readonly marker: DispatchMarker;
 
@@ -34,6 +39,13 @@ export class TrainingScheduler {
     private readonly fail: (jobId: string, message: string) => void,
     /** Most JSON values a stored payload may hold to be handed over (HEARTH_TRAINING_MAX_JSON_VALUES). */
     private readonly maxPayloadValues: number = Number.POSITIVE_INFINITY,
+    private readonly fairness: TrainingFairness = { maxActivePerEntity: 0, priorities: new Map() },
+    /**
+     * Durable transports (Redis), which take every job at once: the live training workers (each runs one job at a
+     * time). No more jobs are handed over than there are trainers, so the order of the transport's own FIFO queue
+     * is never the order entities get trainers in: each free trainer's job is chosen here, fairly, when it frees.
+     */
+    private readonly trainers?: () => number,
   ) {
     this.marker = new DispatchMarker(home);
   }
@@ -56,7 +68,7 @@ export class TrainingScheduler {
       this.fail(crashed, 'the server stopped while handing this job to a worker (its payload may be too large to hand over); it is not handed over again');
     }
     for (const job of this.store.jobs.withStatus(['running'])) {
-      if (this.adapter.durable) this.active.set(job.id, job.modelId); // its worker may still be on it; heartbeats tell
+      if (this.adapter.durable) this.active.set(job.id, { modelId: job.modelId, entity: job.entity }); // its worker may still be on it; heartbeats tell
       else this.fail(job.id, 'the server restarted while this job was running');
     }
   }
@@ -69,10 +81,10 @@ export class TrainingScheduler {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      const busyModels = new Set(this.active.values());
-      for (const head of this.store.jobs.queuedHeads()) {
-        if (this.active.has(head.id) || busyModels.has(head.modelId)) continue;
+      const queued = this.store.jobs.queuedHeads().filter((head) => !this.active.has(head.id));
+      for (const head of trainingPickOrder(queued, [...this.active.values()], this.lastStarted, this.fairness)) {
         if (!this.adapter.canStartTraining()) break;
+        if (this.adapter.durable && this.trainers && this.active.size >= this.trainers()) break;
         const job = this.store.jobs.getById(head.id); // its payload is read only below, once judged
         if (!job || job.status !== 'queued') continue;
         // Marked from before the payload is read until the hand-over's synchronous part (the payload's
@@ -85,8 +97,8 @@ export class TrainingScheduler {
             this.fail(job.id, task);
             continue;
           }
-          this.active.set(job.id, job.modelId);
-          busyModels.add(job.modelId);
+          this.active.set(job.id, { modelId: job.modelId, entity: job.entity });
+          this.lastStarted.set(job.entity, ++this.starts);
           // The step folder has no row (the step comes after the latest one): it is what a crash left between
           // the worker's rename and its report. Workers never overwrite a checkpoint, so clear it first.
           fs.rmSync(task.outputDir, { recursive: true, force: true });

@@ -3,7 +3,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { datasetsDir } from '../config/config.js';
-import { ValidationError, type ValidationIssue } from '../errors/domain-errors.js';
+import { conflict, notFound, ValidationError, type ValidationIssue } from '../errors/domain-errors.js';
+import type { StorageQuota } from './storage-quota.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../domain/json-depth.js';
 
 /** Problems of SFT JSONL text: each line must be an object with a non-empty `messages` array. */
@@ -38,8 +39,18 @@ export function validateSftJsonl(text: string, maxIssues = 20): { rows: number; 
   return { rows, issues };
 }
 
+export interface DatasetsOptions {
+  /** Bytes per entity (storage-quota.ts); none when absent. */
+  quota?: StorageQuota;
+  /** The id of a queued or running job that reads `file`, if any: its dataset may not be deleted. */
+  jobUsing?: (entity: string, file: string) => string | null;
+}
+
 export class Datasets {
-  constructor(private readonly home: string) {}
+  constructor(
+    private readonly home: string,
+    private readonly opts: DatasetsOptions = {},
+  ) {}
 
   private dir(entity: string, project: string, name: string): string {
     return path.join(datasetsDir(this.home), entity, project, name);
@@ -60,13 +71,42 @@ export class Datasets {
   save(entity: string, project: string, name: string, text: string): { version: number; rows: number; url: string } {
     const { rows, issues } = validateSftJsonl(text);
     if (issues.length) throw new ValidationError(issues);
+    this.opts.quota?.admit(entity, Buffer.byteLength(text));
     const dir = this.dir(entity, project, name);
     fs.mkdirSync(dir, { recursive: true });
-    const version = (this.versions(entity, project, name).pop() ?? -1) + 1;
+    const deleted = fs.readdirSync(dir).map((f) => /^\.v(\d+)\.deleted$/.exec(f)).filter((m): m is RegExpExecArray => !!m).map((m) => Number(m[1]));
+    const version = Math.max(this.versions(entity, project, name).pop() ?? -1, ...deleted) + 1;
     const tmp = path.join(dir, `.v${version}.jsonl.${process.pid}.tmp`);
     fs.writeFileSync(tmp, text);
     fs.renameSync(tmp, path.join(dir, `v${version}.jsonl`));
     return { version, rows, url: `wandb-artifact:///${entity}/${project}/${name}:v${version}` };
+  }
+
+  /**
+   * Delete one version (`v3`, `3`, `latest`) or, without one, every version of a dataset; 404 when there is none,
+   * 409 while a queued or running job reads one of them. Answers the versions deleted and the bytes freed.
+   */
+  delete(entity: string, project: string, name: string, version?: string): { versions: number[]; bytes: number } {
+    const dir = this.dir(entity, project, name);
+    const files = version === undefined ? this.versions(entity, project, name).map((v) => path.join(dir, `v${v}.jsonl`)) : [this.file(entity, project, name, version)].filter((f): f is string => f !== null);
+    const what = `dataset ${entity}/${project}/${name}${version === undefined ? '' : `:${version}`}`;
+    if (files.length === 0) throw notFound(`${what} not found`);
+    for (const file of files) {
+      const job = this.opts.jobUsing?.(entity, file) ?? null;
+      if (job) throw conflict(`${what} cannot be deleted: training job ${job} (queued or running) reads ${path.basename(file)}; cancel it or wait for it to end`);
+    }
+    let bytes = 0;
+    const versions: number[] = [];
+    for (const file of files) {
+      bytes += fs.statSync(file).size;
+      const v = Number(/v(\d+)\.jsonl$/.exec(file)![1]);
+      // An empty marker keeps the number taken: a later upload never reuses it, so a URL never names other data.
+      fs.writeFileSync(path.join(dir, `.v${v}.deleted`), '');
+      fs.rmSync(file, { force: true });
+      versions.push(v);
+    }
+    this.opts.quota?.freed(entity, bytes);
+    return { versions, bytes };
   }
 
   /** The file of a version (`v3`, `3`, or `latest`), or null. */

@@ -66,7 +66,7 @@ export class TrainingJobsService implements TrainingJobReports {
     if (unsupported.length) throw invalid(`experimental_config keys not implemented by this server: ${unsupported.join(', ')}`);
     const settingsProblem = policy.rlSettingsProblem(body.experimental_config ?? null);
     if (settingsProblem) throw invalid(settingsProblem);
-    dispatcher.admitTraining(model.id);
+    dispatcher.admitTraining(model.id, entity);
     return this.enqueue(dispatcher, entity, model.id, { kind: 'rl', payload: body }, null);
   }
 
@@ -81,7 +81,7 @@ export class TrainingJobsService implements TrainingJobReports {
     const dedupKey = crypto.createHash('sha256').update(JSON.stringify([body.training_data_url, body.config ?? null])).digest('hex');
     const existing = this.store.jobs.findByDedupKey(model.id, dedupKey);
     if (existing && existing.status !== 'failed' && existing.status !== 'cancelled') return { id: existing.id };
-    dispatcher.admitTraining(model.id);
+    dispatcher.admitTraining(model.id, entity);
     return this.enqueue(dispatcher, entity, model.id, { kind: 'sft', payload: { ...body, resolved_data_path: data.path } }, dedupKey);
   }
 

@@ -47,4 +47,23 @@ describe('usage', () => {
     const r = await s.call('GET', '/v1/usage', { key: alice });
     expect(r.body).toEqual({ object: 'list', data: [] });
   });
+
+  it('DELETE removes one version or all of them, never reusing a version number, and validates its query', async () => {
+    for (const q of ['a', 'b', 'c']) expect((await upload(alice, 'project=p&name=del', line(q, q))).status).toBe(200);
+    const one = await s.call('DELETE', '/v1/preview/datasets?project=p&name=del&version=v1', { key: alice });
+    expect(one.status).toBe(200);
+    expect(one.body).toEqual({ deleted_versions: [1], freed_bytes: Buffer.byteLength(line('b', 'b')) });
+    expect(s.ctx.datasets.versions('alice', 'p', 'del')).toEqual([0, 2]);
+    expect((await s.call('DELETE', '/v1/preview/datasets?project=p&name=del&version=v1', { key: alice })).status).toBe(404);
+    const latest = await s.call('DELETE', '/v1/preview/datasets?project=p&name=del&version=latest', { key: alice });
+    expect(latest.body.deleted_versions).toEqual([2]);
+    // The next upload is v3: v1 and v2 named other data once.
+    expect((await upload(alice, 'project=p&name=del', line('d', 'd'))).body.version).toBe(3);
+    const all = await s.call('DELETE', '/v1/preview/datasets?project=p&name=del', { key: alice });
+    expect(all.body.deleted_versions).toEqual([0, 3]);
+    expect(s.ctx.datasets.file('alice', 'p', 'del', 'latest')).toBeNull();
+    const bad = await s.call('DELETE', '/v1/preview/datasets?project=p&name=del&version=first', { key: alice });
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail[0].loc).toEqual(['query', 'version']);
+  });
 });

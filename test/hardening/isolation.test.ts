@@ -200,6 +200,15 @@ describe("bob and alice's resources", () => {
     const aliceModel = (await s.call('POST', '/v1/preview/models', { key: alice, body: { project: 'p', name: 'sft', base_model: BASE } })).body;
     const own = await s.call('POST', '/v1/preview/sft-training-jobs', { key: alice, body: { model_id: aliceModel.id, training_data_url: a.datasetUrl } });
     expect(own.status).toBe(200);
+    // DELETE is per entity too: bob's of p/d removes his own upload, never alice's; and alice's own DELETE is refused
+    // while her queued job reads the file.
+    const bobDelete = await s.call('DELETE', '/v1/preview/datasets?project=p&name=d', { key: bob });
+    expect(bobDelete.body).toMatchObject({ deleted_versions: [0] });
+    expect(fs.existsSync(a.datasetFile)).toBe(true);
+    const inUse = await s.call('DELETE', '/v1/preview/datasets?project=p&name=d', { key: alice });
+    expect(inUse.status).toBe(409);
+    expect(inUse.body.detail).toContain(own.body.id);
+    expect(fs.readFileSync(a.datasetFile, 'utf8')).toContain('alice secret');
   });
 });
 

@@ -70,4 +70,29 @@ describe('InferenceGateway', () => {
     void gateway.submit(call());
     expect(started).toHaveLength(2);
   });
+
+  it('holds an entity\'s requests past its in-flight limit, refuses past its queue limit, and never refuses or holds another entity for it', async () => {
+    const { adapter, started, cancelled } = recordingAdapter();
+    const gateway = new InferenceGateway(adapter, 100, 60_000, undefined, { inFlight: 2, queued: 1 });
+    const bob = [gateway.submit(call({ entity: 'bob' })), gateway.submit(call({ entity: 'bob' })), gateway.submit(call({ entity: 'bob' }))];
+    expect(started.map((t) => t.entity)).toEqual(['bob', 'bob']); // the third waits for one of bob's slots
+    await expect(gateway.submit(call({ entity: 'bob' }))).rejects.toMatchObject({ kind: 'over_capacity', message: expect.stringMatching(/your entity/) });
+    void gateway.submit(call({ entity: 'alice' }));
+    expect(started.map((t) => t.entity)).toEqual(['bob', 'bob', 'alice']);
+    // One of bob's ends: his held request goes out in its slot.
+    gateway.done(started[0].requestId, 'r');
+    await bob[0];
+    expect(started.map((t) => t.entity)).toEqual(['bob', 'bob', 'alice', 'bob']);
+    // A held request that times out leaves the line without a cancel sent to any worker; those that run stay.
+    for (const t of started) gateway.started(t.requestId, 'w1');
+    const held = gateway.submit(call({ entity: 'bob' }));
+    gateway.reap(() => true, Date.now() + 120_000);
+    await expect(held).rejects.toMatchObject({ kind: 'unavailable', message: expect.stringMatching(/behind your entity's own requests/) });
+    expect(cancelled).toEqual([]);
+    expect(gateway.inFlight()).toBe(3);
+    // Its place in the line is free again.
+    void gateway.submit(call({ entity: 'bob' }));
+    await expect(gateway.submit(call({ entity: 'bob' }))).rejects.toMatchObject({ kind: 'over_capacity' });
+    void bob;
+  });
 });

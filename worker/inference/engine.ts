@@ -53,6 +53,8 @@ export interface GenerateRequest {
   /** Number of choices (independent sequences) for this prompt. */
   n?: number;
   adapter?: string | null;
+  /** The tenant asking (the API key's entity): the scheduler shares the batch fairly between entities. */
+  entity?: string;
   /** Builds a fresh decoding constraint for each choice (JSON schema, forced tool call). */
   constraint?: () => TokenConstraint;
   /**
@@ -182,6 +184,7 @@ export class Engine {
       // Choice i of a seeded request uses seed + i: reproducible, yet the choices differ.
       const seq = new Sequence(id, req.promptIds, req.params, createRng(baseSeed + index), req.adapter ?? null);
       seq.cacheScope = req.cacheScope ?? null;
+      seq.entity = req.entity ?? '';
       const stream: Stream = {
         seq,
         request: state,

@@ -5,7 +5,11 @@
 //   1. running sequences that are decoding (one token each) go first, so streams keep flowing;
 //   2. running sequences still prefilling get a chunk of what is left of the budget
 //      (chunked prefill: a long prompt is spread over several steps instead of stalling others);
-//   3. waiting sequences are admitted, oldest first, while `maxNumSeqs` and the KV budget allow.
+//   3. waiting sequences are admitted, round-robin by entity (the entity running the fewest sequences first,
+//      oldest first within one; src/domain/fair-share.ts), while `maxNumSeqs` and the KV budget allow.
+// Fair shares: when every slot is taken and an entity waits below its share (maxNumSeqs / entities with work),
+// the newest sequence of the entity holding the most slots is preempted first, so one tenant's long streams never
+// keep another's request waiting for them to end.
 // In a step that decodes, prompt tokens (2 and 3) are capped at `prefillChunkTokens` (or the cap the engine
 // passes for this step, see chunk-budget.ts): such a mixed step costs the decoding streams about one decode
 // step plus the chunk, never a whole prefill (vLLM's chunked prefill; the runner runs the rows together, see
@@ -18,6 +22,9 @@
 
 import type { BlockManager } from './block-manager.js';
 import type { Sequence } from './sequence.js';
+import { fairAdmissionOrder, fairShareVictims } from '../../src/domain/fair-share.js';
+
+const entityOf = (seq: Sequence) => seq.entity;
 
 export interface SchedulerConfig {
   /** Most sequences in one step. */
@@ -121,6 +128,14 @@ export class Scheduler {
     let budget = this.config.maxBatchedTokens;
     const adapter = this.pickAdapter();
     const eligible = (s: Sequence) => this.config.mixedAdapterBatches || s.adapter === adapter;
+    // Room for entities waiting below their fair share of the batch, for sequences that can start this step. These
+    // preemptions, unlike memory pressure's, do not stop admission this step: their slots are for the waiting.
+    const ready = (s: Sequence) => eligible(s) && (s.numComputed > 0 || this.livePrefix(s) !== 'wait');
+    for (const victim of fairShareVictims(this.waiting, this.running, this.config.maxNumSeqs, entityOf, { ready })) {
+      this.preempt(victim);
+      preempted.push(victim);
+    }
+    const fairPreemptions = preempted.length;
 
     const take = (seq: Sequence, want: number): boolean => {
       const numTokens = Math.min(want, budget);
@@ -154,8 +169,8 @@ export class Scheduler {
     }
 
     // 3. admit waiting sequences, unless memory pressure just forced a preemption.
-    if (preempted.length === 0) {
-      for (const seq of [...this.waiting]) {
+    if (preempted.length === fairPreemptions) {
+      for (const seq of fairAdmissionOrder(this.waiting, this.running, entityOf)) {
         if (budget === 0 || this.running.length >= this.config.maxNumSeqs) break;
         if (!eligible(seq)) continue;
         const live = seq.numComputed === 0 ? this.livePrefix(seq) : null;

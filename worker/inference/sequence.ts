@@ -30,6 +30,8 @@ export class Sequence {
   preemptions = 0;
   /** Who it may share cached prefixes with (GenerateRequest.cacheScope: the tenant); null = no one else. */
   cacheScope: string | null = null;
+  /** The tenant it is generated for (the API key's entity; '' when none): the scheduler shares the batch fairly by it. */
+  entity = '';
 
   constructor(
     readonly id: number,

@@ -208,7 +208,7 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
     (useTools ? forcedToolCallConstraint(tokenizer, tools, toolChoice) : null) ?? responseFormatConstraint(tokenizer, body.response_format);
   const n = body.n ?? 1;
   const meta = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: req.model, promptTokenIds: promptIds };
-  const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined, cacheScope: req.entity ?? null };
+  const genReq: GenerateRequest = { promptIds, params, n, adapter: req.adapter ?? null, constraint: constraint ?? undefined, entity: req.entity ?? undefined, cacheScope: req.entity ?? null };
   const formatOpts = { parseTools: useTools, parallelToolCalls: body.parallel_tool_calls ?? true };
 
   const ids = tokenIdsAsAsked(body.return_token_ids);
@@ -258,7 +258,7 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
   const requests = promptIds.map((ids) => {
     const maxTokens = maxTokensFor(body.max_tokens, ids.length, ctx.engine.maxSequenceLength, 16, 'prompt');
     const params = samplingParamsFrom(body, { maxTokens, topLogprobs, vocabSize: ctx.servable.model.vocabSize, defaults: ctx.samplingDefaults });
-    return { promptIds: ids, params, n, adapter: req.adapter ?? null, cacheScope: req.entity ?? null } satisfies GenerateRequest;
+    return { promptIds: ids, params, n, adapter: req.adapter ?? null, entity: req.entity ?? undefined, cacheScope: req.entity ?? null } satisfies GenerateRequest;
   });
   checkAnswerSize(requests.map((r) => ({ promptTokens: r.promptIds.length, maxTokens: r.params.maxTokens })), n, topLogprobs, ctx.caps);
   // echo (whole responses only; unsupportedParams refuses it streamed): each prompt's own tokens scored in one pass.

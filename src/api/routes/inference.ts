@@ -57,6 +57,7 @@ class InferenceExchange implements InferenceCall {
     readonly op: InferenceCall['op'],
     readonly body: { model: string; stream?: boolean | null },
     readonly model: ResolvedModel,
+    /** The key's entity: the gateway's per-entity limits and the worker's fair shares go by it. */
     readonly entity: string,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,

@@ -15,6 +15,7 @@ import { TableRequestError } from '../../tables/errors.js';
 import { parseLosslessJson } from '../../tables/lossless-parse.js';
 import { PythonJsonError } from '../../tables/python-json.js';
 import { TableStore, type StoredTableRow, type TableUpdate } from '../../tables/table-store.js';
+import { requestBodyBytes } from '../../services/storage-quota.js';
 
 const scopeOf = weaveProjectScope;
 
@@ -76,12 +77,13 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       ...common, url: '/table/create', operationId: 'table_create_table_create_post', summary: 'Table Create',
       body: TableCreateReq, response: TableCreateRes,
-      errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest', 413: 'More JSON values or rows than one request may carry' },
+      errors: { 400: 'Invalid body', 404: 'Project of another entity', 409: 'expected_digest differs from the computed digest', 413: 'More JSON values or rows than one request may carry, or over the storage quota' },
       precheck: (body) => refuseOverRowCap((body as { table?: { rows?: unknown } })?.table?.rows),
-      handler: async ({ auth, body }) => {
+      handler: async ({ auth, body, request }) => {
         const scope = run(() => scopeOf(auth, body.table.project_id), () => {
           throw new HttpError(404, `Project ${body.table.project_id} not found`);
         });
+        ctx.storageQuota.admit(scope.entity, requestBodyBytes(request.headers, body));
         // Digests and inserts in slices between turns of the event loop: other tenants are answered meanwhile.
         const rows = await runAsync(() => prepareRowsYielding(body.table.rows));
         const created = await runAsync(() => tables.createTableInSlices(scope, rows, body.table.expected_digest, ROWS_PER_SLICE, yieldToEventLoop));
@@ -91,12 +93,13 @@ export function tableRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       ...common, url: '/table/update', operationId: 'table_update_table_update_post', summary: 'Table Update',
       body: TableUpdateReq, response: TableUpdateRes,
-      errors: { 400: 'Index out of range', 404: 'Unknown base table', 413: 'More JSON values or updates than one request may carry' },
+      errors: { 400: 'Index out of range', 404: 'Unknown base table', 413: 'More JSON values or updates than one request may carry, or over the storage quota' },
       precheck: (body) => refuseOverRowCap((body as { updates?: unknown })?.updates),
-      handler: async ({ auth, body }) => {
+      handler: async ({ auth, body, request }) => {
         const scope = run(() => scopeOf(auth, body.project_id), () => {
           throw notFound(body.project_id, body.base_digest);
         });
+        ctx.storageQuota.admit(scope.entity, requestBodyBytes(request.headers, body));
         // Row digests in slices between turns of the event loop; the update itself stays one transaction.
         return runAsync(async () => {
           const updates: TableUpdate[] = [];

@@ -17,6 +17,7 @@ import { objectIdProblem } from '../../weave-objects/object-id.js';
 import { ObjectStore, type StoredObject } from '../../weave-objects/object-store.js';
 import { prepareObject } from '../../weave-objects/prepare-object.js';
 import { RefResolver } from '../../weave-objects/ref-resolver.js';
+import { requestBodyBytes } from '../../services/storage-quota.js';
 
 /** Run an object operation; another entity's project answers as `whenForeign` says. */
 function run<T>(operation: () => T, whenForeign: () => T): T {
@@ -60,10 +61,11 @@ export function weaveObjectRoutes(ctx: AppContext): RouteDef[] {
       ...common, url: '/obj/create', operationId: 'obj_create_obj_create_post', summary: 'Obj Create',
       body: ObjCreateReq, response: ObjCreateRes,
       errors: { 400: 'Invalid value', 403: 'Invalid object name', 404: 'Project of another entity', 501: 'builtin_object_class without class information in the value' },
-      handler: ({ auth, body }) =>
+      handler: ({ auth, body, request }) =>
         run(
           () => {
             const scope = weaveProjectScope(auth, body.obj.project_id);
+            ctx.storageQuota.admit(scope.entity, requestBodyBytes(request.headers, body));
             const problem = objectIdProblem(body.obj.object_id);
             if (problem) throw forbidden(problem);
             const prepared = prepareObject(body.obj.val, body.obj.builtin_object_class ?? body.obj.set_base_object_class);

@@ -70,8 +70,21 @@ export class JobsRepo {
   }
 
   /** Queued jobs, oldest first, without their payloads (RL payloads can be tens of MB: parse only the one dispatched). */
-  queuedHeads(): { id: string; modelId: string }[] {
-    return this.db.prepare("SELECT id, model_id AS modelId FROM training_jobs WHERE status = 'queued' ORDER BY created_at").all() as { id: string; modelId: string }[];
+  queuedHeads(): { id: string; modelId: string; entity: string }[] {
+    return this.db.prepare("SELECT id, model_id AS modelId, entity FROM training_jobs WHERE status = 'queued' ORDER BY created_at").all() as { id: string; modelId: string; entity: string }[];
+  }
+
+  /** A queued or running SFT job of `entity` that reads `file` (its dataset may not be deleted), or null. */
+  activeSftJobReading(entity: string, file: string): string | null {
+    const row = this.db
+      .prepare("SELECT id FROM training_jobs WHERE entity = ? AND kind = 'sft' AND status IN ('queued','running') AND json_extract(payload, '$.resolved_data_path') = ? LIMIT 1")
+      .get(entity, file) as { id: string } | undefined;
+    return row?.id ?? null;
+  }
+
+  /** An entity's queued and running jobs, counted without reading their payloads (per-entity admission). */
+  activeCountForEntity(entity: string): number {
+    return (this.db.prepare("SELECT count(*) AS n FROM training_jobs WHERE entity = ? AND status IN ('queued','running')").get(entity) as { n: number }).n;
   }
 
   countWithStatus(status: JobStatus): number {
