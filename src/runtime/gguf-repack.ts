@@ -12,7 +12,7 @@
 //   Q4_0            4 bits, block 32                 Q8_0   8 bits, block 32 (q + 128)
 //   Q4_1, Q4_K      4 bits, block 32, offsets        Q5_0   8 bits, block 32 (q + 112)
 //   Q6_K            8 bits, block 16 (q + 96)        Q5_1, Q5_K  8 bits, block 32 (q + 128), offsets
-// F32, F16 and BF16 tensors have no block form here: they are served as float32 (see llama-graph.ts).
+// F32, F16 and BF16 tensors have no block form here: they are served as float32 (see decoder-linear.ts).
 import { half, scaleMinK4 } from './gguf-dequant.js';
 
 export interface NBitsWeights {

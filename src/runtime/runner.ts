@@ -131,7 +131,7 @@ export class ModelRunner {
   /** Single-token rows may run the graph's in-place form (decodeStepInPlace), which takes an explicit [B, P + 1] mask. */
   private readonly decodesInPlace: boolean;
   /**
-   * The graph runs rows with different numbers of new tokens in one run, packed (llama-graph's packedRows;
+   * The graph runs rows with different numbers of new tokens in one run, packed (decoder-packed-rows.ts's packedRows;
    * the graphs that have the in-place decode form): decoding rows and prompt chunks share one pass over the
    * weights, and no row is padded in the projections and MLP.
    */
