@@ -2,7 +2,7 @@
 // digest for digest compatible with the hosted service so the Weave client works unchanged.
 // Errors answer `{"reason": ...}` like the trace server; validation stays FastAPI's 422.
 import { defineRoute, type RouteDef } from '../route.js';
-import { ForeignProject, weaveProjectScope } from '../weave-project.js';
+import { runInProject, runInProjectAsync, weaveProjectScope } from '../weave-project.js';
 import type { AppContext } from '../context.js';
 import { HttpError } from '../errors.js';
 import {
@@ -11,40 +11,14 @@ import {
 } from '../../schemas/tables.js';
 import { prepareRow } from '../../tables/digest.js';
 import { MAX_TABLE_ROWS_PER_REQUEST, prepareRowsYielding, ROWS_PER_SLICE, yieldToEventLoop } from '../../tables/prepare-rows.js';
-import { TableRequestError } from '../../tables/errors.js';
 import { parseLosslessJson } from '../../tables/lossless-parse.js';
-import { PythonJsonError } from '../../tables/python-json.js';
 import { TableStore, type StoredTableRow, type TableUpdate } from '../../tables/table-store.js';
 import { requestBodyBytes } from '../../services/storage-quota.js';
 
 const scopeOf = weaveProjectScope;
 
-/** Store errors as `{"reason"}` responses. */
-function translated(error: unknown): unknown {
-  if (error instanceof TableRequestError) return new HttpError(error.statusCode, error.reason);
-  // Python's json.loads refuses what we refuse here (e.g. integers over 4300 digits) with a 400.
-  if (error instanceof PythonJsonError) return new HttpError(400, `There was an error parsing the body: ${error.message}`);
-  return error;
-}
-
-/** Run a table operation, turning store errors into `{"reason"}` responses. */
-function run<T>(operation: () => T, whenForeign: () => T): T {
-  try {
-    return operation();
-  } catch (error) {
-    if (error instanceof ForeignProject) return whenForeign();
-    throw translated(error);
-  }
-}
-
-/** `run` for an operation that awaits (the project's entity is checked before it, by `run`). */
-async function runAsync<T>(operation: () => Promise<T>): Promise<T> {
-  try {
-    return await operation();
-  } catch (error) {
-    throw translated(error);
-  }
-}
+const run = runInProject;
+const runAsync = runInProjectAsync;
 
 /** 413 for more rows (or updates) than one request may carry, counted before validation copies them. */
 function refuseOverRowCap(rows: unknown): void {

@@ -4,14 +4,12 @@
 // scoping and `{"reason"}` errors as the table routes; validation stays FastAPI's 422.
 import { defineRoute, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
-import { HttpError } from '../errors.js';
-import { ForeignProject, weaveProjectScope } from '../weave-project.js';
+import { runInProject, weaveProjectScope } from '../weave-project.js';
 import { forbidden, notFound } from '../../errors/domain-errors.js';
 import {
   ObjCreateReq, ObjCreateRes, ObjQueryReq, ObjQueryRes, ObjReadReq, ObjReadRes, RefsReadBatchReq, RefsReadBatchRes,
 } from '../../schemas/weave-objects.js';
 import { parseLosslessJson } from '../../tables/lossless-parse.js';
-import { PythonJsonError } from '../../tables/python-json.js';
 import { TableStore } from '../../tables/table-store.js';
 import { objectIdProblem } from '../../weave-objects/object-id.js';
 import { ObjectStore, type StoredObject } from '../../weave-objects/object-store.js';
@@ -19,17 +17,7 @@ import { prepareObject } from '../../weave-objects/prepare-object.js';
 import { RefResolver } from '../../weave-objects/ref-resolver.js';
 import { requestBodyBytes } from '../../services/storage-quota.js';
 
-/** Run an object operation; another entity's project answers as `whenForeign` says. */
-function run<T>(operation: () => T, whenForeign: () => T): T {
-  try {
-    return operation();
-  } catch (error) {
-    if (error instanceof ForeignProject) return whenForeign();
-    // Python's json.loads refuses what we refuse here (e.g. integers over 4300 digits) with a 400.
-    if (error instanceof PythonJsonError) throw new HttpError(400, `There was an error parsing the body: ${error.message}`);
-    throw error;
-  }
-}
+const run = runInProject;
 
 /** One ObjSchema as JSON text: the value is spliced in as stored, keeping its number text and key order. */
 function objectText(projectId: string, obj: StoredObject, metadataOnly = false): string {
