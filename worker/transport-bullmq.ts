@@ -1,12 +1,12 @@
 // Redis mode: pull tasks from BullMQ, report through the installation's reports stream, hear cancellations
 // on its control channel. Many `hearth worker` processes on many hosts share the queues.
-import { Redis } from 'ioredis';
 import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/queue/messages.js';
 import { controlChannel, REPORTS_MAXLEN, reportsStream, workerConnectionName } from '../src/queue/redis-keys.js';
 import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
 import { ModelLoads } from './model-loads.js';
 import { createLoadAwareWorker } from './job-locks.js';
+import { acquireLiveness, releaseLiveness, watchedRedis } from '../src/protocol/redis-liveness.js';
 
 /** A whole number of milliseconds from the environment, at least 1000 (BullMQ locks); `fallback` when unset. */
 function lockSetting(name: string, fallback: number, scale = 1): number {
@@ -37,20 +37,14 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   // Auto-pipelining sends the commands of one tick in one write: the engine reports a delta for every
   // running stream after each model step, and they leave together (as over IPC, see transport-ipc.ts).
   // Named, so that the API can see this process is still there while a model load keeps it from beating.
-  const redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true, connectionName: workerConnectionName(prefix, opts.identity.id) });
-  const sub = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  // Every connection of this process to Redis (these two and BullMQ's) is watched: dropped and reconnected within
+  // seconds when Redis stops answering (a partition that sends no reset), and one line says so (and one when back).
+  const liveness = acquireLiveness(opts.redisUrl, opts.log);
+  const redis = watchedRedis(opts.redisUrl, liveness, { maxRetriesPerRequest: null, enableAutoPipelining: true, connectionName: workerConnectionName(prefix, opts.identity.id) });
+  const sub = watchedRedis(opts.redisUrl, liveness, { maxRetriesPerRequest: null });
   // ioredis reconnects by itself; without a listener each failed attempt prints a stack ("Unhandled error event").
-  let down = false;
-  for (const conn of [redis, sub]) {
-    conn.on('error', (err: Error) => {
-      if (!down) opts.log(`Redis connection lost (${err.message}); reconnecting`);
-      down = true;
-    });
-  }
-  redis.on('ready', () => {
-    if (down) opts.log('Redis connection back');
-    down = false;
-  });
+  // The monitor logs the outage (no Unix-socket Redis has one: it is not watched, and needs no line).
+  for (const conn of [redis, sub]) conn.on('error', () => {});
   const stream = reportsStream(prefix);
   // One connection, commands in order: reports reach the stream in the order they were made.
   const report = async (msg: WorkerMessage) => {
@@ -89,6 +83,9 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
       stalledInterval: lockMs,
       // A job whose worker died is failed, never run twice: the API already reported it failed.
       maxStalledCount: 0,
+      // After a connection error BullMQ waits this long before fetching again (15 s by default): a worker must take
+      // work again within seconds of a partition's end.
+      runRetryDelay: 1000,
     },
     { loads: opts.loads ?? new ModelLoads(), loadLockMs },
   );
@@ -103,5 +100,6 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
     await worker.close(); // waits for the active jobs to finish
     await sub.quit().catch(() => {});
     await redis.quit().catch(() => {});
+    await releaseLiveness(liveness);
   };
 }
