@@ -246,10 +246,11 @@ function installBullmqFactory(): void {
   factoryInstalled = true;
   RedisConnection.clientFactory = (opts) => {
     const { url, ...rest } = opts as RedisOptions & { url?: string };
-    const options = url ? { ...parse(url), ...rest } : rest;
-    const t = target(options);
+    // As BullMQ does it: the URL first (ioredis lets the URL's host, port and password win over the options').
+    const t = target(url ? { ...rest, ...parse(url) } : rest);
     const m = t ? monitors.get(t.key) : undefined;
-    const raw = new Redis({ ...options, ...(m ? reconnectOptions(DEFAULT_LIVENESS) : {}) });
+    const options = { ...rest, ...(m ? reconnectOptions(DEFAULT_LIVENESS) : {}) };
+    const raw = url ? new Redis(url, options) : new Redis(options);
     m?.track(raw);
     return createIORedisClient(raw) as ReturnType<NonNullable<typeof RedisConnection.clientFactory>>;
   };
