@@ -23,7 +23,7 @@ export interface BullmqWorkerOptions {
   redisUrl: string;
   prefix?: string;
   heartbeatMs: number;
-  log: (msg: string) => void;
+  log: (msg: string, level?: 'info' | 'warn' | 'error') => void;
   /** Inference requests taken at once (the engine batches them); training is always one at a time. */
   concurrency?: number;
   hostRef?: (host: WorkerHost) => void;
@@ -89,9 +89,9 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
     },
     { loads: opts.loads ?? new ModelLoads(), loadLockMs },
   );
-  worker.on('error', (err) => opts.log(`bullmq worker error: ${err.message}`));
+  worker.on('error', (err) => opts.log(`bullmq worker error: ${err.message}`, 'warn'));
 
-  const beat = () => void report(host.heartbeat()).catch((err: Error) => opts.log(`heartbeat failed: ${err.message}`));
+  const beat = () => void report(host.heartbeat()).catch((err: Error) => opts.log(`heartbeat failed: ${err.message}`, 'warn'));
   beat();
   const timer = setInterval(beat, opts.heartbeatMs);
 

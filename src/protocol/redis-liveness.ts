@@ -101,7 +101,7 @@ export class RedisLiveness {
     private readonly host: string,
     private readonly port: number,
     private readonly settings: LivenessSettings,
-    private log: (msg: string) => void,
+    private readonly log: (msg: string, level?: 'info' | 'warn') => void,
     options: RedisOptions,
   ) {
     // The probe holds nothing: commands on it are never queued while it reconnects, never resent after.
@@ -109,10 +109,6 @@ export class RedisLiveness {
     this.probe.on('error', () => {}); // told through declareLost / the PING loop
     this.tracked.add(this.probe);
     this.loop = this.run();
-  }
-
-  setLog(log: (msg: string) => void): void {
-    this.log = log;
   }
 
   /** Drop `client` with the others when the connection is declared lost; forgotten when it ends. */
@@ -130,7 +126,7 @@ export class RedisLiveness {
   private declareLost(reason: string, drop: boolean): void {
     if (this.lostSince === null) {
       this.lostSince = Date.now();
-      this.log(`Redis connection lost (${this.key}: ${reason}); ${drop ? `dropping ${this.tracked.size} connections and ` : ''}reconnecting`);
+      this.log(`Redis connection lost (${this.key}: ${reason}); ${drop ? `dropping ${this.tracked.size} connections and ` : ''}reconnecting`, 'warn');
     }
     if (drop) for (const c of this.tracked) if (c.status !== 'end') c.disconnect(true);
   }
@@ -165,7 +161,7 @@ export class RedisLiveness {
         if (v.kind === 'test-handshake') {
           handshake = await tcpHandshake(this.host, this.port, this.settings.connectTimeoutMs);
           if (handshake === 'ok') {
-            if (!slowLogged) this.log(`Redis (${this.key}) is slow: a PING has waited ${fmtS(Date.now() - t0)} but new connections are accepted; waiting up to ${fmtS(this.settings.deadAfterMs)}`);
+            if (!slowLogged) this.log(`Redis (${this.key}) is slow: a PING has waited ${fmtS(Date.now() - t0)} but new connections are accepted; waiting up to ${fmtS(this.settings.deadAfterMs)}`, 'warn');
             slowLogged = true;
             await Promise.race([pong, sleep(this.settings.pingEveryMs)]);
             handshake = null; // test again next turn
@@ -207,7 +203,7 @@ function parse(url: string): RedisOptions {
  * A Redis client for `url` whose connection is watched: dropped and reconnected when the server is declared
  * unreachable. Call `releaseLiveness(url)` once per `acquireLiveness(url)` when done.
  */
-export function acquireLiveness(url: string, log: (msg: string) => void, settings = livenessSettings()): RedisLiveness | null {
+export function acquireLiveness(url: string, log: (msg: string, level?: 'info' | 'warn') => void, settings = livenessSettings()): RedisLiveness | null {
   const options = parse(url);
   const t = target(options);
   if (!t) return null;
