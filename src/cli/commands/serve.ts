@@ -54,6 +54,8 @@ export async function run(_argv: string[]): Promise<number> {
   const address = await app.listen({ host: config.host, port: config.port });
   const queueDesc = config.redisUrl ? `BullMQ at ${config.redisUrl}` : `embedded (${config.workers.map((w) => `${w.kind}:${w.device}`).join(', ') || 'no workers'})`;
   // Always written, whatever LOG_LEVEL: scripts wait for it (the address is followed by two spaces).
-  process.stdout.write(logLine('info', `Hearth listening on ${address}  (home ${config.home}, queue ${queueDesc})`));
+  // Fastify names one address; with HOST=0.0.0.0 (or ::) it answers on every interface, which worker hosts need.
+  const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ` and every other interface (HOST=${config.host})` : '';
+  process.stdout.write(logLine('info', `Hearth listening on ${address}${everywhere}  (home ${config.home}, queue ${queueDesc})`));
   return new Promise<number>(() => {});
 }
