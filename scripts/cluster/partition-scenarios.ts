@@ -81,3 +81,60 @@ export async function partitionAndRejoin(h: PartitionHarness, host: 'w1' | 'w2',
     if (!healed) cut.heal();
   }
 }
+
+/**
+ * The Redis host's packets silently dropped (link up) for `outageMs`: every process, the API's included, must notice
+ * (one "lost" line each), refuse or fail requests as documented meanwhile (503 with Retry-After, within the
+ * hand-over bound), and be back within REJOIN_BOUND_MS of the fix: the API answering from Redis again and every
+ * worker live (its heartbeats read again).
+ */
+export async function redisHostSilent(h: PartitionHarness, cut: Cut, outageMs: number, workers: string[]): Promise<JobRow> {
+  const files = ['api', ...workers].map((n) => path.join(h.dir, `${n}.log`));
+  const before = files.map((f) => ({ lost: count(f, 'Redis connection lost'), back: count(f, 'Redis connection back') }));
+  const pids = workers.map((n) => h.pidOf(n)!);
+  const system = async () => (await h.call('GET', '/v1/system')).body as { workers: { pid: number; last_seen_ms?: number }[] };
+  const cutAt = Date.now();
+  cut.apply();
+  let healed = false;
+  try {
+    // Let every process notice (a PING unanswered 2 s, then a 2 s handshake), then ask.
+    await h.sleep(Math.min(outageMs - 3000, 8000));
+    const during: { status: number; retryAfter: string | null; ms: number }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const t0 = Date.now();
+      const r = await h.call('POST', '/v1/chat/completions', body(h.base)).catch((err: Error) => ({ status: 0, headers: new Headers(), body: err.message }));
+      during.push({ status: r.status, retryAfter: r.headers.get('retry-after'), ms: Date.now() - t0 });
+    }
+    const check = await h.call('GET', '/v1/system-check').catch(() => ({ status: 0, body: null as unknown }));
+    await h.sleep(Math.max(0, cutAt + outageMs - Date.now()));
+    cut.heal();
+    healed = true;
+    const fixAt = Date.now();
+    // Back: the API's system check passes (its Redis answers) and every worker is live with a heartbeat sent after the fix.
+    const apiBackMs = await h.waitFor('the API\'s Redis back', 60_000, async () => (await h.call('GET', '/v1/system-check')).status === 200 && Date.now() - fixAt, 100);
+    const rejoin: (number | null)[] = pids.map(() => null);
+    await h.waitFor('every worker live again', 60_000, async () => {
+      const live = (await system()).workers.map((w) => w.pid);
+      pids.forEach((p, i) => {
+        if (rejoin[i] === null && live.includes(p)) rejoin[i] = Date.now() - fixAt;
+      });
+      return rejoin.every((x) => x !== null);
+    }, 100);
+    const fresh = await Promise.all(Array.from({ length: 4 }, () => h.chat(body(h.base), 30_000)));
+    const servedMs = Math.max(...fresh.map((o) => o.endedMs)) - fixAt;
+    await h.waitFor('the "back" lines', 10_000, () => files.every((f, i) => count(f, 'Redis connection back') > before[i].back), 200).catch(() => null);
+    const after = files.map((f) => ({ lost: count(f, 'Redis connection lost'), back: count(f, 'Redis connection back') }));
+    const linesOk = after.every((a, i) => a.lost - before[i].lost === 1 && a.back - before[i].back === 1);
+    const refused = during.every((d) => d.status === 503 && Number(d.retryAfter) > 0 && d.ms < 4000);
+    const checkNamesQueue = check.status === 503 && JSON.stringify(check.body).includes('"failed":["queue"');
+    const worst = Math.max(apiBackMs, ...(rejoin as number[]));
+    const ok = worst <= REJOIN_BOUND_MS && fresh.every((o) => o.done) && refused && checkNamesQueue && linesOk;
+    return {
+      sent: during.length + fresh.length, done: fresh.filter((o) => o.done).length, failed: { 503: during.filter((d) => d.status === 503).length }, broken: 0, hung: fresh.filter((o) => o.hung).length,
+      worstAfterFaultMs: worst, boundMs: REJOIN_BOUND_MS, ok,
+      notes: `outage ${(outageMs / 1000).toFixed(0)} s; while cut: 3 requests ${during.map((d) => `${d.status}${d.retryAfter ? ` retry-after ${d.retryAfter}` : ''} in ${d.ms} ms`).join(', ')}; system-check ${check.status}${checkNamesQueue ? ' naming the queue' : ''}; after the fix: the API's Redis back in ${(apiBackMs / 1000).toFixed(1)} s, workers live in ${(rejoin as number[]).map((r) => (r / 1000).toFixed(1)).join(', ')} s, 4/4 new requests ${fresh.filter((o) => o.done).length} done by ${(servedMs / 1000).toFixed(1)} s; lines lost/back (api, ${workers.join(', ')}): ${after.map((a, i) => `${a.lost - before[i].lost}/${a.back - before[i].back}`).join(', ')}`,
+    };
+  } finally {
+    if (!healed) cut.heal();
+  }
+}

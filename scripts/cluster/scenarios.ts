@@ -14,7 +14,7 @@ import { ArtifactClient } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
 import { buildManifest } from '../../src/artifacts/manifest.js';
 import { blackholeAvailable, setLink, setOwnInterface, shapeLink, silentDrop, type Topology } from './topology.js';
-import { partitionAndRejoin, type PartitionHarness } from './partition-scenarios.js';
+import { partitionAndRejoin, redisHostSilent, type PartitionHarness } from './partition-scenarios.js';
 import { apiRestartWithJobs, checkpointOverCutLink, type ClusterHarness, type JobRow } from './job-scenarios.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -242,6 +242,10 @@ async function main(): Promise<number> {
     for (const [name, apply, heal, ms] of cuts) await scenario(name, () => partitionAndRejoin(partitions, 'w1', { apply, heal }, ms));
     startWorker('w2');
     await workerLive('w2');
+  }
+  if (blackholeAvailable()) {
+    await scenario('Redis host: packets silently dropped 20 s, link up (API and workers notice)', () =>
+      redisHostSilent(partitions, { apply: () => silentDrop(topo, 'redis', true), heal: () => silentDrop(topo, 'redis', false) }, 20_000, ['w1', 'w2', 'w1t', 'w2t']));
   }
 
   await scenario('training host partitioned, then killed, mid-job', async () => {
