@@ -43,7 +43,7 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   const redis = watchedRedis(opts.redisUrl, liveness, { maxRetriesPerRequest: null, enableAutoPipelining: true, connectionName: workerConnectionName(prefix, opts.identity.id) });
   const sub = watchedRedis(opts.redisUrl, liveness, { maxRetriesPerRequest: null });
   // ioredis reconnects by itself; without a listener each failed attempt prints a stack ("Unhandled error event").
-  // The monitor logs the outage (no Unix-socket Redis has one: it is not watched, and needs no line).
+  // The monitor logs the outage, once.
   for (const conn of [redis, sub]) conn.on('error', () => {});
   const stream = reportsStream(prefix);
   // One connection, commands in order: reports reach the stream in the order they were made.

@@ -70,24 +70,29 @@ export function reconnectOptions(s: LivenessSettings): Pick<RedisOptions, 'conne
   };
 }
 
-/** Whether a TCP handshake with host:port completes within `ms`: 'ok', or why not. */
-export function tcpHandshake(host: string, port: number, ms: number): Promise<'ok' | { failed: string }> {
+/** Where Redis listens: host and port, or a Unix socket's path. */
+export type RedisAddress = { host: string; port: number } | { path: string };
+const describe = (a: RedisAddress) => ('path' in a ? a.path : `${a.host}:${a.port}`);
+
+/** Whether a connection to `address` (TCP handshake, or a Unix socket's accept) completes within `ms`: 'ok', or why not. */
+export function tcpHandshake(address: RedisAddress, ms: number): Promise<'ok' | { failed: string }> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
+    const socket = net.connect(address);
+    const where = describe(address);
     const done = (v: 'ok' | { failed: string }) => {
       socket.destroy();
       clearTimeout(timer);
       resolve(v);
     };
-    const timer = setTimeout(() => done({ failed: `connect to ${host}:${port} timed out after ${fmtS(ms)}` }), ms);
+    const timer = setTimeout(() => done({ failed: `connect to ${where} timed out after ${fmtS(ms)}` }), ms);
     socket.once('connect', () => done('ok'));
-    socket.once('error', (err: NodeJS.ErrnoException) => done({ failed: `${err.code ?? err.message} connecting to ${host}:${port}` }));
+    socket.once('error', (err: NodeJS.ErrnoException) => done({ failed: `${err.code ?? err.message} connecting to ${where}` }));
   });
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
-/** The liveness of one Redis server (host:port) for this process, shared by every user of that server. */
+/** The liveness of one Redis server (host:port, or Unix socket) for this process, shared by every user of that server. */
 export class RedisLiveness {
   private readonly tracked = new Set<Redis>();
   private readonly probe: Redis;
@@ -98,8 +103,7 @@ export class RedisLiveness {
 
   constructor(
     readonly key: string,
-    private readonly host: string,
-    private readonly port: number,
+    private readonly address: RedisAddress,
     private readonly settings: LivenessSettings,
     private readonly log: (msg: string, level?: 'info' | 'warn') => void,
     options: RedisOptions,
@@ -159,7 +163,7 @@ export class RedisLiveness {
           break;
         }
         if (v.kind === 'test-handshake') {
-          handshake = await tcpHandshake(this.host, this.port, this.settings.connectTimeoutMs);
+          handshake = await tcpHandshake(this.address, this.settings.connectTimeoutMs);
           if (handshake === 'ok') {
             if (!slowLogged) this.log(`Redis (${this.key}) is slow: a PING has waited ${fmtS(Date.now() - t0)} but new connections are accepted; waiting up to ${fmtS(this.settings.deadAfterMs)}`, 'warn');
             slowLogged = true;
@@ -184,11 +188,12 @@ export class RedisLiveness {
 
 const monitors = new Map<string, RedisLiveness>();
 
-function target(options: RedisOptions): { key: string; host: string; port: number } | null {
-  if (options.path) return null; // a Unix socket: local, nothing to partition
+function target(options: RedisOptions): { key: string; address: RedisAddress } {
+  // A Unix socket cannot be partitioned, but Redis behind it can stop or hang: watched the same way.
+  if (options.path) return { key: options.path, address: { path: options.path } };
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? 6379;
-  return { key: `${host}:${port}`, host, port };
+  return { key: `${host}:${port}`, address: { host, port } };
 }
 
 /** ioredis's parsed options for a URL (host, port, password, tls, db), without connecting. */
@@ -200,16 +205,16 @@ function parse(url: string): RedisOptions {
 }
 
 /**
- * A Redis client for `url` whose connection is watched: dropped and reconnected when the server is declared
- * unreachable. Call `releaseLiveness(url)` once per `acquireLiveness(url)` when done.
+ * The monitor of `url`'s Redis server, shared by every user in this process (the first one's `log` and settings
+ * apply); the connections made with `watchedRedis` and BullMQ's are tracked by it. Call `releaseLiveness` once per
+ * acquire when done: the last release stops it.
  */
-export function acquireLiveness(url: string, log: (msg: string, level?: 'info' | 'warn') => void, settings = livenessSettings()): RedisLiveness | null {
+export function acquireLiveness(url: string, log: (msg: string, level?: 'info' | 'warn') => void, settings = livenessSettings()): RedisLiveness {
   const options = parse(url);
   const t = target(options);
-  if (!t) return null;
   let m = monitors.get(t.key);
   if (!m) {
-    m = new RedisLiveness(t.key, t.host, t.port, settings, log, options);
+    m = new RedisLiveness(t.key, t.address, settings, log, options);
     monitors.set(t.key, m);
   }
   m.users++;
@@ -244,7 +249,7 @@ function installBullmqFactory(): void {
     const { url, ...rest } = opts as RedisOptions & { url?: string };
     // As BullMQ does it: the URL first (ioredis lets the URL's host, port and password win over the options').
     const t = target(url ? { ...rest, ...parse(url) } : rest);
-    const m = t ? monitors.get(t.key) : undefined;
+    const m = monitors.get(t.key);
     const options = { ...rest, ...(m ? reconnectOptions(DEFAULT_LIVENESS) : {}) };
     const raw = url ? new Redis(url, options) : new Redis(options);
     m?.track(raw);

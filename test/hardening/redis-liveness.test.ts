@@ -3,8 +3,12 @@
 // sends no reset) and close (new connections refused).
 import { afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import fs from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { acquireLiveness, DEFAULT_LIVENESS, judgePing, livenessSettings, releaseLiveness, tcpHandshake, watchedRedis, type RedisLiveness } from '../../src/protocol/redis-liveness.js';
+import { acquireLiveness, DEFAULT_LIVENESS, judgePing, livenessSettings, releaseLiveness, tcpHandshake, watchedRedis } from '../../src/protocol/redis-liveness.js';
 import { waitFor } from '../helpers/wait.js';
 
 describe('judgePing (pure)', () => {
@@ -61,7 +65,7 @@ describe('RedisLiveness against a frozen link', () => {
     const r = relay();
     const port = await r.listen();
     await new Promise((res) => r.server.close(res));
-    expect(await tcpHandshake('127.0.0.1', port, 1000)).toEqual({ failed: expect.stringContaining('ECONNREFUSED') });
+    expect(await tcpHandshake({ host: '127.0.0.1', port }, 1000)).toEqual({ failed: expect.stringContaining('ECONNREFUSED') });
   });
 
   it('declares the connection lost when PINGs go unanswered and new connections fail, drops every connection, and says when it is back', async () => {
@@ -69,7 +73,7 @@ describe('RedisLiveness against a frozen link', () => {
     const port = await r.listen();
     const lines: string[] = [];
     const url = `redis://127.0.0.1:${port}`;
-    const m = acquireLiveness(url, (l) => lines.push(l)) as RedisLiveness;
+    const m = acquireLiveness(url, (l) => lines.push(l));
     const client = watchedRedis(url, m, { maxRetriesPerRequest: null });
     cleanup = async () => {
       client.disconnect();
@@ -99,7 +103,7 @@ describe('RedisLiveness against a frozen link', () => {
     const port = await r.listen();
     const lines: string[] = [];
     const url = `redis://127.0.0.1:${port}`;
-    const m = acquireLiveness(url, (l) => lines.push(l), { ...DEFAULT_LIVENESS, deadAfterMs: 60_000 }) as RedisLiveness;
+    const m = acquireLiveness(url, (l) => lines.push(l), { ...DEFAULT_LIVENESS, deadAfterMs: 60_000 });
     const client = watchedRedis(url, m, { maxRetriesPerRequest: null });
     cleanup = async () => {
       client.disconnect();
@@ -113,6 +117,41 @@ describe('RedisLiveness against a frozen link', () => {
     await new Promise((res) => setTimeout(res, 3000));
     expect(lines.some((l) => l.startsWith('Redis connection lost'))).toBe(false);
     r.state.frozen = false;
+  }, 40_000);
+});
+
+describe('RedisLiveness over a Unix socket', () => {
+  it('a private Redis stopped and started again: one lost line, one back line, the held command completes', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hearth-liveness-'));
+    const sock = path.join(dir, 'redis.sock');
+    let proc: ChildProcess | null = null;
+    const startRedis = async () => {
+      proc = spawn('redis-server', ['--port', '0', '--unixsocket', sock, '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      await waitFor(() => fs.existsSync(sock), 'the socket', 10_000, 20);
+    };
+    await startRedis();
+    const lines: string[] = [];
+    const m = acquireLiveness(sock, (l) => lines.push(l));
+    const client = watchedRedis(sock, m, { maxRetriesPerRequest: null });
+    try {
+      expect(await client.ping()).toBe('PONG');
+      const exited = new Promise((r) => proc!.once('exit', r));
+      proc!.kill('SIGKILL');
+      await exited;
+      fs.rmSync(sock, { force: true });
+      await waitFor(() => lines.some((l) => l.startsWith('Redis connection lost')), 'the lost line', 10_000, 50);
+      expect(lines[0]).toContain(sock);
+      const held = client.ping();
+      await startRedis();
+      expect(await held).toBe('PONG');
+      await waitFor(() => lines.some((l) => l.startsWith('Redis connection back')), 'the back line', 10_000, 50);
+      expect(lines.filter((l) => l.startsWith('Redis connection lost'))).toHaveLength(1);
+    } finally {
+      client.disconnect();
+      await releaseLiveness(m);
+      (proc as ChildProcess | null)?.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }, 40_000);
 });
 
