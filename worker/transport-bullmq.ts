@@ -6,7 +6,9 @@ import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
 import { ModelLoads } from './model-loads.js';
 import { createLoadAwareWorker } from './job-locks.js';
+import type { Redis } from 'ioredis';
 import { acquireLiveness, releaseLiveness, watchedRedis } from '../src/protocol/redis-liveness.js';
+import { withDeadline } from '../src/domain/deadline.js';
 
 /** A whole number of milliseconds from the environment, at least 1000 (BullMQ locks); `fallback` when unset. */
 function lockSetting(name: string, fallback: number, scale = 1): number {
@@ -29,6 +31,17 @@ export interface BullmqWorkerOptions {
   hostRef?: (host: WorkerHost) => void;
   /** Model loads the handlers announce (worker/model-loads.ts). */
   loads?: ModelLoads;
+}
+
+/** Longest a task taken from BullMQ waits for the reports connection to be back before it starts anyway. */
+const REPORTS_READY_WAIT_MS = 10_000;
+
+/** Resolves when `conn` is ready, or after `ms`. */
+async function connected(conn: Redis, ms: number): Promise<void> {
+  if (conn.status === 'ready') return;
+  let onReady = () => {};
+  await withDeadline(new Promise<void>((resolve) => conn.once('ready', (onReady = resolve))), ms, () => undefined);
+  conn.off('ready', onReady);
 }
 
 /** Start serving; resolves to a function that stops taking work, finishes the current work and disconnects. */
@@ -72,6 +85,10 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   const worker = createLoadAwareWorker(
     kind,
     async (job) => {
+      // Reports travel on `redis`, and it is the connection the API looks for (CLIENT LIST) while a model load blocks
+      // this process: after an outage BullMQ's connection may be back first, and a load started before `redis` is
+      // would keep it from reconnecting (the API then takes the worker for dead). Bounded: past it, reports queue.
+      await connected(redis, REPORTS_READY_WAIT_MS);
       if (kind === 'training') await host.runTraining(job.data as TrainingTask);
       else await host.runInference(job.data as InferenceTask);
     },

@@ -142,17 +142,20 @@ export class RedisLiveness {
   }
 
   private async run(): Promise<void> {
-    for (let round = 0; this.running; round++) {
+    while (this.running) {
       await sleep(this.settings.pingEveryMs);
       if (!this.running) return;
       if (this.probe.status !== 'ready') continue; // reconnecting: ioredis retries, errors are reported by track()
       const t0 = Date.now();
       let answered = false;
-      const pong = this.probe.ping().then(() => (answered = true), () => false);
+      // An error reply (LOADING after a restart, say) or the probe's connection closing under the PING ends the
+      // round: the first is an answer of a live Redis, the second is reported by the connection's error (track()).
+      let failed = false;
+      const pong = this.probe.ping().then(() => void (answered = true), () => void (failed = true));
       let handshake: null | 'ok' | { failed: string } = null;
       let slowLogged = false;
       // Bounded: each turn waits at least one PING interval, and deadAfterMs ends it.
-      for (let turn = 0; this.running && turn < 10_000; turn++) {
+      for (let turn = 0; this.running && !failed && turn < 10_000; turn++) {
         const v = judgePing(this.settings, { answered, waitedMs: Date.now() - t0, handshake });
         if (v.kind === 'alive') {
           this.declareBack();
