@@ -198,7 +198,14 @@ export async function checkpointOverCutLink(h: ClusterHarness, rate: string, cut
     const local = path.join(h.dir, server, rel);
     const same = fs.existsSync(local) && (await filesOf(local)) === (await filesOf(apiCopy));
     const leftovers = fs.readdirSync(path.dirname(local)).filter((n) => n.startsWith('.'));
-    const log = fs.readFileSync(path.join(h.dir, `${server}.log`), 'utf8').slice(logFrom);
+    // The worker writes JSON lines (src/domain/log-line.ts): read their messages, one a line.
+    const log = fs.readFileSync(path.join(h.dir, `${server}.log`), 'utf8').slice(logFrom).split('\n').map((line) => {
+      try {
+        return String((JSON.parse(line) as { msg?: unknown }).msg ?? line);
+      } catch {
+        return line;
+      }
+    }).join('\n');
     const fetched = new RegExp(`fetched ${rel.replace(/[/.]/g, '\\$&')} from the API host: .*sha256 verified.*?(?:\\((\\d+) cut transfers resumed\\))?$`, 'm').exec(log);
     const resumed = Number(fetched?.[1] ?? 0);
     // Why each try was cut, as the worker logged it ("no data for 0.8 s", "fetch failed", …), counted.

@@ -13,7 +13,8 @@ import { streamChat, type StreamOutcome } from '../../test/hardening/faults-help
 import { ArtifactClient } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
 import { buildManifest } from '../../src/protocol/artifact-manifest.js';
-import { setLink, shapeLink, type Topology } from './topology.js';
+import { blackholeAvailable, setLink, setOwnInterface, shapeLink, silentDrop, type Topology } from './topology.js';
+import { partitionAndRejoin, redisHostSilent, type PartitionHarness } from './partition-scenarios.js';
 import { apiRestartWithJobs, checkpointOverCutLink, type ClusterHarness, type JobRow } from './job-scenarios.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -221,6 +222,31 @@ async function main(): Promise<number> {
     return { ...t, worstAfterFaultMs: worst, boundMs: bound, ok, notes: 'each request served by the other host or failed with 503, within the queue timeout' };
   });
 
+
+  // Cuts that send no reset, on w1 while it is the only inference host (w2's inference worker is stopped meanwhile).
+  const partitions: PartitionHarness = {
+    topo, dir, base: BASE, call, waitFor, sleep, kill, stopped, startApi, apiUp, startWorker, workerLive,
+    chat: (b, limitMs) => bounded(streamChat(API, KEY, b), limitMs),
+    pidOf: (n) => procs.get(n)?.pid, queueTimeoutS: QUEUE_TIMEOUT_S, heartbeatTimeoutS: HEARTBEAT_TIMEOUT_S,
+  };
+  const cuts: [string, () => void, () => void, number][] = [
+    ...(blackholeAvailable() ? [['worker host: packets silently dropped 20 s, link up (tc blackhole)', () => silentDrop(topo, 'w1', true), () => silentDrop(topo, 'w1', false), 20_000] as [string, () => void, () => void, number]] : []),
+    ['worker host: its own interface down 30 s', () => setOwnInterface(topo, 'w1', 'down'), () => setOwnInterface(topo, 'w1', 'up'), 30_000],
+    ['worker host: its own interface down 90 s', () => setOwnInterface(topo, 'w1', 'down'), () => setOwnInterface(topo, 'w1', 'up'), 90_000],
+  ];
+  if (!blackholeAvailable()) rows.push({ scenario: 'worker host: packets silently dropped (tc blackhole)', sent: 0, done: 0, failed: {}, broken: 0, hung: 0, worstAfterFaultMs: null, boundMs: null, ms: 0, ok: true, notes: 'skipped: this kernel has no blackhole qdisc' });
+  if (cuts.some(([n]) => !only || only.test(n))) {
+    kill('w2');
+    await stopped('w2');
+    await waitFor('w2 gone at the API', 30_000, async () => !(await livePids()).includes(procs.get('w2')!.pid!));
+    for (const [name, apply, heal, ms] of cuts) await scenario(name, () => partitionAndRejoin(partitions, 'w1', { apply, heal }, ms));
+    startWorker('w2');
+    await workerLive('w2');
+  }
+  if (blackholeAvailable()) {
+    await scenario('Redis host: packets silently dropped 20 s, link up (API and workers notice)', () =>
+      redisHostSilent(partitions, { apply: () => silentDrop(topo, 'redis', true), heal: () => silentDrop(topo, 'redis', false) }, 20_000, ['w1', 'w2', 'w1t', 'w2t']));
+  }
 
   await scenario('training host partitioned, then killed, mid-job', async () => {
     const model = (await call('POST', '/v1/preview/models', { project: 'p', name: 'cluster-train', base_model: BASE })).body;

@@ -134,3 +134,44 @@ export function shapeInto(topo: Topology, host: string, args: string[] | null): 
     }
   }
 }
+
+/** Whether the blackhole qdisc exists here (it drops every packet a link sends, with the link still up). */
+export function blackholeAvailable(): boolean {
+  const probe = `hc-bh-${process.pid}`;
+  try {
+    run(['netns', 'add', probe]);
+    execFileSync('ip', ['netns', 'exec', probe, 'tc', 'qdisc', 'add', 'dev', 'lo', 'root', 'blackhole'], { stdio: 'ignore', timeout: 10_000 });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    try {
+      run(['netns', 'del', probe]);
+    } catch {
+      /* never created */
+    }
+  }
+}
+
+/**
+ * Drop every packet to and from a host silently, its link staying up (no carrier loss, no reset, no ICMP): a
+ * blackhole qdisc on both ends of its link (the host's eth0 sends nothing, the bridge port delivers nothing to it).
+ * This kernel has no netem and no tc actions (gact), so no `tc filter … action drop`; blackhole needs neither.
+ */
+export function silentDrop(topo: Topology, host: string, on: boolean): void {
+  const h = topo.hosts[host];
+  const ends: [string, string][] = [[h.ns, 'eth0'], [topo.bridgeNs, h.bridgePort]];
+  for (const [ns, dev] of ends) {
+    const args = ['netns', 'exec', ns, 'tc', 'qdisc', on ? 'replace' : 'del', 'dev', dev, 'root', ...(on ? ['blackhole'] : [])];
+    try {
+      execFileSync('ip', args, { stdio: 'ignore', timeout: 10_000 });
+    } catch (err) {
+      if (on) throw err; // nothing set: nothing to clear
+    }
+  }
+}
+
+/** Set a host's own interface (eth0, inside its namespace) down or up: its routes go with it while down. */
+export function setOwnInterface(topo: Topology, host: string, state: 'up' | 'down'): void {
+  run(['-n', topo.hosts[host].ns, 'link', 'set', 'eth0', state]);
+}

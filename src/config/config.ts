@@ -44,6 +44,12 @@ export interface Config {
   logLevel: string;
   /** Embedded mode: workers `hearth serve` starts, as kind:device pairs ("inference:cpu,training:cpu"; devices as in src/domain/device-name.ts, "auto" included). */
   workers: { kind: 'inference' | 'training'; device: string }[];
+  /**
+   * HEARTH_REQUIRED_WORKERS: the worker kinds /v1/system-check requires a live worker of ("inference,training", or
+   * "none"). Default: the kinds of `workers` in embedded mode; inference alone with Redis (worker hosts join on
+   * their own, and an inference-only cluster is a healthy one).
+   */
+  requiredWorkers: ('inference' | 'training')[];
   /** Redis key prefix of this installation's queues and streams. */
   queuePrefix: string;
   /** In-flight inference requests per model before 429. */
@@ -140,6 +146,16 @@ export function workerTokenOf(env: NodeJS.ProcessEnv): string | null {
   return token;
 }
 
+/** HEARTH_REQUIRED_WORKERS (see Config.requiredWorkers). */
+export function parseRequiredWorkers(env: NodeJS.ProcessEnv): ('inference' | 'training')[] {
+  const raw = env.HEARTH_REQUIRED_WORKERS?.trim();
+  if (!raw) return env.REDIS_URL ? ['inference'] : [...new Set(parseWorkers(env.HEARTH_WORKERS ?? 'inference:cpu,training:cpu').map((w) => w.kind))];
+  if (raw === 'none') return [];
+  const kinds = raw.split(',').map((k) => k.trim()).filter(Boolean);
+  for (const k of kinds) if (k !== 'inference' && k !== 'training') throw new Error(`HEARTH_REQUIRED_WORKERS: unknown worker kind "${k}" in "${raw}" (use inference, training, both comma-separated, or none)`);
+  return [...new Set(kinds)] as ('inference' | 'training')[];
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: env.HOST || '127.0.0.1',
@@ -162,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     loadTimeoutSec: int(env, 'HEARTH_LOAD_TIMEOUT', 600),
     logLevel: env.LOG_LEVEL || 'info',
     workers: parseWorkers(env.HEARTH_WORKERS ?? 'inference:cpu,training:cpu'),
+    requiredWorkers: parseRequiredWorkers(env),
     queuePrefix: env.HEARTH_QUEUE_PREFIX || 'hearth',
     maxQueuePerModel: int(env, 'HEARTH_MAX_QUEUE_PER_MODEL', 256),
     inferenceInFlightPerEntity: Math.max(1, int(env, 'HEARTH_INFERENCE_INFLIGHT_PER_ENTITY', 32)),

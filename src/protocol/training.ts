@@ -178,7 +178,14 @@ export const EventQuery = PageQuery;
 
 export const HealthResponse = z.object({ status: z.literal('ok') });
 export const QueueCheck = z.object({ success: z.boolean(), duration: z.number(), error: z.string().nullable(), workers: z.number().int() });
-export const SystemCheckResponse = z.object({ api: z.boolean(), database: z.boolean(), cpu_queue: QueueCheck, gpu_queue: QueueCheck });
+const PartCheck = z.object({ ok: z.boolean(), error: z.string().nullable() });
+const WorkersPart = PartCheck.extend({ required: z.boolean(), live: z.number().int() });
+export const SystemCheckResponse = z.object({
+  api: z.boolean(), database: z.boolean(), cpu_queue: QueueCheck, gpu_queue: QueueCheck,
+  /** Each part; `failed` names the parts that make the answer 503 (docs/operations.md). */
+  parts: z.object({ database: PartCheck, queue: PartCheck.extend({ duration: z.number() }), inference_workers: WorkersPart, training_workers: WorkersPart }),
+  failed: z.array(z.enum(['database', 'queue', 'inference_workers', 'training_workers'])),
+});
 
 
 export type ModelCreateBody = z.infer<typeof ModelCreate>;

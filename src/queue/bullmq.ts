@@ -2,7 +2,8 @@
 // Workers report through one Redis stream read by a consumer group, so reports are ordered and survive an
 // API restart (unacknowledged entries are read again). Cancellation travels on a pub/sub channel.
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { acquireLiveness, releaseLiveness, watchedRedis, type RedisLiveness } from '../protocol/redis-liveness.js';
 import type { QueueAdapter, QueueHealth } from './port.js';
 import { WorkerMessage, type InferenceTask, type TrainingTask } from '../protocol/messages.js';
 import { withDeadline } from '../domain/deadline.js';
@@ -32,6 +33,7 @@ export class BullmqQueue implements QueueAdapter {
   private running = false;
   private loop: Promise<void> | null = null;
   private readonly log: (msg: string) => void;
+  private readonly liveness: RedisLiveness | null;
   /**
    * One name for every API process of the installation: the reports a killed API process had been handed but had not
    * acknowledged stay pending under this name, and the next process reads them first (a name per process left them
@@ -41,23 +43,18 @@ export class BullmqQueue implements QueueAdapter {
   private readonly consumer = REPORTS_CONSUMER;
 
   constructor(private readonly opts: BullmqOptions) {
+    this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
+    // Every connection to Redis (these two and the queues') is watched: dropped and reconnected within seconds when
+    // Redis stops answering, with one line when it is declared lost and one when it is back
+    // (src/protocol/redis-liveness.ts). Created first, so BullMQ's own connections are tracked too.
+    this.liveness = acquireLiveness(opts.redisUrl, this.log);
     const connection = { url: opts.redisUrl, maxRetriesPerRequest: null };
     this.training = new Queue('training', { connection, prefix: opts.prefix });
     this.inference = new Queue('inference', { connection, prefix: opts.prefix });
-    this.redis = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
-    this.reader = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
-    this.log = opts.log ?? ((m) => process.stderr.write(`${m}\n`));
-    // Connection errors (Redis restarting) are retried by ioredis; say so once per outage, not per attempt.
-    let down = false;
-    const onError = (err: Error) => {
-      if (!down) this.log(`bullmq: Redis connection lost (${err.message}); reconnecting`);
-      down = true;
-    };
-    for (const emitter of [this.redis, this.reader, this.training, this.inference]) emitter.on('error', onError);
-    this.redis.on('ready', () => {
-      if (down) this.log('bullmq: Redis connection back');
-      down = false;
-    });
+    this.redis = watchedRedis(opts.redisUrl, this.liveness, { maxRetriesPerRequest: null });
+    this.reader = watchedRedis(opts.redisUrl, this.liveness, { maxRetriesPerRequest: null });
+    // ioredis reconnects by itself; without a listener each failed attempt prints a stack ("Unhandled error event").
+    for (const emitter of [this.redis, this.reader, this.training, this.inference]) emitter.on('error', () => {});
   }
 
   async start(sink: (msg: WorkerMessage) => void): Promise<void> {
@@ -220,5 +217,6 @@ export class BullmqQueue implements QueueAdapter {
     await this.loop?.catch(() => {});
     await Promise.all([this.training.close(), this.inference.close()]);
     await this.redis.quit().catch(() => {});
+    await releaseLiveness(this.liveness);
   }
 }

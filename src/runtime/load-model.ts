@@ -1,4 +1,5 @@
 // loadModel: a model folder (or a store id) → config, tokenizer, chat template and a ready runner.
+import { servedContext } from './served-context.js';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,7 +46,7 @@ export interface LoadOptions {
   deviceMemory?: DeviceMemory;
   /** The KV cache budget the engine will use (counted against deviceMemory). */
   kvCacheBytes?: number;
-  log?: (line: string) => void;
+  log?: (line: string, level?: 'info' | 'warn') => void;
 }
 
 export interface LoadedModel {
@@ -114,11 +115,10 @@ export async function loadModel(dirOrId: string, opts: LoadOptions = {}): Promis
   const chatTemplate = chatTemplateFromConfig(tokenizerConfig);
   const generationConfig = readJsonIf(join(dir, 'generation_config.json'));
   const { config, source, files } = openModelWeights(dir);
-  let maxPositions = opts.maxContext ?? Math.min(Math.max(config.maxPositionEmbeddings, 512), 8192);
-  if (config.slidingWindow && config.slidingWindow < maxPositions) {
-    opts.log?.(`${dirOrId}: context capped at the sliding window of ${config.slidingWindow} positions (full attention equals sliding-window attention up to there)`);
-    maxPositions = config.slidingWindow;
-  }
+  // The rule and its reasons: worker/runtime/served-context.ts (docs/configuration.md, HEARTH_MAX_CONTEXT).
+  const served = servedContext(config.maxPositionEmbeddings, opts.maxContext, config.slidingWindow);
+  const maxPositions = served.positions;
+  if (served.note) opts.log?.(`${dirOrId}: ${served.note}`, served.beyondTrained ? 'warn' : 'info');
   const attention = opts.attention ?? defaultAttention(config, opts.device ?? 'cpu');
   const half = opts.half ?? servesHalf(opts.device ?? 'cpu');
   if (opts.deviceMemory && (opts.device ?? 'cpu') !== 'cpu') {

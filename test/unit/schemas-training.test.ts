@@ -232,7 +232,10 @@ describe('responses and enums as the OpenAPI document names them', () => {
     expect(ok(HealthResponse, { status: 'ok' })).toBe(true);
     expect(ok(HealthResponse, { status: 'fine' })).toBe(false);
     const check = { success: true, duration: 0.1, error: null, workers: 1 };
-    expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check, gpu_queue: check })).toBe(true);
+    const part = { ok: true, error: null };
+    const parts = { database: part, queue: { ...part, duration: 0.1 }, inference_workers: { ...part, required: true, live: 1 }, training_workers: { ...part, required: false, live: 0 } };
+    expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check, gpu_queue: check, parts, failed: [] })).toBe(true);
+    expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check, gpu_queue: check, parts, failed: ['redis'] })).toBe(false);
     expect(ok(QueueCheck, { ...check, workers: 1.5 })).toBe(false);
     expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check })).toBe(false);
     expect(ok(SystemCheckResponse, {})).toBe(false);

@@ -1,6 +1,7 @@
 // The worker side of the artifact routes (src/api/plugins/artifacts.ts): manifests, downloads that resume where a
 // cut left them (HTTP ranges) and are verified against the manifest's SHA-256 before anyone may use them, and
 // checkpoint uploads (each file with its digest, then a commit the API verifies again).
+import { describeFetchError } from './fetch-error.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -61,7 +62,13 @@ export class ArtifactClient {
   }
 
   private async request(url: string, init: RequestInit = {}): Promise<Response> {
-    const res = await fetch(url, { ...init, headers: { ...(init.headers as Record<string, string>), authorization: `Bearer ${this.token}` } });
+    let res: Response;
+    try {
+      res = await fetch(url, { ...init, headers: { ...(init.headers as Record<string, string>), authorization: `Bearer ${this.token}` } });
+    } catch (err) {
+      // "fetch failed" says nothing: name the cause (refused, DNS, TLS, timeout) and what to check.
+      throw new Error(describeFetchError(err, url), { cause: err });
+    }
     if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) {
       const body = await res.text().catch(() => '');
       throw new ArtifactRefusedError(res.status, `API refused ${init.method ?? 'GET'} ${url.split('?')[0].split('/').pop()} (${res.status}): ${body.slice(0, 300)}`);

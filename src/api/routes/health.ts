@@ -14,7 +14,7 @@ export function healthRoutes(ctx: AppContext): RouteDef[] {
       method: 'GET', url: '/v1/system-check', operationId: 'system_check_v1_system_check_get', summary: 'System Check', tags: ['health'], auth: 'none',
       response: SystemCheckResponse, errors: { 503: 'A check failed' },
       handler: async ({ reply }) => {
-        const { ok, body } = await systemCheck(ctx.store, ctx.workers);
+        const { ok, body } = await systemCheck(ctx.store, ctx.workers, ctx.config.requiredWorkers);
         reply.code(ok ? 200 : 503);
         return body;
       },

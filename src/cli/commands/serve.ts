@@ -13,6 +13,7 @@ import { hearthMetrics } from '../../metrics/metrics.js';
 import { trainingPolicy } from '../../services/training-policy.js';
 import { TableStore } from '../../tables/table-store.js';
 import { ensureDemoModel } from '../../models/demo-model.js';
+import { jsonLog, logLine } from '../../domain/log-line.js';
 
 export async function run(_argv: string[]): Promise<number> {
   const config = loadConfig();
@@ -20,9 +21,11 @@ export async function run(_argv: string[]): Promise<number> {
   const store = Store.open(dbPath(config.home));
   // An empty store gets the demo model, so chat completions work out of the box (its output is random).
   const demo = await ensureDemoModel(config.home);
-  if (demo) process.stdout.write(`Installed the demo model ${demo.id} (random weights; import a real model with "hearth models import")\n`);
+  // Every line of this process in the request log's format (JSON lines, src/domain/log-line.ts), on stdout as pino's.
+  if (demo) process.stdout.write(logLine('info', `Installed the demo model ${demo.id} (random weights; import a real model with "hearth models import")`));
   const catalog = new BaseModelCatalog(modelsDir(config.home));
-  const queue = await createQueue(config, store, catalog);
+  // The queue's notices (Redis lost and back, workers restarted, reports taken over) are warnings: shown at LOG_LEVEL=warn.
+  const queue = await createQueue(config, store, catalog, { log: jsonLog({}, { stream: process.stdout, minLevel: config.logLevel, level: 'warn' }) });
   const ctx = createContext(config, store, { catalog, queue, dispatcher: queue, policy: await trainingPolicy(config, new TableStore(store.db)) });
   const swept = ctx.models.sweepOrphanCheckpointDirs();
   const app = await buildApp(ctx, {
@@ -52,6 +55,9 @@ export async function run(_argv: string[]): Promise<number> {
 
   const address = await app.listen({ host: config.host, port: config.port });
   const queueDesc = config.redisUrl ? `BullMQ at ${config.redisUrl}` : `embedded (${config.workers.map((w) => `${w.kind}:${w.device}`).join(', ') || 'no workers'})`;
-  process.stdout.write(`Hearth listening on ${address}  (home ${config.home}, queue ${queueDesc})\n`);
+  // Always written, whatever LOG_LEVEL: scripts wait for it (the address is followed by two spaces).
+  // Fastify names one address; with HOST=0.0.0.0 (or ::) it answers on every interface, which worker hosts need.
+  const everywhere = config.host === '0.0.0.0' || config.host === '::' ? ` and every other interface (HOST=${config.host})` : '';
+  process.stdout.write(logLine('info', `Hearth listening on ${address}${everywhere}  (home ${config.home}, queue ${queueDesc})`));
   return new Promise<number>(() => {});
 }

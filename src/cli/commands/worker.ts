@@ -10,6 +10,7 @@ import { ipcSend, serveOverIpc } from '../../../worker/transport-ipc.js';
 import { detectDevices } from '../../hardware/detect.js';
 import type { WorkerKind } from '../../protocol/messages.js';
 import { normalizeDeviceRequest } from '../../domain/device-name.js';
+import { jsonLog, logLine } from '../../domain/log-line.js';
 import { chooseDevice, ortDeviceProbes, type DeviceProbes } from '../../runtime/device-choice.js';
 
 /** `--device cpu` needs no probe (and loads no ONNX Runtime before the handlers do). */
@@ -35,7 +36,8 @@ export async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const redisUrl = stringFlag(args, 'redis') ?? (args.flags.ipc ? undefined : process.env.REDIS_URL);
-  const early = (m: string) => process.stderr.write(`[worker ${kind} ${requested}] ${m}\n`);
+  // JSON lines with their time, as the API's (src/domain/log-line.ts).
+  const early = jsonLog({ worker: kind, device: requested });
 
   // Detect devices before anything else: the device choice names the GPU it found, and the first heartbeat
   // carries the report, so the API always knows what this worker runs on.
@@ -53,8 +55,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`hearth worker: ${(err as Error).message}\n`);
     return 2;
   }
-  const log = (m: string) => process.stderr.write(`[worker ${kind} ${device}] ${m}\n`);
   const identity = newWorkerIdentity(kind, device);
+  const log = jsonLog({ worker: kind, device, workerId: identity.id });
 
   // Development and tests may swap the engines for other handlers (a module exporting createHandlers).
   const handlersModule = stringFlag(args, 'handlers') ?? process.env.HEARTH_WORKER_HANDLERS;
@@ -92,7 +94,7 @@ export async function run(argv: string[]): Promise<number> {
     };
     process.on('SIGTERM', () => void graceful('SIGTERM'));
     process.on('SIGINT', () => void graceful('SIGINT'));
-    process.stdout.write(`Hearth worker ${identity.id} (${kind}, ${device}) serving BullMQ at ${redisUrl}\n`);
+    process.stdout.write(logLine('info', `Hearth worker ${identity.id} (${kind}, ${device}) serving BullMQ at ${redisUrl}`, { worker: kind, device, workerId: identity.id }));
   }
   return new Promise<number>(() => {});
 }
