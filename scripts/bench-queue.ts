@@ -24,7 +24,7 @@ const quantile = (xs: number[], q: number) => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 const round = (x: number) => Math.round(x * 1000) / 1000;
-const ping = (q: QueueService) => q.infer({ op: 'ping', body: null, model: null, stream: false, queueKey: 'bench' });
+const ping = (q: QueueService) => q.gateway.submit({ op: 'ping', body: null, model: null, stream: false, queueKey: 'bench' });
 
 async function measure(q: QueueService) {
   for (let i = 0; i < 200; i++) await ping(q); // warm-up

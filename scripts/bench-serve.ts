@@ -208,7 +208,7 @@ async function bareEngine(dir: string): Promise<{ ttft: (prompt: string) => Prom
       let first: number | null = null;
       void hearth.submit({ kind: 'completion', body: { model: 'm', prompt, max_tokens: 1, temperature: 0, ignore_eos: true, stream: true }, model: 'm', adapter: null }, (e) => {
         if (e.type === 'chunk') first ??= performance.now() - t0;
-        else if (e.type === 'end') resolve(first ?? performance.now() - t0);
+        else if (e.type === 'result') resolve(first ?? performance.now() - t0);
         else if (e.type === 'error') reject(new Error(e.message));
       });
     });

@@ -78,7 +78,7 @@ async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: numb
     let answered = false;
     const body = { model: 'm', prompt: job.prompt ?? 'once', max_tokens: 1, temperature: 0, ignore_eos: true, stream: true };
     void hearth.submit({ kind: 'completion', body, model: 'm', adapter: null }, (e) => {
-      if ((e.type === 'chunk' || e.type === 'end' || e.type === 'error') && !answered) (answered = true), reply({ id: job.id, workerMs: performance.now() - t0 });
+      if (!answered) (answered = true), reply({ id: job.id, workerMs: performance.now() - t0 });
     });
   };
 }

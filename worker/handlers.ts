@@ -1,6 +1,7 @@
 // What a worker does with a task. The host (worker/host.ts) owns transport, heartbeats and cancellation;
 // handlers own the work. Real handlers come from the inference and training engines.
 import type { InferenceTask, TrainingTask } from '../src/protocol/messages.js';
+import type { InferenceEvent } from '../src/protocol/inference-events.js';
 
 export interface TrainingContext {
   /** Report an event (training_started, gradient_step, …) in order. */
@@ -13,14 +14,18 @@ export interface TrainingContext {
 }
 
 export interface InferenceContext {
-  /** Stream one chunk of output to the caller. */
-  delta(data: unknown): void;
+  /**
+   * Report one event of the answer (src/protocol/inference-events.ts) as the engine's adapter made it: chunks, then
+   * one result or error, which ends the request (the host sends nothing of it after that).
+   */
+  emit(event: InferenceEvent): void;
   signal: AbortSignal;
 }
 
 export interface Handlers {
   training?: (task: TrainingTask, ctx: TrainingContext) => Promise<void>;
-  inference?: (task: InferenceTask, ctx: InferenceContext) => Promise<unknown>;
+  /** Emits the request's events; resolves once it emitted its result or error, or throws (TaskError: shown to the client). */
+  inference?: (task: InferenceTask, ctx: InferenceContext) => Promise<void>;
   /** Running totals sent with every heartbeat (inference: steps by batch size). */
   stats?: () => WorkerStats;
   /** Release models, threads, sessions. */

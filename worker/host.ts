@@ -5,6 +5,7 @@ import crypto from 'node:crypto';
 import type { InferenceTask, TrainingTask, WorkerMessage } from '../src/protocol/messages.js';
 import type { WorkerKind } from '../src/protocol/messages.js';
 import { CancelledError, TaskError, type Handlers } from './handlers.js';
+import type { InferenceEvent } from '../src/protocol/inference-events.js';
 import type { ModelLoads } from './model-loads.js';
 
 type TrainingEventType = Extract<WorkerMessage, { type: 'training.event' }>['event']['type'];
@@ -93,37 +94,44 @@ export class WorkerHost {
     }
   }
 
-  /** Run one inference request; deltas stream as they come, then one done or error message. */
+  /**
+   * Run one inference request: each event the handler emits (src/protocol/inference-events.ts) goes to the API as
+   * it is, in an `inference.event` report; the first result or error ends the request.
+   */
   async runInference(task: InferenceTask): Promise<void> {
     const ctrl = new AbortController();
     const t0 = performance.now();
     this.inflight.set(task.requestId, ctrl);
     if (this.cancelled.has(task.requestId)) ctrl.abort();
     // Not awaited: the request starts at once (a transport keeps its messages in order, so `started`
-    // still arrives before the first delta); a report that fails is the transport's to log.
+    // still arrives before the first chunk); a report that fails is the transport's to log.
     void Promise.resolve(this.report({ type: 'inference.started', requestId: task.requestId, workerId: this.identity.id })).catch((err: Error) =>
       this.log(`[request ${task.requestId}] could not report its start: ${err.message}`),
     );
+    // A stream's first chunk, or else the result, says how long the worker took to it (tokenizing, waiting in
+    // the engine, prefill, sampling): the API passes it on as the response's Server-Timing.
+    let timed = false;
+    let terminal: Promise<void> | null = null;
+    const emit = (event: InferenceEvent): void => {
+      if (terminal) return; // one result or error per request
+      const timing = timed || event.type === 'error' ? {} : { workerMs: performance.now() - t0 };
+      if (event.type !== 'error') timed = true;
+      if (event.type === 'error' && event.status >= 500) this.log(`[request ${task.requestId}] ${event.status}: ${event.message}`);
+      const sent = this.report({ type: 'inference.event', requestId: task.requestId, event, ...timing });
+      if (event.type !== 'chunk') terminal = Promise.resolve(sent);
+    };
     try {
-      let result: unknown;
-      // A stream's first delta, or else the result, says how long the worker took to it (tokenizing, waiting in
-      // the engine, prefill, sampling): the API passes it on as the response's Server-Timing.
-      let streamed = false;
-      const delta = (data: unknown) => {
-        const timing = streamed ? {} : { workerMs: performance.now() - t0 };
-        streamed = true;
-        void this.report({ type: 'inference.delta', requestId: task.requestId, data, ...timing });
-      };
-      if (task.op === 'ping') result = { pong: true, worker: this.identity.id };
+      if (task.op === 'ping') emit({ type: 'result', data: { pong: true, worker: this.identity.id } });
       else if (!this.handlers.inference) throw new TaskError(501, 'this worker has no inference engine');
-      else result = await this.handlers.inference(task, { delta, signal: ctrl.signal });
-      await this.report({ type: 'inference.done', requestId: task.requestId, result, ...(streamed ? {} : { workerMs: performance.now() - t0 }) });
+      else await this.handlers.inference(task, { emit, signal: ctrl.signal });
+      if (!terminal) throw new Error('the inference handler returned without a result or an error');
+      await terminal;
     } catch (err) {
       const status = err instanceof TaskError ? err.status : ctrl.signal.aborted ? 499 : 500;
       const message = err instanceof TaskError || ctrl.signal.aborted ? (err as Error).message : 'inference failed in the worker';
       if (status >= 500) this.log(`[request ${task.requestId}] ${(err as Error).stack ?? String(err)}`);
       const where = err instanceof TaskError ? err.where : {};
-      await this.report({ type: 'inference.error', requestId: task.requestId, status, message, ...where });
+      await this.report({ type: 'inference.event', requestId: task.requestId, event: { type: 'error', status, message, ...where } });
     } finally {
       this.inflight.delete(task.requestId);
       this.cancelled.delete(task.requestId);

@@ -3,8 +3,11 @@
 import type { ApiToWorker, IpcPiece, WorkerMessage } from '../src/protocol/messages.js';
 import type { WorkerHost } from './host.js';
 
+/** A report of a request's result (the message that may be large: a whole answer). */
+const isResult = (msg: WorkerMessage): boolean => msg.type === 'inference.event' && msg.event.type === 'result';
+
 /**
- * Messages made in the same tick leave as one IPC message (an array, in order). The engine emits a delta
+ * Messages made in the same tick leave as one IPC message (an array, in order). The engine emits a chunk
  * for every running stream after each model step; one channel write per step instead of one per stream
  * is what keeps the pipe's cost flat as the batch grows (each write is a syscall and a wake-up of the API).
  * A request's first delta leaves at once, with whatever is queued before it: its first token is what the
@@ -28,8 +31,8 @@ export class Outbox {
       queueMicrotask(() => this.flush());
     }
     box.msgs.push(msg);
-    if (msg.type === 'inference.done' || msg.type === 'inference.error') this.streaming.delete(msg.requestId);
-    if (msg.type === 'inference.delta' && !this.streaming.has(msg.requestId)) {
+    if (msg.type === 'inference.event' && msg.event.type !== 'chunk') this.streaming.delete(msg.requestId);
+    else if (msg.type === 'inference.event' && !this.streaming.has(msg.requestId)) {
       this.streaming.add(msg.requestId);
       this.flush();
     }
@@ -45,7 +48,7 @@ export class Outbox {
 }
 
 /**
- * Largest JSON text one IPC write carries for a result: a larger `inference.done` travels in pieces this long.
+ * Largest JSON text one IPC write carries for a result: a larger result report travels in pieces this long.
  * Node's channel writes a message as one JSON string, and V8 caps a string at 2^29 − 24 characters: one answer
  * past that threw `RangeError: Invalid string length` inside the send and took the worker (and every tenant's
  * streams) down (issue #44). Pieces keep each write small; the request caps (inference/request-caps.ts) keep the
@@ -54,11 +57,11 @@ export class Outbox {
 export const IPC_PIECE_CHARS = 4 * 2 ** 20;
 
 /**
- * How one message crosses the channel: itself, or (an `inference.done` longer than `pieceChars` as JSON) pieces
+ * How one message crosses the channel: itself, or (a result report longer than `pieceChars` as JSON) pieces
  * of its JSON text, or, when it cannot even be serialised, an error that fails its request alone.
  */
 export function ipcFrames(msg: WorkerMessage, pieceChars = IPC_PIECE_CHARS): (WorkerMessage | IpcPiece)[] {
-  if (msg.type !== 'inference.done') return [msg]; // deltas and reports are small; measuring them would cost each token
+  if (msg.type !== 'inference.event' || msg.event.type !== 'result') return [msg]; // chunks and reports are small; measuring them would cost each token
   let text: string;
   try {
     text = JSON.stringify(msg);
@@ -73,7 +76,8 @@ export function ipcFrames(msg: WorkerMessage, pieceChars = IPC_PIECE_CHARS): (Wo
 }
 
 function answerNotSent(requestId: string, err: unknown): WorkerMessage {
-  return { type: 'inference.error', requestId, status: 500, message: `the worker could not send this request's answer to the API (${(err as Error).message}); ask for a smaller answer` };
+  const message = `the worker could not send this request's answer to the API (${(err as Error).message}); ask for a smaller answer`;
+  return { type: 'inference.event', requestId, event: { type: 'error', status: 500, message } };
 }
 
 /**
@@ -82,8 +86,8 @@ function answerNotSent(requestId: string, err: unknown): WorkerMessage {
  */
 export function writeFrames(batch: WorkerMessage | WorkerMessage[], send: (frame: unknown, cb: () => void) => void, done: () => void): void {
   const msgs = Array.isArray(batch) ? batch : [batch];
-  // A step's deltas (the hot path) carry no result to measure: the batch goes as it is.
-  const frames = msgs.some((m) => m.type === 'inference.done') ? msgs.flatMap((m) => ipcFrames(m)) : msgs;
+  // A step's chunks (the hot path) carry no result to measure: the batch goes as it is.
+  const frames = msgs.some(isResult) ? msgs.flatMap((m) => ipcFrames(m)) : msgs;
   const writes: unknown[] = [];
   let run: WorkerMessage[] = [];
   const endRun = () => {
@@ -111,7 +115,8 @@ export function writeFrames(batch: WorkerMessage | WorkerMessage[], send: (frame
       }
       const requestId = (frame as { requestId?: unknown }).requestId;
       const type = (frame as { type?: unknown }).type;
-      if (typeof requestId === 'string' && type !== 'inference.error') return trySend(answerNotSent(requestId, err), cb);
+      const failed = type === 'inference.event' && (frame as { event?: { type?: unknown } }).event?.type === 'error';
+      if (typeof requestId === 'string' && !failed) return trySend(answerNotSent(requestId, err), cb);
       process.stderr.write(`worker: could not send a ${String(type)} message to the API: ${(err as Error).message}\n`);
       cb();
     }

@@ -1,5 +1,6 @@
 // Error shapes of the three APIs Hearth speaks, in one place: services and the queue throw domain errors
-// (src/errors/domain-errors.ts); this module alone turns them into HTTP statuses and wire bodies.
+// (src/errors/domain-errors.ts); this module alone turns them into HTTP statuses and wire bodies. An inference
+// worker's error comes with its status already (InferenceFailure, src/protocol/inference-events.ts): it is taken as it is.
 // - Training routes answer FastAPI-style: 422 {"detail":[{loc,msg,type}]}, else {"detail": "..."}.
 // - OpenAI routes answer {"error":{message,type,param,code}}; validation errors are 400 there, with `detail` too
 //   (see validationStatus and openAiValidationBody).
@@ -7,6 +8,7 @@
 // - Anthropic routes (/v1/messages) answer {"type":"error","error":{type,message}}, validation included (400).
 import type { z } from 'zod';
 import { DomainError, ValidationError, type ErrorKind, type ValidationIssue } from '../errors/domain-errors.js';
+import { InferenceFailure } from '../protocol/inference-events.js';
 
 export { ValidationError, type ValidationIssue };
 
@@ -38,13 +40,15 @@ export interface WireError {
   param?: string;
 }
 
-/** Domain and API errors → status, message and headers; anything else is null (a bug: answer 500). */
+/** Domain, API and inference errors → status, message and headers; anything else is null (a bug: answer 500). */
 export function wireErrorOf(err: unknown): WireError | null {
   if (err instanceof DomainError) {
     const headers: Record<string, string> = err.retryAfterSec !== undefined ? { 'retry-after': String(err.retryAfterSec) } : {};
     return { status: STATUS_OF_KIND[err.kind], message: err.message, headers, code: err.code, param: err.param };
   }
   if (err instanceof HttpError) return { status: err.statusCode, message: err.message, headers: err.headers, code: err.code };
+  // A worker's error event: its status and OpenAI fields as the worker gave them (src/protocol/inference-events.ts).
+  if (err instanceof InferenceFailure) return { status: err.status, message: err.message, headers: {}, code: err.code, param: err.param };
   return null;
 }
 

@@ -68,23 +68,3 @@ export class ValidationError extends Error {
     this.name = 'ValidationError';
   }
 }
-
-/**
- * The kind of a failure a worker reported with an HTTP-like status (the worker protocol carries numbers,
- * because workers run the same engine behind other front ends too).
- */
-export function kindOfStatus(status: number): ErrorKind {
-  switch (status) {
-    case 400: return 'invalid';
-    case 401: return 'unauthenticated';
-    case 403: return 'forbidden';
-    case 404: return 'not_found';
-    case 409: return 'conflict';
-    case 413: return 'too_large';
-    case 429: return 'over_capacity';
-    case 499: return 'client_closed';
-    case 501: return 'not_implemented';
-    case 503: return 'unavailable';
-    default: return status >= 400 && status < 500 ? 'invalid' : 'internal';
-  }
-}

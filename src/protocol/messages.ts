@@ -2,6 +2,7 @@
 // Workers never touch the store: everything they learn or produce travels as one of these.
 import { z } from 'zod';
 import { TrainingTask } from './training-task.js';
+import { InferenceEvent } from './inference-events.js';
 
 /** The training task's schema lives with the payloads it carries (training-task.ts). */
 export { TrainingTask };
@@ -69,19 +70,17 @@ export const WorkerMessage = z.discriminatedUnion('type', [
   z.object({ type: z.literal('training.event'), jobId: z.string(), event: TrainingEventMsg, seq: z.number().int().nonnegative().optional() }),
   z.object({ type: z.literal('training.checkpoint'), jobId: z.string(), step: z.number().int(), path: z.string() }),
   z.object({ type: z.literal('inference.started'), requestId: z.string(), workerId: z.string() }),
-  // workerMs: ms from the worker taking the request to this message, on a stream's first delta and on a
-  // non-streamed result (the API passes it on as the response's Server-Timing header).
-  z.object({ type: z.literal('inference.delta'), requestId: z.string(), data: z.unknown(), workerMs: z.number().optional() }),
-  z.object({ type: z.literal('inference.done'), requestId: z.string(), result: z.unknown(), workerMs: z.number().optional() }),
-  z.object({
-    type: z.literal('inference.error'), requestId: z.string(), status: z.number().int(), message: z.string(),
-    param: z.string().optional(), code: z.string().optional(),
-  }),
+  // One event of the request's answer (inference-events.ts), as the worker's adapter emitted it. workerMs: ms from
+  // the worker taking the request to this event, on a stream's first chunk and on a non-streamed result (the API
+  // passes it on as the response's Server-Timing header).
+  z.object({ type: z.literal('inference.event'), requestId: z.string(), event: InferenceEvent, workerMs: z.number().optional() }),
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
+/** A worker's report of one event of an inference request's answer. */
+export type InferenceEventMessage = Extract<WorkerMessage, { type: 'inference.event' }>;
 
 /**
- * Embedded mode only: a worker message too large for one IPC write (an `inference.done` whose JSON passes
+ * Embedded mode only: a worker message too large for one IPC write (an inference result whose JSON passes
  * IPC_PIECE_CHARS, worker/transport-ipc.ts) crosses as consecutive pieces of its JSON text; the last has `last`.
  * The channel keeps order, so the API joins a request's pieces as they come and parses them once.
  */

@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { QueueAdapter, QueueHealth } from './port.js';
-import type { ApiToWorker, InferenceTask, IpcPiece, TrainingTask, WorkerKind, WorkerMessage } from '../protocol/messages.js';
+import type { ApiToWorker, InferenceEventMessage, InferenceTask, IpcPiece, TrainingTask, WorkerKind, WorkerMessage } from '../protocol/messages.js';
 import { WorkerMessage as WorkerMessageSchema } from '../protocol/messages.js';
 
 const HEARTH_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/hearth.js');
@@ -23,11 +23,16 @@ export function workerNodeFlags(kind: WorkerKind, env: NodeJS.ProcessEnv = proce
   return (given ?? '--single-threaded-gc').split(/\s+/).filter(Boolean);
 }
 
-/** An `inference.delta` message as WorkerMessage's schema has it: a request id, any data, and maybe the worker's time. */
-export function isDelta(raw: unknown): raw is Extract<WorkerMessage, { type: 'inference.delta' }> {
+/**
+ * An `inference.event` message carrying a chunk, as WorkerMessage's schema has it: a request id, a chunk event with
+ * any data, and maybe the worker's time.
+ */
+export function isChunk(raw: unknown): raw is InferenceEventMessage {
   if (typeof raw !== 'object' || raw === null) return false;
-  const m = raw as { type?: unknown; requestId?: unknown; workerMs?: unknown };
-  return m.type === 'inference.delta' && typeof m.requestId === 'string' && 'data' in m && (m.workerMs === undefined || typeof m.workerMs === 'number');
+  const m = raw as { type?: unknown; requestId?: unknown; workerMs?: unknown; event?: unknown };
+  if (m.type !== 'inference.event' || typeof m.requestId !== 'string' || (m.workerMs !== undefined && typeof m.workerMs !== 'number')) return false;
+  const e = m.event as { type?: unknown } | null | undefined;
+  return typeof e === 'object' && e !== null && e.type === 'chunk' && 'data' in e;
 }
 
 /**
@@ -49,8 +54,8 @@ export class PieceAssembler {
       return JSON.parse(parts.join(''));
     } catch (err) {
       return {
-        type: 'inference.error', requestId: piece.requestId, status: 500,
-        message: `the worker's answer could not be read (${(err as Error).message}); ask for a smaller answer`,
+        type: 'inference.event', requestId: piece.requestId,
+        event: { type: 'error', status: 500, message: `the worker's answer could not be read (${(err as Error).message}); ask for a smaller answer` },
       } satisfies WorkerMessage;
     }
   }
@@ -119,10 +124,10 @@ export class EmbeddedQueue implements QueueAdapter {
         const whole = pieces.push(raw);
         return whole === null ? undefined : receive(whole);
       }
-      // A delta (one per stream and model step, the most frequent message) only travels on to its request,
+      // A chunk (one per stream and model step, the most frequent message) only travels on to its request,
       // its data as the worker made it: its shape is checked here, without the schema (a cold parse cost
       // ~0.05 ms of a 1.1B request's time to first token).
-      if (isDelta(raw)) return this.sink(raw);
+      if (isChunk(raw)) return this.sink(raw);
       const parsed = WorkerMessageSchema.safeParse(raw);
       if (!parsed.success) return this.log(`embedded queue: ignoring a malformed message from worker ${slot}`);
       const msg = parsed.data;
@@ -135,7 +140,7 @@ export class EmbeddedQueue implements QueueAdapter {
         }
       }
       if (msg.type === 'training.event' && (msg.event.type === 'training_ended' || msg.event.type === 'training_failed')) child.tasks.delete(msg.jobId);
-      if (msg.type === 'inference.done' || msg.type === 'inference.error') child.tasks.delete(msg.requestId);
+      if (msg.type === 'inference.event' && msg.event.type !== 'chunk') child.tasks.delete(msg.requestId);
       this.sink(msg);
     };
     proc.on('exit', (code, signal) => {

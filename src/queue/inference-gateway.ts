@@ -1,12 +1,19 @@
-// Inference requests in flight from this API process: hand them to the queue, route streamed deltas back to
-// the HTTP request that waits for them, and fail them cleanly when their worker goes away.
+// Inference requests in flight from this API process: hand them to the queue, route each event of the answer
+// (src/protocol/inference-events.ts) back to the HTTP request that waits for it, as the worker's adapter made it,
+// and fail them cleanly when their worker goes away.
 import crypto from 'node:crypto';
 import type { QueueAdapter } from './port.js';
 import type { InferenceTask } from '../protocol/messages.js';
-import { DomainError, kindOfStatus, overCapacity, unavailable } from '../errors/domain-errors.js';
+import { InferenceFailure, type InferenceEvent } from '../protocol/inference-events.js';
+import { DomainError, overCapacity, unavailable } from '../errors/domain-errors.js';
 import { EntityAdmission, type EntityLimits } from './entity-admission.js';
 
-/** A request for the gateway. Its callbacks are called as methods (`call.onDelta(…)`), so a class can implement them. */
+/**
+ * A request for the gateway: what the route's exchange gives, and how it takes the answer's events. A chunk goes to
+ * `onChunk`; the result settles `submit`'s promise, an error event rejects it as an InferenceFailure carrying the
+ * event (its status and OpenAI fields as the worker gave them). Callbacks are called as methods (`call.onChunk(…)`),
+ * so a class can implement them.
+ */
 export interface InferenceCall {
   op: InferenceTask['op'];
   body: unknown;
@@ -20,8 +27,9 @@ export interface InferenceCall {
    * (calibration), which only meets the per-key cap.
    */
   entity?: string;
-  onDelta?: (data: unknown) => void;
-  /** The worker's time to the first delta (streams) or to the result, in ms, just before either is passed on. */
+  /** A chunk event's data (a chat.completion.chunk or text_completion chunk), as the worker's adapter made it. */
+  onChunk?: (data: unknown) => void;
+  /** The worker's time to the first chunk (streams) or to the result, in ms, just before either is passed on. */
   onWorkerTime?: (ms: number) => void;
   /**
    * Called at once with the function that cancels this call (the route calls it when its client goes away). A
@@ -108,19 +116,14 @@ export class InferenceGateway {
     if (p) p.workerId = workerId;
   }
 
-  delta(requestId: string, data: unknown, workerMs?: number): void {
-    const call = this.pending.get(requestId)?.call;
-    if (workerMs !== undefined) call?.onWorkerTime?.(workerMs);
-    call?.onDelta?.(data);
-  }
-
-  done(requestId: string, result: unknown, workerMs?: number): void {
-    if (workerMs !== undefined) this.pending.get(requestId)?.call.onWorkerTime?.(workerMs);
-    this.settle(requestId, null, result);
-  }
-
-  error(requestId: string, status: number, message: string, where: { param?: string; code?: string } = {}): void {
-    this.settle(requestId, new DomainError(kindOfStatus(status), message, where));
+  /** One event of a request's answer, as the worker reported it (queue-service.ts passes `inference.event` here). */
+  event(requestId: string, event: InferenceEvent, workerMs?: number): void {
+    const p = this.pending.get(requestId);
+    if (!p) return; // settled already (cancelled, failed with its worker, or a second terminal event)
+    if (workerMs !== undefined) p.call.onWorkerTime?.(workerMs);
+    if (event.type === 'chunk') p.call.onChunk?.(event.data);
+    else if (event.type === 'result') this.settle(requestId, null, event.data);
+    else this.settle(requestId, new InferenceFailure(event));
   }
 
   /** Fail what a dead worker held, and what no worker picked up in time. */

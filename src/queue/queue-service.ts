@@ -1,5 +1,6 @@
 // The API side of the queue, whichever adapter carries it: applies worker reports to the store in order,
-// keeps the worker registry, schedules training, routes inference, and fails work whose worker vanished.
+// keeps the worker registry, schedules training, routes inference reports to its gateway (routes submit
+// inference calls to `gateway` directly), and fails work whose worker vanished.
 import type { Store } from '../store/sqlite/store.js';
 import type { TrainingJobRecord } from '../store/records.js';
 import type { QueueAdapter, QueueHealth, TrainingDispatcher, TrainingJobReports, WorkerDirectory, WorkerInfo } from './port.js';
@@ -7,7 +8,7 @@ import type { WorkerKind } from '../protocol/messages.js';
 import type { WorkerMessage } from '../protocol/messages.js';
 import { loadingModels, WorkerRegistry } from './worker-directory.js';
 import { TrainingScheduler } from './training-scheduler.js';
-import { InferenceGateway, type InferenceCall } from './inference-gateway.js';
+import { InferenceGateway } from './inference-gateway.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
 import { overCapacity } from '../errors/domain-errors.js';
 import type { TrainingFairness } from '../domain/training-selection.js';
@@ -105,12 +106,6 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     if (this.scheduler.isActive(jobId)) await this.adapter.cancelTraining(jobId);
   }
 
-  // ---- inference ----
-
-  infer(call: InferenceCall): Promise<unknown> {
-    return this.gateway.submit(call);
-  }
-
   // ---- WorkerDirectory ----
 
   liveWorkers(kind?: WorkerKind): WorkerInfo[] {
@@ -149,14 +144,8 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
       case 'inference.started':
         this.gateway.started(msg.requestId, msg.workerId);
         break;
-      case 'inference.delta':
-        this.gateway.delta(msg.requestId, msg.data, msg.workerMs);
-        break;
-      case 'inference.done':
-        this.gateway.done(msg.requestId, msg.result, msg.workerMs);
-        break;
-      case 'inference.error':
-        this.gateway.error(msg.requestId, msg.status, msg.message, { param: msg.param, code: msg.code });
+      case 'inference.event':
+        this.gateway.event(msg.requestId, msg.event, msg.workerMs);
         break;
     }
   }
@@ -173,7 +162,7 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     }
     const message = `the inference worker ${reason}${loading ? '' : ' while serving this request'}; retry`;
     this.gateway.workerGone(workerId, message);
-    for (const id of tasks) this.gateway.error(id, 503, message);
+    for (const id of tasks) this.gateway.event(id, { type: 'error', status: 503, message });
   }
 
   /**

@@ -75,7 +75,7 @@ export class HardwarePricing {
     if (!run) {
       run = (async () => {
         if (!this.queue) throw new Error('no inference workers');
-        const result = (await this.queue.infer({
+        const result = (await this.queue.gateway.submit({
           op: 'calibrate', body: null, stream: false, queueKey: `calibrate:${model.id}`,
           model: { baseModel: model.id, baseModelDir: model.dir, adapterDir: null, name: model.id },
         })) as CalibrationReport;

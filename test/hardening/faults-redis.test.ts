@@ -108,7 +108,7 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
     const queue = s.ctx.queue!;
     const started = new Set<number>();
     const inference = Array.from({ length: 3 }, (_, i) =>
-      queue.infer({ op: 'chat', body: { tokens: Array.from({ length: 30 }, (_, t) => `t${t}`), tokenMs: 100 }, model: null, stream: true, queueKey: 'm', onDelta: () => started.add(i) })
+      queue.gateway.submit({ op: 'chat', body: { tokens: Array.from({ length: 30 }, (_, t) => `t${t}`), tokenMs: 100 }, model: null, stream: true, queueKey: 'm', onChunk: () => started.add(i) })
         .then(() => 'done', (e: { kind?: string }) => `error ${e.kind}`),
     );
     await waitFor(() => started.size === 3, 'the three inference requests to stream', 20_000, 10);
@@ -155,14 +155,14 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
     // New work flows end to end.
     const fresh = await create(b, { steps: 2 });
     expect((await terminal(fresh, 20_000)).type).toBe('training_ended');
-    const pong = (await queue.infer({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping' })) as { pong: boolean };
+    const pong = (await queue.gateway.submit({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping' })) as { pong: boolean };
     expect(pong.pong).toBe(true);
   }, 120_000);
 
   it('fails requests held by a killed `hearth worker` within the heartbeat timeout, and a new worker serves', async () => {
     const queue = s.ctx.queue!;
     const victim = workers.find((w) => w.spawnargs.includes('inference') && w.exitCode === null && w.signalCode === null)!;
-    const slow = () => queue.infer({ op: 'chat', body: { tokens: Array.from({ length: 100 }, (_, i) => `t${i}`), tokenMs: 100 }, model: null, stream: true, queueKey: 'k', onDelta: () => {} });
+    const slow = () => queue.gateway.submit({ op: 'chat', body: { tokens: Array.from({ length: 100 }, (_, i) => `t${i}`), tokenMs: 100 }, model: null, stream: true, queueKey: 'k', onChunk: () => {} });
     let started = 0;
     const inflight = Array.from({ length: 3 }, () => {
       // The queue fails them with a domain error of kind `unavailable` (the API answers 503).
@@ -180,7 +180,7 @@ describe('Redis restart (data lost) under the BullMQ queue', () => {
 
     spawnWorker('inference');
     await waitFor(() => queue.liveWorkers('inference').some((w) => w.pid !== victim.pid), 'a new inference worker', 30_000);
-    const pong = (await queue.infer({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping' })) as { pong: boolean };
+    const pong = (await queue.gateway.submit({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping' })) as { pong: boolean };
     expect(pong.pong).toBe(true);
   }, 60_000);
 

@@ -166,14 +166,14 @@ describe.each(['embedded', 'bullmq'] as Mode[])('queue contract (%s)', (mode) =>
   it('streams inference deltas in order and answers pings', async () => {
     const queue = c.server.ctx.queue!;
     const pingTimes: number[] = [];
-    const pong = (await queue.infer({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping', onWorkerTime: (ms) => pingTimes.push(ms) })) as { pong: boolean };
+    const pong = (await queue.gateway.submit({ op: 'ping', body: null, model: null, stream: false, queueKey: 'ping', onWorkerTime: (ms) => pingTimes.push(ms) })) as { pong: boolean };
     expect(pong.pong).toBe(true);
     expect(pingTimes).toHaveLength(1); // a result says how long the worker took to it
     const seen: unknown[] = [];
     const tokens = Array.from({ length: 50 }, (_, i) => `t${i}`);
     const streamTimes: { ms: number; before: number }[] = [];
-    const result = await queue.infer({
-      op: 'chat', body: { tokens }, model: null, stream: true, queueKey: 'm', onDelta: (d) => seen.push(d),
+    const result = await queue.gateway.submit({
+      op: 'chat', body: { tokens }, model: null, stream: true, queueKey: 'm', onChunk: (d) => seen.push(d),
       onWorkerTime: (ms) => streamTimes.push({ ms, before: seen.length }),
     });
     expect(seen).toEqual(tokens);
@@ -192,7 +192,7 @@ describe.each(['embedded', 'bullmq'] as Mode[])('queue contract (%s)', (mode) =>
     const settled: string[] = [];
     const calls = Array.from({ length: depth + 3 }, () =>
       queue
-        .infer({ op: 'chat', body: { tokens: ['a'], gate }, model: null, stream: false, queueKey: 'busy' })
+        .gateway.submit({ op: 'chat', body: { tokens: ['a'], gate }, model: null, stream: false, queueKey: 'busy' })
         .then(() => 'served', (e: DomainError) => `${e.kind} retry after ${e.retryAfterSec}`)
         .then((outcome) => (settled.push(outcome), outcome)),
     );
@@ -273,7 +273,7 @@ describe('BullMQ workers on one Redis', () => {
       // Held on their workers until 8 are taken: with at most 4 each, both workers must hold 4.
       const gate = c.gate();
       const pending = Array.from({ length: 40 }, () =>
-        c.server.ctx.queue!.infer({ op: 'chat', body: { tokens: ['x'], gate }, model: null, stream: false, queueKey: 'share' }),
+        c.server.ctx.queue!.gateway.submit({ op: 'chat', body: { tokens: ['x'], gate }, model: null, stream: false, queueKey: 'share' }),
       );
       await waitFor(() => c.server.ctx.queue!.liveWorkers('inference').every((w) => w.load === 4), 'both workers to take 4 requests', 30_000, 20);
       fs.rmSync(gate);

@@ -11,7 +11,9 @@ import { deviceFaultOf, DeviceFaultError } from '../../src/runtime/device-fault.
 import { checkFitsDevice, GGUF_GRAPH_BYTES_PER_FILE_BYTE, modelMemoryNeed, ModelTooLargeError } from '../../src/runtime/device-memory.js';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { createHandlers, EXIT_DEVICE_LOST } from '../../worker/inference/worker-handler.js';
-import { TaskError, type Handlers } from '../../worker/handlers.js';
+import type { Handlers } from '../../worker/handlers.js';
+import { InferenceFailure } from '../../src/protocol/inference-events.js';
+import { runInferenceTask } from '../helpers/inference-task.js';
 import type { InferenceTask } from '../../src/protocol/messages.js';
 
 describe('deviceFaultOf', () => {
@@ -87,12 +89,12 @@ describe('inference worker on a device fault', () => {
     body: { model: 'tiny', messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 6, temperature: 0 },
     model: { baseModel: 'test/tiny', baseModelDir: modelDir, adapterDir: null, name: 'tiny' },
   });
-  const run = () => handlers.inference!(task(), { delta: () => {}, signal: new AbortController().signal });
+  const run = () => runInferenceTask(handlers, task());
   const failure = async () => {
     try {
       await run();
     } catch (err) {
-      return err as TaskError;
+      return err as InferenceFailure;
     }
     throw new Error('the request did not fail');
   };
@@ -101,7 +103,7 @@ describe('inference worker on a device fault', () => {
     const before = await run();
     writeFileSync(join(faultDir, 'inference-run-error'), 'CUDA failure 2: out of memory ; GPU=0');
     const err = await failure();
-    expect(err).toBeInstanceOf(TaskError);
+    expect(err).toBeInstanceOf(InferenceFailure); // the engine's error event, its status as the client will get it
     expect(err.status).toBe(503);
     expect(err.message).toMatch(/^device cpu ran out of memory during this request \(CUDA failure 2: out of memory/);
     expect(logs.join('\n')).toMatch(/the session of test\/tiny is released; the next request loads it anew/);

@@ -144,7 +144,7 @@ describe('JSON-schema compilation, memoised per definition', () => {
 });
 
 describe('large answers over the IPC', () => {
-  const done = (requestId: string, result: unknown): WorkerMessage => ({ type: 'inference.done', requestId, result });
+  const done = (requestId: string, result: unknown): WorkerMessage => ({ type: 'inference.event', requestId, event: { type: 'result', data: result } });
 
   it('sends a large result as pieces that join back to the same message', () => {
     const big = done('r1', { text: 'x'.repeat(1000), list: Array.from({ length: 50 }, (_, i) => ({ i })) });
@@ -156,9 +156,9 @@ describe('large answers over the IPC', () => {
     const joined = frames.map((f) => assembler.push(f as IpcPiece));
     expect(joined.slice(0, -1).every((j) => j === null)).toBe(true);
     expect(joined.at(-1)).toEqual(big);
-    // Small results and deltas travel whole.
+    // Small results and chunks travel whole.
     expect(ipcFrames(done('r2', { ok: 1 }), 100)).toEqual([done('r2', { ok: 1 })]);
-    const delta: WorkerMessage = { type: 'inference.delta', requestId: 'r3', data: 'y'.repeat(500) };
+    const delta: WorkerMessage = { type: 'inference.event', requestId: 'r3', event: { type: 'chunk', data: 'y'.repeat(500) } };
     expect(ipcFrames(delta, 100)).toEqual([delta]);
   });
 
@@ -167,8 +167,8 @@ describe('large answers over the IPC', () => {
     cyclic.self = cyclic;
     const frames = ipcFrames(done('bad', cyclic));
     expect(frames).toHaveLength(1);
-    expect(frames[0]).toMatchObject({ type: 'inference.error', requestId: 'bad', status: 500 });
-    expect((frames[0] as { message: string }).message).toMatch(/could not send this request's answer/);
+    expect(frames[0]).toMatchObject({ type: 'inference.event', requestId: 'bad', event: { type: 'error', status: 500 } });
+    expect((frames[0] as { event: { message: string } }).event.message).toMatch(/could not send this request's answer/);
   });
 
   it('a write that throws (a message past what one string holds) fails the requests it carried, and the rest still go', () => {
@@ -176,17 +176,17 @@ describe('large answers over the IPC', () => {
     // The channel refuses a frame that carries request "huge"'s delta, as process.send throws on a > 512 MB message.
     const send = (frame: unknown, cb: () => void) => {
       const all = Array.isArray(frame) ? frame : [frame];
-      if (all.some((m: WorkerMessage) => m.type === 'inference.delta' && m.requestId === 'huge')) throw new RangeError('Invalid string length');
+      if (all.some((m: WorkerMessage) => m.type === 'inference.event' && m.event.type === 'chunk' && m.requestId === 'huge')) throw new RangeError('Invalid string length');
       sent.push(frame);
       cb();
     };
     let doneCalls = 0;
     const beat = { type: 'training.started', jobId: 'j', workerId: 'w' } as WorkerMessage;
     const fine = done('fine', { ok: true });
-    writeFrames([beat, { type: 'inference.delta', requestId: 'huge', data: 'z' }, fine], send, () => doneCalls++);
+    writeFrames([beat, { type: 'inference.event', requestId: 'huge', event: { type: 'chunk', data: 'z' } }, fine], send, () => doneCalls++);
     expect(doneCalls).toBe(1);
     // The batch was refused whole, then sent message by message: "huge" gets an error, the others go, in order.
-    expect(sent).toEqual([beat, expect.objectContaining({ type: 'inference.error', requestId: 'huge', status: 500, message: expect.stringMatching(/Invalid string length/) }), fine]);
+    expect(sent).toEqual([beat, expect.objectContaining({ type: 'inference.event', requestId: 'huge', event: { type: 'error', status: 500, message: expect.stringMatching(/Invalid string length/) } }), fine]);
   });
 });
 
@@ -250,7 +250,7 @@ describe('the engine entry refuses past the caps with OpenAI-shaped errors', () 
   const template: ChatTemplatePort = { render: (messages, opts) => messages.map((m) => `${m.role}: ${m.content ?? ''}\n`).join('') + (opts.addGenerationPrompt ? 'assistant: ' : '') };
   const hearth = createEngine({ model: new ToyModel({ maxContext: 256 }), tokenizer: tok, chatTemplate: template }, { kvCacheTokens: 4096, requestCaps: { maxSequences: 8, maxAnswerTokens: 500 } });
   const submit = (req: InferenceRequest) =>
-    new Promise<InferenceEvent>((resolve) => void hearth.submit(req, (e) => (e.type === 'error' || e.type === 'response') && resolve(e)));
+    new Promise<InferenceEvent>((resolve) => void hearth.submit(req, (e) => (e.type === 'error' || e.type === 'result') && resolve(e)));
   const wide = { type: 'object', properties: Object.fromEntries(Array.from({ length: 12_000 }, (_, i) => [`k${i}`, { type: 'integer' }])) };
   const messages = [{ role: 'user', content: 'hi' }];
 
@@ -258,7 +258,7 @@ describe('the engine entry refuses past the caps with OpenAI-shaped errors', () 
     expect(await submit({ kind: 'completion', model: 'm', body: { model: 'm', prompt: ['a', 'b', 'c'], n: 3, max_tokens: 2 } })).toMatchObject({ type: 'error', status: 400, param: 'prompt', code: 'too_many_sequences' });
     expect(await submit({ kind: 'completion', model: 'm', body: { model: 'm', prompt: 'a', n: 2, max_tokens: 100, logprobs: 2 } })).toMatchObject({ type: 'error', status: 400, param: 'logprobs', code: 'answer_too_large' });
     expect(await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, n: 2, max_tokens: 100, logprobs: true, top_logprobs: 2 } })).toMatchObject({ type: 'error', status: 400, param: 'top_logprobs', code: 'answer_too_large' });
-    expect(await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, max_tokens: 4 } })).toMatchObject({ type: 'response' });
+    expect(await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, max_tokens: 4 } })).toMatchObject({ type: 'result' });
     expect(await submit({ kind: 'chat', model: 'm', body: { model: 'm', messages, max_tokens: 4, response_format: { type: 'json_schema', json_schema: { name: 'w', schema: wide } } } }))
       .toMatchObject({ type: 'error', status: 400, param: 'response_format', code: 'schema_too_complex' });
     const tools = [{ type: 'function', function: { name: 'f', parameters: wide } }];

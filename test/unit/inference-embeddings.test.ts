@@ -112,7 +112,7 @@ describe('submitEmbedding', () => {
 
   function request(engine: Engine, model: ToyModel, body: Record<string, unknown>): Promise<EmbeddingResponse> {
     return new Promise((resolve, reject) => {
-      submitEmbedding(servable(model), engine, { model: 'toy', ...body } as never, 'toy', null, (e) => (e.type === 'response' ? resolve(e.data) : reject(new Error(e.message)))).catch(reject);
+      submitEmbedding(servable(model), engine, { model: 'toy', ...body } as never, 'toy', null, (e) => (e.type === 'result' ? resolve(e.data) : reject(new Error(e.message)))).catch(reject);
     });
   }
 

@@ -54,7 +54,7 @@ describe('InferenceGateway', () => {
 
     let cancelLater: (() => void) | null = null;
     const finished = gateway.submit(call({ cancelWith: (fn: () => void) => (cancelLater = fn) }));
-    gateway.done(started[1].requestId, { ok: true });
+    gateway.event(started[1].requestId, { type: 'result', data: { ok: true } });
     await expect(finished).resolves.toEqual({ ok: true });
     cancelLater!();
     expect(cancelled).toHaveLength(1); // nothing pending: nothing to cancel
@@ -65,7 +65,7 @@ describe('InferenceGateway', () => {
     const gateway = new InferenceGateway(adapter, 1, 60_000);
     const first = gateway.submit(call());
     await expect(gateway.submit(call())).rejects.toMatchObject({ kind: 'over_capacity' });
-    gateway.done(started[0].requestId, 'r');
+    gateway.event(started[0].requestId, { type: 'result', data: 'r' });
     await first;
     void gateway.submit(call());
     expect(started).toHaveLength(2);
@@ -80,7 +80,7 @@ describe('InferenceGateway', () => {
     void gateway.submit(call({ entity: 'alice' }));
     expect(started.map((t) => t.entity)).toEqual(['bob', 'bob', 'alice']);
     // One of bob's ends: his held request goes out in its slot.
-    gateway.done(started[0].requestId, 'r');
+    gateway.event(started[0].requestId, { type: 'result', data: 'r' });
     await bob[0];
     expect(started.map((t) => t.entity)).toEqual(['bob', 'bob', 'alice', 'bob']);
     // A held request that times out leaves the line without a cancel sent to any worker; those that run stay.

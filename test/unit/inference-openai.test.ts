@@ -38,14 +38,14 @@ function fakeFetch(hearth: ReturnType<typeof createEngine>): typeof fetch {
           resolve(e);
         }
         if (e.type === 'chunk') controller.enqueue(enc.encode(sseData(e.data)));
-        if (e.type === 'end') {
+        if (e.type === 'result' && body.stream) {
           controller.enqueue(enc.encode(SSE_DONE));
           controller.close();
         }
       });
     });
     if (first.type === 'error') return new Response(JSON.stringify({ error: { message: first.message } }), { status: first.status, headers: { 'content-type': 'application/json' } });
-    if (first.type === 'response') return new Response(JSON.stringify(first.data), { headers: { 'content-type': 'application/json' } });
+    if (first.type === 'result') return new Response(JSON.stringify(first.data), { headers: { 'content-type': 'application/json' } });
     return new Response(stream, { headers: { 'content-type': 'text/event-stream' } });
   }) as typeof fetch;
 }
@@ -252,14 +252,14 @@ describe('validated bodies', () => {
   const run = (req: InferenceRequest) =>
     new Promise<InferenceEvent>((resolve) => {
       const hearth = createEngine(servable(), { kvCacheTokens: 4096 });
-      void hearth.submit(req, (e) => (e.type === 'error' || e.type === 'response' ? resolve(e) : undefined));
+      void hearth.submit(req, (e) => (e.type === 'error' || e.type === 'result' ? resolve(e) : undefined));
     });
 
   it('parses a body once: not again when the API already did (validated), while the checks beyond the schema still run', async () => {
     // temperature 3 is outside the schema's range: the engine's own parse refuses it, a validated body is taken as given.
     const body = { model: 'toy', prompt: 'hello', max_tokens: 2, temperature: 3, seed: 1 };
     expect(await run({ kind: 'completion', body, model: 'toy' })).toMatchObject({ type: 'error', status: 400, message: expect.stringContaining('temperature') });
-    expect(await run({ kind: 'completion', body, model: 'toy', validated: true })).toMatchObject({ type: 'response' });
+    expect(await run({ kind: 'completion', body, model: 'toy', validated: true })).toMatchObject({ type: 'result' });
     expect(await run({ kind: 'completion', body: { ...body, temperature: 0, suffix: 'x' }, model: 'toy', validated: true })).toMatchObject({ type: 'error', status: 400, message: expect.stringContaining('unsupported parameters: suffix') });
   });
 });

@@ -168,7 +168,7 @@ describe('engine on the ONNX runner', () => {
     const ev = await new Promise<InferenceEvent>((resolve) =>
       void hearth.submit({ kind: 'chat', model: 'tiny', body: { model: 'tiny', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, temperature: 0, return_token_ids: true } }, resolve),
     );
-    expect(ev.type).toBe('response');
+    expect(ev.type).toBe('result');
     const r = ChatCompletionResponse.parse((ev as { data: unknown }).data);
     expect(r.choices[0].token_ids!.length).toBeGreaterThan(0);
     expect(r.prompt_token_ids!.length).toBe(r.usage.prompt_tokens);

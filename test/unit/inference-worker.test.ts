@@ -13,6 +13,7 @@ import type { Weights } from '../../src/runtime/model-config.js';
 import type { Handlers } from '../../worker/handlers.js';
 import { createHandlers } from '../../worker/inference/worker-handler.js';
 import type { InferenceTask } from '../../src/protocol/messages.js';
+import { runInferenceTask } from '../helpers/inference-task.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-inference-worker-'));
 const modelDir = join(dir, 'model');
@@ -53,7 +54,7 @@ function task(body: Record<string, unknown>, adapter: string | null = null, op: 
 
 async function runTask(t: InferenceTask, signal = new AbortController().signal) {
   const deltas: unknown[] = [];
-  const result = await handlers.inference!(t, { delta: (d) => deltas.push(d), signal });
+  const result = await runInferenceTask(handlers, t, { signal, onChunk: (d) => deltas.push(d) });
   return { result, deltas };
 }
 
@@ -86,7 +87,7 @@ describe('inference worker handler', () => {
         else process.env.HEARTH_PREFILL_CHUNK_TOKENS = value;
         const logs: string[] = [];
         const h = await createHandlers('cpu', (m) => logs.push(m));
-        await h.inference!(task({ prompt: 'Once', max_tokens: 2, temperature: 0 }, null, 'completion'), { delta: () => {}, signal: new AbortController().signal });
+        await runInferenceTask(h, task({ prompt: 'Once', max_tokens: 2, temperature: 0 }, null, 'completion'));
         expect(logs.join('\n')).toMatch(log);
         expect(h.stats!().prefillChunkTokens).toEqual({ 'test/tiny': budget });
         await h.close?.();
@@ -94,7 +95,7 @@ describe('inference worker handler', () => {
       for (const bad of ['0', '2.5', 'fast']) {
         process.env.HEARTH_PREFILL_CHUNK_TOKENS = bad;
         const h = await createHandlers('cpu', () => {});
-        await expect(h.inference!(task({ prompt: 'Once', max_tokens: 2 }, null, 'completion'), { delta: () => {}, signal: new AbortController().signal })).rejects.toMatchObject({
+        await expect(runInferenceTask(h, task({ prompt: 'Once', max_tokens: 2 }, null, 'completion'))).rejects.toMatchObject({
           status: 503,
           message: expect.stringContaining(`HEARTH_PREFILL_CHUNK_TOKENS must be 'auto' or a whole number ≥ 1, got "${bad}"`),
         });
@@ -116,7 +117,7 @@ describe('inference worker handler', () => {
     // Abort once the stream has sent 3 deltas: mid-generation, whatever the machine's speed.
     const ctrl = new AbortController();
     let deltas = 0;
-    const p = handlers.inference!(task({ messages, max_tokens: 100, ignore_eos: true, stream: true }), { delta: () => void (++deltas === 3 && ctrl.abort()), signal: ctrl.signal });
+    const p = runInferenceTask(handlers, task({ messages, max_tokens: 100, ignore_eos: true, stream: true }), { onChunk: () => void (++deltas === 3 && ctrl.abort()), signal: ctrl.signal });
     await expect(p).rejects.toThrow(/cancelled/);
     expect(deltas).toBeLessThan(100);
     const after = await runTask(task({ messages, max_tokens: 2, temperature: 0, return_token_ids: true }));
@@ -152,7 +153,7 @@ describe('HEARTH_WEIGHTS=q4', () => {
     const q4 = await createHandlers('cpu', () => {});
     try {
       const run = async (adapter: string | null) =>
-        ((await q4.inference!(task({ messages, max_tokens: 10, temperature: 0, ignore_eos: true, return_token_ids: true }, adapter), { delta: () => {}, signal: new AbortController().signal })) as Chat).choices[0].token_ids;
+        ((await runInferenceTask(q4, task({ messages, max_tokens: 10, temperature: 0, ignore_eos: true, return_token_ids: true }, adapter))) as Chat).choices[0].token_ids;
       const [base, lora] = [await run(null), await run(adapterDir)];
       expect(lora).not.toEqual(base);
       expect(await Promise.all([run(null), run(adapterDir), run(null)])).toEqual([base, lora, base]);
@@ -180,7 +181,7 @@ describe('HEARTH_WEIGHTS (real stories260K model)', () => {
             requestId: weights, op: 'completion', stream: false, body: { model: 's', prompt: 'Once upon a time', max_tokens: 10, temperature: 0 },
             model: { baseModel: 'karpathy/stories260K', baseModelDir: storiesDir, adapterDir: null, name: 's' },
           };
-          const r = (await h.inference!(t, { delta: () => {}, signal: new AbortController().signal })) as { choices: { text: string; logprobs: { token_logprobs: number[] } }[] };
+          const r = (await runInferenceTask(h, t)) as { choices: { text: string; logprobs: { token_logprobs: number[] } }[] };
           return { text: r.choices[0].text, logprobs: r.choices[0].logprobs.token_logprobs, logs };
         } finally {
           await h.close?.();

@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { Outbox } from '../../worker/transport-ipc.js';
 import type { WorkerMessage } from '../../src/protocol/messages.js';
 
-const delta = (requestId: string, text: string): WorkerMessage => ({ type: 'inference.delta', requestId, data: { text } });
-const done = (requestId: string): WorkerMessage => ({ type: 'inference.done', requestId, result: null });
+const delta = (requestId: string, text: string): WorkerMessage => ({ type: 'inference.event', requestId, event: { type: 'chunk', data: { text } } });
+const done = (requestId: string): WorkerMessage => ({ type: 'inference.event', requestId, event: { type: 'result', data: null } });
 const beat = { type: 'training.started', jobId: 'j', workerId: 'w' } as WorkerMessage;
 
 function recorder() {

@@ -26,7 +26,7 @@ function timedRun(hearth: HearthEngine, prompt: number[], decodeTokens: number):
         tFirst ??= performance.now();
         const usage = (e.data as { usage?: { completion_tokens?: number } | null }).usage;
         if (usage?.completion_tokens) completionTokens = usage.completion_tokens;
-      } else if (e.type === 'end' || e.type === 'response') {
+      } else if (e.type === 'result') {
         resolve({ ttftMs: (tFirst ?? performance.now()) - t0, totalMs: performance.now() - t0, completionTokens });
       } else if (e.type === 'error') reject(new Error(`calibration run failed: ${e.message}`));
     });

@@ -56,7 +56,8 @@ export function checkEmbeddingRequest(body: EmbeddingRequest, model: { hiddenSiz
   }
 }
 
-export type EmbeddingEvent = { type: 'response'; data: EmbeddingResponse } | { type: 'error'; status: number; message: string };
+/** The events of an embeddings request (src/protocol/inference-events.ts): one result, or one error. */
+export type EmbeddingEvent = { type: 'result'; data: EmbeddingResponse } | { type: 'error'; status: number; message: string };
 
 /**
  * Tokenizes the inputs (texts as completions do: with the tokenizer's special tokens), submits one embed request
@@ -96,7 +97,7 @@ export async function submitEmbedding(
     if (--open > 0) return;
     const base64 = body.encoding_format === 'base64';
     onEvent({
-      type: 'response',
+      type: 'result',
       data: {
         object: 'list',
         data: vectors.map((v, index) => ({ object: 'embedding' as const, index, embedding: base64 ? base64Float32(v!) : Array.from(v!) })),

@@ -5,13 +5,14 @@
 //   handle.cancel();   // client went away
 // (worker-handler.ts does exactly this for the worker host.)
 //
-// Events are plain JSON (they can cross a process boundary as they are):
-//   stream:     { type: 'chunk', data } …  then { type: 'end', usage }   (the HTTP side writes `data: [DONE]`; usage is
-//               there whether or not the client asked for the usage chunk, so the server can always book it)
-//   non-stream: { type: 'response', data }
-//   failure:    { type: 'error', status, message }   (400 for bad requests, 500 otherwise)
+// Events are the protocol's (src/protocol/inference-events.ts), plain JSON that crosses to the API unchanged:
+//   stream:     { type: 'chunk', data } …  then { type: 'result', data: { usage } }   (the HTTP side writes `data: [DONE]`;
+//               usage is there whether or not the client asked for the usage chunk, so the server can always book it)
+//   non-stream: { type: 'result', data }
+//   failure:    { type: 'error', status, message, param?, code? }   (400 for bad requests, 500 otherwise)
 
 import { randomUUID } from 'node:crypto';
+import type { InferenceEvent } from '../../src/protocol/inference-events.js';
 import {
   ChatCompletionRequest,
   CompletionRequest,
@@ -63,11 +64,7 @@ export type InferenceRequest =
 // once, at the edge: a second parse of a completion body, its code cold between model steps, cost ~0.35 ms of
 // the time to first token on a 2-core machine (measured against the same server parsing once).
 
-export type InferenceEvent =
-  | { type: 'chunk'; data: ChatCompletionChunk | CompletionResponse }
-  | { type: 'end'; usage: Usage }
-  | { type: 'response'; data: ChatCompletionResponse | CompletionResponse | EmbeddingResponse | { prompt_tokens: number } }
-  | { type: 'error'; status: number; message: string; param?: string; code?: string };
+export type { InferenceEvent };
 
 export interface InferenceHandle {
   cancel(): void;
@@ -97,7 +94,7 @@ export function createEngine(servable: ServableModel, opts: CreateEngineOptions 
         if (req.kind === 'embedding') return await submitEmbeddingRequest(ctx, req, onEvent);
         if (req.kind === 'chat_tokens') {
           const { promptIds } = await renderChatPrompt(ctx, parse(ChatCompletionRequest, req.body, req.validated));
-          onEvent({ type: 'response', data: { prompt_tokens: promptIds.length } });
+          onEvent({ type: 'result', data: { prompt_tokens: promptIds.length } });
           return { cancel() {} };
         }
         return req.kind === 'chat' ? await submitChat(ctx, req, onEvent) : await submitCompletion(ctx, req, onEvent);
@@ -218,7 +215,7 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
     return ctx.engine.submit(genReq, (e) => {
       if (e.type === 'error') return onEvent({ type: 'error', status: e.status ?? 500, message: e.message });
       for (const chunk of stream.onEvent(e)) onEvent({ type: 'chunk', data: ids(chunk) });
-      if (e.type === 'done') onEvent({ type: 'end', usage: usageOf(e.promptTokens, e.completionTokens, e.cachedTokens) });
+      if (e.type === 'done') onEvent({ type: 'result', data: { usage: usageOf(e.promptTokens, e.completionTokens, e.cachedTokens) } });
     });
   }
   const finished: FinishedChoice[] = [];
@@ -228,7 +225,7 @@ async function submitChat(ctx: Ctx, req: InferenceRequest, onEvent: (e: Inferenc
     if (e.type === 'done') {
       const response = buildChatCompletion(meta, finished, tokenizer, formatOpts);
       response.usage = usageOf(response.usage.prompt_tokens, response.usage.completion_tokens, e.cachedTokens);
-      onEvent({ type: 'response', data: ids(response) });
+      onEvent({ type: 'result', data: ids(response) });
     }
   });
 }
@@ -305,11 +302,11 @@ async function submitCompletion(ctx: Ctx, req: InferenceRequest, onEvent: (e: In
         const response = buildCompletion(meta, finished, tokenizer, { promptTokens, completionTokens }, topLogprobs);
         response.usage = usageOf(promptTokens, completionTokens, cachedTokens);
         if (echoed) response.choices = response.choices.map((c) => withEchoedPrompt(c, echoed![Math.floor(c.index / n)]));
-        return onEvent({ type: 'response', data: ids(response) });
+        return onEvent({ type: 'result', data: ids(response) });
       }
       const usage = usageOf(promptTokens, completionTokens, cachedTokens);
       if (includeUsage) onEvent({ type: 'chunk', data: { ...meta, object: 'text_completion', choices: [], usage } });
-      onEvent({ type: 'end', usage });
+      onEvent({ type: 'result', data: { usage } });
     }
   };
   try {

@@ -1,8 +1,8 @@
 // The inference worker's task handler (loaded by worker/default-handlers.ts): one engine per base
 // model, loaded on first use with LoRA inputs so checkpoints are served as adapters on top of the
-// shared base weights. Streaming requests send each chat.completion.chunk / text_completion chunk
-// through ctx.delta (the API writes each out as an SSE event) and resolve with `{ usage }` (the API
-// books it and writes `data: [DONE]`); others resolve with the response object. Cancellation (client
+// shared base weights. The adapter's events (src/protocol/inference-events.ts: each chunk, then the
+// result or error) go to the host through ctx.emit as they are; the host reports them to the API, which
+// writes chunks out as SSE events and books a stream's `{ usage }` result. Cancellation (client
 // gone) frees the sequences at once. The `calibrate` op measures prefill/decode speed on this device
 // for hardware pricing (see calibrate.ts).
 //
@@ -140,7 +140,7 @@ export async function createHandlers(
   };
 
   /** Run one request on this host's copy of its model. */
-  const infer = async (task: InferenceTask, ctx: InferenceContext, model: NonNullable<InferenceTask['model']>): Promise<unknown> => {
+  const infer = async (task: InferenceTask, ctx: InferenceContext, model: NonNullable<InferenceTask['model']>): Promise<void> => {
     let served: ServedModel;
     try {
       served = await serve(model);
@@ -149,9 +149,9 @@ export async function createHandlers(
     }
     if (task.op === 'calibrate') {
       const deviceKey = deviceKeyOf(await detectDevices(), served.loaded.runner.device);
-      return { deviceKey, ...(await calibrate(served.hearth, served.loaded.config.vocabSize)) };
+      return ctx.emit({ type: 'result', data: { deviceKey, ...(await calibrate(served.hearth, served.loaded.config.vocabSize)) } });
     }
-    return new Promise<unknown>((resolve, reject) => {
+    return new Promise<void>((resolve, reject) => {
       let handle: InferenceHandle | null = null;
       const onAbort = () => {
         handle?.cancel();
@@ -160,10 +160,8 @@ export async function createHandlers(
       ctx.signal.addEventListener('abort', onAbort, { once: true });
       const settle = () => ctx.signal.removeEventListener('abort', onAbort);
       const onEvent = (e: InferenceEvent) => {
-        if (e.type === 'chunk') ctx.delta(e.data);
-        else if (e.type === 'end') (settle(), resolve({ usage: e.usage }));
-        else if (e.type === 'response') (settle(), resolve(e.data));
-        else (settle(), reject(new TaskError(e.status, e.message, { param: e.param, code: e.code })));
+        ctx.emit(e); // as the adapter made it: the API reads the same event
+        if (e.type !== 'chunk') (settle(), resolve());
       };
       void served.hearth
         // The API's route parsed the body with the same schema before it enqueued the task (InferenceTask.body).

@@ -61,13 +61,13 @@ class AnthropicStreamExchange implements InferenceCall {
     this.cancel = cancel;
   }
 
-  onDelta(chunk: unknown): void {
+  onChunk(chunk: unknown): void {
     this.send(this.events.onChunk(chunk as ChatCompletionChunk));
   }
 
   async respond(queue: QueueService): Promise<undefined> {
     try {
-      const result = (await queue.infer(this)) as { usage: Usage };
+      const result = (await queue.gateway.submit(this)) as { usage: Usage };
       this.send(this.events.end(result.usage));
       this.reply.raw.end();
       this.ctx.store.usage.add({ entity: this.entity, project: usageProject(this.request), model: this.model.name, promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });

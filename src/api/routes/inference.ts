@@ -78,14 +78,14 @@ class InferenceExchange implements InferenceCall {
     this.serverTiming = serverTimingHeader(workerMs, this.reply.elapsedTime);
   }
 
-  onDelta(chunk: unknown): void {
+  onChunk(chunk: unknown): void {
     this.startStream();
     sendEvent(this.reply.raw, `data: ${JSON.stringify(chunk)}\n\n`);
   }
 
   async respond(queue: QueueService): Promise<unknown> {
     if (!this.stream) {
-      const result = (await queue.infer(this)) as UsageLike;
+      const result = (await queue.gateway.submit(this)) as UsageLike;
       if (this.serverTiming) this.reply.header('server-timing', this.serverTiming);
       this.book(result?.usage);
       return result;
@@ -93,7 +93,7 @@ class InferenceExchange implements InferenceCall {
     try {
       // The worker sends the chunks the client asked for (a usage chunk only with stream_options.include_usage)
       // and ends with the usage, which is booked for every stream.
-      const result = (await queue.infer(this)) as UsageLike | null;
+      const result = (await queue.gateway.submit(this)) as UsageLike | null;
       this.startStream();
       this.reply.raw.end('data: [DONE]\n\n');
       this.book(result?.usage);

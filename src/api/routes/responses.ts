@@ -10,6 +10,7 @@ import { sendEvent } from '../sse.js';
 import type { AppContext } from '../context.js';
 import { openAiValidationBody, wireErrorOf, zodIssuesToDetail } from '../errors.js';
 import { DomainError, invalid, unavailable } from '../../errors/domain-errors.js';
+import { InferenceFailure } from '../../protocol/inference-events.js';
 import type { ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, Usage } from '../../protocol/openai.js';
 import { ResponseObject, ResponsesRequest } from '../../schemas/responses.js';
 import { resolveModel, type ResolvedModel } from '../../services/model-resolver.js';
@@ -36,8 +37,9 @@ function parseBody(body: unknown): ResponsesRequest {
   throw invalid(message, { param: error.param ?? undefined, code: error.code ?? undefined });
 }
 
-/** A chat-side error (the worker's checks) re-labelled with the Responses field it is about. */
+/** A chat-side error (the worker's checks, the API's) re-labelled with the Responses field it is about. */
 function relabelled(err: unknown): unknown {
+  if (err instanceof InferenceFailure && err.param) return new InferenceFailure({ ...err.event, param: relabelParam({ param: err.param }).param });
   if (!(err instanceof DomainError) || !err.param) return err;
   return new DomainError(err.kind, err.message, relabelParam({ code: err.code, param: err.param, retryAfterSec: err.retryAfterSec }));
 }
@@ -82,19 +84,19 @@ class ResponsesExchange implements InferenceCall {
     this.serverTiming = serverTimingHeader(workerMs, this.http.reply.elapsedTime);
   }
 
-  onDelta(chunk: unknown): void {
+  onChunk(chunk: unknown): void {
     this.send(this.events.onChunk(chunk as ChatCompletionChunk));
   }
 
   async respond(queue: QueueService): Promise<unknown> {
     if (!this.stream) {
-      const completion = (await queue.infer(this).catch((err: unknown) => Promise.reject(relabelled(err)))) as ChatCompletionResponse;
+      const completion = (await queue.gateway.submit(this).catch((err: unknown) => Promise.reject(relabelled(err)))) as ChatCompletionResponse;
       if (this.serverTiming) this.http.reply.header('server-timing', this.serverTiming);
       this.book(completion.usage);
       return responseFromChatCompletion(this.skeleton, completion, { logprobs: this.logprobs });
     }
     try {
-      const result = (await queue.infer(this)) as { usage?: Usage | null } | null;
+      const result = (await queue.gateway.submit(this)) as { usage?: Usage | null } | null;
       const usage = result?.usage ?? null;
       this.send(this.events.finish(usage));
       this.http.reply.raw.end();
