@@ -36,6 +36,11 @@ export type NativeOptimizer = z.infer<typeof NativeOptimizer>;
 const NativeJobParts = {
   /** forward / forward_backward: measure at the current weights; no optimizer step, no checkpoint. */
   forward_only: z.boolean().optional(),
+  /**
+   * With forward_only: also report the learner logprob of every trained target at the measured weights (the
+   * gradient_step event's `token_logprobs`, src/protocol/token-logprobs.ts), for ART's `return_token_logprobs`.
+   */
+  return_token_logprobs: z.boolean().optional(),
   /** The run's adapter (fresh adapters only; a checkpoint's own config wins when continuing). */
   lora: LoraRequest.nullish(),
   /** optim_step: AdamW continues from the moments beside the checkpoint it starts from and writes its own. */

@@ -78,6 +78,21 @@ export const N1SamplerWeightsResult = z.strictObject({
 
 // ---- N3 ----
 
+/**
+ * art.training's `TokenLogprobs` (extra forbidden): `shape` [T] or [T, K ≥ 1], `data` the float32 little-endian values
+ * as pydantic's base64 bytes, exactly 4 bytes per value.
+ */
+export const TokenLogprobs44 = z
+  .strictObject({ shape: z.array(z.number().int().min(0)).min(1).max(2), data: z.string() })
+  .refine((t) => t.shape.length === 1 || t.shape[1] >= 1, 'token logprob candidate width must be positive')
+  .refine((t) => Buffer.from(t.data, 'base64').length === t.shape.reduce((a, n) => a * n, 1) * 4, 'token logprob buffer size differs from its shape');
+
+/** A TokenLogprobs' values (ART's `to_list`). */
+export function tokenLogprobValues(t: z.output<typeof TokenLogprobs44>): number[] {
+  const bytes = Buffer.from(t.data, 'base64');
+  return Array.from({ length: bytes.length / 4 }, (_, i) => bytes.readFloatLE(i * 4));
+}
+
 export const N3NativeTrainingRun = N1NativeTrainingRun.extend({ run_name: z.string().nullable().optional() });
 
 const N3Kind = z.enum(['forward', 'forward_backward', 'optim_step', 'save_state', 'load_state', 'save_weights_for_sampler']);
@@ -96,7 +111,7 @@ const PublicTrainingResult = z.strictObject({
   training: z.unknown().optional(),
   loss: z.unknown().optional(),
   produced_gradient: z.boolean().nullable().optional(),
-  token_logprobs: z.array(z.unknown()).optional(),
+  token_logprobs: z.array(TokenLogprobs44).optional(),
   group_shapes: z.array(z.unknown()).optional(),
   packed_input: z.unknown().optional(),
   contributing_operation_ids: z.array(z.string()).nullable().optional(),
@@ -150,7 +165,7 @@ export const N3ForwardBackwardResult = z
     kind: z.literal('forward_backward').default('forward_backward'),
     packing: PackingOutcome44,
     packed_input_capture: z.null().default(null),
-    token_logprobs: z.array(z.unknown()).default([]),
+    token_logprobs: z.array(TokenLogprobs44).default([]),
     training: z.strictObject({ accepted_trainable_tokens: nonNeg, policy_token_counts: z.array(z.unknown()).nullable() }),
     loss: z.strictObject({
       contract_id: z.enum(['cross_entropy_v1', 'importance_sampling_v1', 'cispo_v1', 'dpo_v1']),

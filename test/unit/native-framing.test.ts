@@ -68,7 +68,7 @@ describe('commands translated to the runs service', () => {
       loss, collect_packing_shapes: false, retain_packed_input: false, return_token_logprobs: false, ...extra,
     });
 
-  it('N3: SFT token matrices train, dpo and token logprobs are refused, publications and load sources map to N2', () => {
+  it('N3: SFT token matrices train (token logprobs too), dpo is refused, publications and load sources map to N2', () => {
     const sft = translateN3('forward_backward', fb({ name: 'cross_entropy', normalize_advantages: false }));
     expect(sft.unsupported).toBeUndefined();
     expect(sft.batchKind).toBe('sft');
@@ -76,7 +76,9 @@ describe('commands translated to the runs service', () => {
     // RL losses read their own rows (advantages, behavior_logprobs): an SFT matrix is malformed for them (native-rl-token-matrix.test.ts).
     expect(() => translateN3('forward_backward', fb({ name: 'cispo', normalize_advantages: false, clip_low_threshold: 0, clip_high_threshold: 5 }))).toThrow(/missing rows/);
     expect(translateN3('forward_backward', fb({ name: 'dpo', normalize_advantages: false })).unsupported).toMatch(/dpo loss over token matrices/);
-    expect(translateN3('forward_backward', fb({ name: 'cross_entropy' }, { return_token_logprobs: true })).unsupported).toMatch(/return_token_logprobs/);
+    // Token logprobs are answered (native-runs/token-logprobs.ts): the flag is kept in the command for the executor.
+    const withLogprobs = translateN3('forward_backward', fb({ name: 'cross_entropy' }, { return_token_logprobs: true }));
+    expect([withLogprobs.unsupported, (withLogprobs.command as { return_token_logprobs?: boolean }).return_token_logprobs]).toEqual([undefined, true]);
     // The fingerprint is the sent body's: a retry with its keys in another order is the same command.
     const body = fb({ name: 'cross_entropy', normalize_advantages: false });
     const reordered = Object.fromEntries(Object.entries(body).reverse()) as typeof body;

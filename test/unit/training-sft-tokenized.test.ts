@@ -17,7 +17,8 @@ describe('pre-tokenized SFT rows', () => {
         .map((r) => JSON.stringify(r)).join('\n'),
     );
     const out = await tokenizeSftRows(rows, refuses, { maxTokens: 4 });
-    expect(out.sequences).toEqual([{ ids: [1, 5, 6, 2], lossMask: [0, 0, 1, 1] }]);
+    // Each sequence names its input row (reports such as token logprobs are aligned with the input by it).
+    expect(out.sequences).toEqual([{ ids: [1, 5, 6, 2], lossMask: [0, 0, 1, 1], row: 0 }]);
     expect([out.rowsWithoutAssistant, out.droppedTooLong]).toEqual([1, 1]);
   });
 

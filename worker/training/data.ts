@@ -23,6 +23,8 @@ export interface TrainSequence {
   tokenAdvantages?: number[];
   /** RL: a loss weight per target ids[t] (default 1), as ART's `loss_weights` row. */
   tokenWeights?: number[];
+  /** The job's input row it came from (default: its index), so per-sequence reports name their input. */
+  row?: number;
 }
 
 export interface MicroBatch {

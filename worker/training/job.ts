@@ -50,6 +50,8 @@ export interface RlJobSpec extends JobCommon {
   rewardStdDevHistory?: RewardStdDevPoint[];
   /** Measure the policy loss at the starting weights; train nothing, write no checkpoint (loop.ts RlJob.forwardOnly). */
   forwardOnly?: boolean;
+  /** With forwardOnly: report every trained target's logprob (loop.ts RlJob.returnTokenLogprobs). */
+  returnTokenLogprobs?: boolean;
   /** One optimizer step over all the packed sequences (loop.ts RlJob.oneOptimizerStep; a native run's optim_step). */
   oneOptimizerStep?: boolean;
 }
@@ -62,6 +64,8 @@ export interface SftJobSpec extends JobCommon {
   config?: { batch_size?: number | 'auto' | null; learning_rate?: number | number[] | null } | null;
   /** Measure the loss at the starting weights; train nothing, write no checkpoint (loop.ts SftJob.forwardOnly). */
   forwardOnly?: boolean;
+  /** With forwardOnly: report every trained target's logprob (loop.ts SftJob.returnTokenLogprobs). */
+  returnTokenLogprobs?: boolean;
   /** One optimizer step over all the rows at the learning rate (loop.ts SftJob.oneOptimizerStep; a native run's optim_step). */
   oneOptimizerStep?: boolean;
 }
@@ -130,7 +134,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
     const klReference = spec.klReference ? await readCheckpoint(spec.klReference) : null;
     return runRl(
       { data, settings, rewardStdDevHistory: spec.rewardStdDevHistory, forwardOnly: spec.forwardOnly,
-        oneOptimizerStep: spec.oneOptimizerStep },
+        returnTokenLogprobs: spec.returnTokenLogprobs, oneOptimizerStep: spec.oneOptimizerStep },
       { ...deps, klReference },
       emit,
     );
@@ -148,6 +152,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
       batchSize: spec.config?.batch_size ?? 'auto',
       learningRate: spec.config?.learning_rate ?? DEFAULT_SFT_LEARNING_RATE,
       forwardOnly: spec.forwardOnly,
+      returnTokenLogprobs: spec.returnTokenLogprobs,
       oneOptimizerStep: spec.oneOptimizerStep,
     },
     deps,

@@ -23,10 +23,11 @@ import { rlSettingsFromExperimentalConfig, type RlSettings } from '../../src/pro
 import { optimizerStep } from './train-step.js';
 import { klReferenceLogprobs, rlDataMetrics, rlLearningRate, rlMicroBatchLoss, rlTrainSequences } from './rl-step.js';
 import { logprobsAt, sequenceLogprobs } from './token-logprobs.js';
+import { encodeTokenLogprobs, type TokenLogprobsReport } from '../../src/protocol/token-logprobs.js';
 
 export type TrainingEvent =
   | { type: 'training_started'; data: { num_sequences: number } }
-  | { type: 'gradient_step'; data: Record<string, number> };
+  | { type: 'gradient_step'; data: Record<string, number>; tokenLogprobs?: TokenLogprobsReport };
 
 export type Emit = (event: TrainingEvent) => void | Promise<void>;
 
@@ -110,6 +111,8 @@ export interface SftJob {
    * whose gradient its optim_step recomputes from the same inputs and weights: docs/art.md).
    */
   forwardOnly?: boolean;
+  /** With forwardOnly: report every trained target's logprob at the measured weights (the gradient_step's tokenLogprobs). */
+  returnTokenLogprobs?: boolean;
   /**
    * One optimizer step over every sequence (their gradients accumulated) at `learningRate`, whatever batchSize says:
    * a native run's optim_step applies its batch once (docs/art.md).
@@ -128,6 +131,8 @@ export interface RlJob {
    * up in one `gradient_step`; no optimizer step, no checkpoint (a native run's RL forward_backward: docs/art.md).
    */
   forwardOnly?: boolean;
+  /** With forwardOnly: report every trained target's logprob at the measured weights (the gradient_step's tokenLogprobs). */
+  returnTokenLogprobs?: boolean;
   /**
    * One optimizer step over every packed sequence (their gradients accumulated), instead of one step per packed
    * sequence as ART's preview-era trainer makes: a native run's optim_step applies its batch once (docs/art.md).
@@ -315,13 +320,24 @@ async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: 
       num_trainable_tokens: trainable,
       max_sequence_tokens: job.sequences.reduce((a, s) => Math.max(a, s.ids.length), 0),
     };
-    await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
+    const tokenLogprobs = job.returnTokenLogprobs ? measuredTokenLogprobs(model, job.sequences, job.sequences.map((s, i) => s.row ?? i), budget) : undefined;
+    await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics), ...(tokenLogprobs ? { tokenLogprobs } : {}) });
     return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
   } catch (err) {
     throw explainTrainingError(err);
   } finally {
     release(model, optimizer);
   }
+}
+
+/**
+ * The logprob of every trained target at the model's current weights, per sequence and named by input row: one more
+ * forward pass, without gradients, micro-batch by micro-batch (so memory stays one micro-batch's activations plus
+ * 4 bytes per token). sequenceLogprobs is the quantity every loss here starts from, so these are the logprobs the
+ * measured loss was computed from.
+ */
+function measuredTokenLogprobs(model: LlamaModel, sequences: TrainSequence[], rows: number[], budget: number): TokenLogprobsReport {
+  return encodeTokenLogprobs(rows, sequenceLogprobs(model, sequences, budget));
 }
 
 export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise<TrainingResult> {
@@ -405,7 +421,9 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         max_sequence_tokens: sequences.reduce((a, s) => Math.max(a, s.ids.length), 0),
       };
       if (settings.loss.klPenaltyCoef !== 0) lastMetrics.kl_policy_ref = measured.kl / per;
-      await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics) });
+      // Client-made token sequences are the job's rows one to one (rl-token-data.ts: trajectory = row).
+      const tokenLogprobs = job.returnTokenLogprobs ? measuredTokenLogprobs(model, sequences, trajectoryOf, budget) : undefined;
+      await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics), ...(tokenLogprobs ? { tokenLogprobs } : {}) });
       return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
     }
     await checkCancelled(deps);

@@ -64,11 +64,11 @@ export async function tokenizeSftRows(rows: (SftRow | TokenizedSftRow)[], tokeni
   const sequences: TrainSequence[] = [];
   let rowsWithoutAssistant = 0;
   let droppedTooLong = 0;
-  for (const row of rows) {
+  for (const [index, row] of rows.entries()) {
     if (isTokenized(row)) {
       if (!row.loss_mask.some((m, t) => t > 0 && m)) rowsWithoutAssistant++;
       else if (opts.maxTokens !== undefined && row.token_ids.length > opts.maxTokens) droppedTooLong++;
-      else sequences.push({ ids: row.token_ids, lossMask: row.loss_mask });
+      else sequences.push({ ids: row.token_ids, lossMask: row.loss_mask, row: index });
       continue;
     }
     // Assistant messages become trainable items (Choice-shaped, without logprobs); `weight: 0` ones stay context.

@@ -22,6 +22,7 @@ export function specFromTask(task: TrainingTask): TrainingJobSpec {
   const p = task.payload;
   const native = {
     forwardOnly: p.forward_only === true,
+    returnTokenLogprobs: p.return_token_logprobs === true,
     oneOptimizerStep: p.one_optimizer_step === true,
     ...(p.lora ? { lora: { rank: p.lora.rank, alpha: loraAlpha(p.lora), targetModules: parseLoraTargets(p.lora.target_modules) } } : {}),
     ...(p.optimizer ? { optimizer: optimizerSettings(p.optimizer) } : {}),
@@ -90,7 +91,8 @@ export async function createHandlers(device: string, log: (m: string) => void, l
       // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
       const emit = async (event: TrainingEvent) => {
         endLoad(); // the first event is training_started: loading is over
-        ctx.emit(event.type, event.data);
+        // A measuring job's token logprobs travel in its one gradient_step (src/protocol/token-logprobs.ts).
+        ctx.emit(event.type, event.type === 'gradient_step' && event.tokenLogprobs ? { ...event.data, token_logprobs: event.tokenLogprobs } : event.data);
         await new Promise((resolve) => setImmediate(resolve));
       };
       await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });

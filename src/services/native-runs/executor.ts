@@ -19,6 +19,7 @@ import {
   admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlJobData, rlOptimMetrics, rlOptimPayload, rlTokenInputs, type RlInputs, type RlTokenBatch,
 } from './rl-batch.js';
 import { forwardResult, NativeStates } from './state.js';
+import { matrixTokenLogprobs, wantsTokenLogprobs } from './token-logprobs.js';
 import { OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
 import type { ModelsService } from '../models.js';
 import { isHiddenModel } from '../hidden-models.js';
@@ -139,10 +140,12 @@ export class NativeExecutor {
     const batch = command.batch as ForwardBackwardBodyT['batch'] | RlTokenBatch | { kind: 'sft_tokens'; sequences: TokenizedSftRow[] };
     const rl = batch.kind === 'rl' ? admitRlBatch(batch, command.loss, (config) => this.jobs.unsupportedRlKeys(config))
       : batch.kind === 'rl_tokens' ? rlTokenInputs(batch, command.loss) : null;
+    // N3's return_token_logprobs: the measuring job also reports every trained target's logprob (native-runs/token-logprobs.ts).
+    const logprobs = wantsTokenLogprobs(op) ? { return_token_logprobs: true } : {};
     if (rl) {
       // A measuring RL job (the policy loss at the current weights, nothing written); the decoded inputs are kept.
       this.keepInputs(op, JSON.stringify(rl));
-      await this.runJob(run, op, { kind: 'rl', payload: { ...rlJobData([rl]), forward_only: true, lora: this.loraPayload(run), native_operation_id: op.id } });
+      await this.runJob(run, op, { kind: 'rl', payload: { ...rlJobData([rl]), forward_only: true, ...logprobs, lora: this.loraPayload(run), native_operation_id: op.id } });
       return;
     }
     // SFT rows: from ART's trajectories, or N3's pre-tokenized sequences, lines the worker reads as they are.
@@ -152,7 +155,7 @@ export class NativeExecutor {
     await this.runJob(run, op, {
       kind: 'sft',
       payload: {
-        resolved_data_path: file, config: { batch_size: rows.length, learning_rate: 0 }, forward_only: true, lora: this.loraPayload(run),
+        resolved_data_path: file, config: { batch_size: rows.length, learning_rate: 0 }, forward_only: true, ...logprobs, lora: this.loraPayload(run),
         native_operation_id: op.id,
       },
     });
@@ -232,14 +235,23 @@ export class NativeExecutor {
       this.store.tx(() => this.finish(op, 'failed', { error: { message, training_job_id: job.id } }));
       return;
     }
+    let tokenLogprobs = {};
+    if (wantsTokenLogprobs(op)) {
+      try {
+        tokenLogprobs = { token_logprobs: matrixTokenLogprobs(op, (step as Record<string, unknown>).token_logprobs) };
+      } catch (err) {
+        this.store.tx(() => this.finish(op, 'failed', { error: { message: (err as Error).message, training_job_id: job.id } }));
+        return;
+      }
+    }
     if (op.kind === 'forward_backward') {
       const result = isRlForwardBackward(op) ? rlForwardBackwardResult(op, step) : forwardBackwardResult(op, step);
-      this.store.tx(() => this.finish(op, 'succeeded', { result }));
+      this.store.tx(() => this.finish(op, 'succeeded', { result: { ...result, ...tokenLogprobs } }));
       return;
     }
     if (op.kind === 'forward') {
       const measured = measuresRl(op) ? rlForwardBackwardResult(op, step) : forwardBackwardResult(op, step);
-      this.store.tx(() => this.finish(op, 'succeeded', { result: forwardResult(measured) }));
+      this.store.tx(() => this.finish(op, 'succeeded', { result: { ...forwardResult(measured), ...tokenLogprobs } }));
       this.dropInputs(op);
       return;
     }

@@ -123,7 +123,9 @@ function n3Summary(op: NativeOperationRecord, r: Json): Json {
       packed_sequence_length: length, packed_sequences: sequences, target_packed_sequences: Math.max(1, sequences), logical_tokens: tokens,
       physical_tokens: tokens, packed_capacity_tokens: sequences * length, padding_tokens: sequences * length - tokens,
     };
-    if (op.kind === 'forward') return { ...common, packing };
+    // return_token_logprobs: one TokenLogprobs per matrix (native-runs/token-logprobs.ts); absent (the default) otherwise.
+    const logprobs = Array.isArray(r.token_logprobs) ? { token_logprobs: r.token_logprobs } : {};
+    if (op.kind === 'forward') return { ...common, packing, ...logprobs };
     const loss = (r.metrics as { loss?: unknown } | undefined)?.loss;
     return {
       ...common, packing,
@@ -131,6 +133,7 @@ function n3Summary(op: NativeOperationRecord, r: Json): Json {
       // A batch without trainable tokens has no mean loss: 0, with produced_gradient false.
       loss: { contract_id: lossContractId(op), value: typeof loss === 'number' && Number.isFinite(loss) ? loss : 0, reduction: 'mean_active_token' },
       produced_gradient: p.trainable_assistant_tokens > 0,
+      ...logprobs,
     };
   }
   if (op.kind === 'optim_step') {

@@ -102,7 +102,6 @@ function n3Batch(body: N3ForwardBackwardBodyT): Omit<TranslatedCommand, 'fingerp
   }
   const kind = name === 'cross_entropy' ? 'sft' : 'rl';
   const refused = (unsupported: string) => ({ command: { ...command, batch: { kind: 'token_matrix' } }, batchKind: kind, unsupported });
-  if (body.return_token_logprobs) return refused('return_token_logprobs=true is not implemented by this server (no learner token logprobs are returned)');
   if (kind === 'rl') return n3RlBatch(command, batch, name, normalize_advantages, values, refused);
   const decoded = sftSequencesFromTokenMatrices(batch);
   if (!decoded.ok && decoded.status === 400) throw invalid(decoded.reason);
