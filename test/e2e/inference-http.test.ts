@@ -4,6 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startDemoServer, DEMO_MODEL } from '../helpers/demo-server.js';
+
+/** The per-model series of /metrics are shown to a scrape with this key (HEARTH_METRICS_KEY). */
+const METRICS_KEY = 'metrics-test-key';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -12,7 +15,7 @@ let s: TestServer;
 let client: OpenAI;
 
 beforeAll(async () => {
-  s = await startDemoServer();
+  s = await startDemoServer({ env: { HEARTH_METRICS_KEY: METRICS_KEY } });
   client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: s.key('alice'), maxRetries: 0 });
 }, 120_000);
 afterAll(async () => s?.close());
@@ -150,7 +153,7 @@ function sample(text: string, name: string, labels = ''): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   return line ? Number(line.split(' ').pop()) : 0;
 }
-const metrics = async () => (await fetch(`${s.url}/metrics`)).text();
+const metrics = async () => (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_KEY}` } })).text();
 
 describe('Prometheus metrics over HTTP', () => {
   it('move by what one served request did: its tokens, its HTTP request, its engine steps', async () => {

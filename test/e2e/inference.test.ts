@@ -3,6 +3,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startDemoServer, DEMO_MODEL } from '../helpers/demo-server.js';
+
+/** The per-model series of /metrics are shown to a scrape with this key (HEARTH_METRICS_KEY). */
+const METRICS_KEY = 'metrics-test-key';
 import type { TestServer } from '../helpers/server.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -12,7 +15,7 @@ let key: string;
 let client: OpenAI;
 
 beforeAll(async () => {
-  s = await startDemoServer();
+  s = await startDemoServer({ env: { HEARTH_METRICS_KEY: METRICS_KEY } });
   key = s.key('alice');
   client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: key, maxRetries: 0, defaultHeaders: { 'OpenAI-Project': 'alice/rollouts' } });
 }, 120_000);
@@ -156,12 +159,12 @@ describe('chat completions through the openai client', () => {
   });
 
   it('counts generated tokens in /metrics', async () => {
-    const text = await (await fetch(`${s.url}/metrics`)).text();
+    const text = await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_KEY}` } })).text();
     const line = text.split('\n').find((l) => l.startsWith('hearth_tokens_generated_total{model="hearth/tiny-random-llama"}'));
     expect(Number(line?.split(' ').pop())).toBeGreaterThan(0);
     // Engine steps by batch size arrive with the worker's heartbeats.
     await waitFor(async () => {
-      const t = await (await fetch(`${s.url}/metrics`)).text();
+      const t = await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_KEY}` } })).text();
       return Number(/^hearth_batch_size_count (\S+)/m.exec(t)?.[1] ?? 0) > 0;
     }, 'batch sizes in /metrics', 5_000, 100);
   });

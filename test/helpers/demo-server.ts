@@ -21,6 +21,8 @@ export interface DemoServerOptions {
   workersTimeoutMs?: number;
   /** More environment for the worker processes (e.g. HEARTH_FAULT_DIR for src/runtime/fault-points.ts). */
   workerEnv?: Record<string, string>;
+  /** More environment for the API (e.g. HEARTH_METRICS_KEY). */
+  env?: Record<string, string>;
 }
 
 export async function startDemoServer(opts: DemoServerOptions = {}): Promise<TestServer> {
@@ -31,7 +33,7 @@ export async function startDemoServer(opts: DemoServerOptions = {}): Promise<Tes
   const start: StartOptions = {
     home,
     realTraining: training,
-    env: { HEARTH_WORKERS: training ? 'inference:cpu,training:cpu' : 'inference:cpu' },
+    env: { HEARTH_WORKERS: training ? 'inference:cpu,training:cpu' : 'inference:cpu', ...opts.env },
     queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', ...opts.workerEnv }, log: opts.log },
   };
   const maxContext = opts.maxContext === undefined ? (training ? 256 : 512) : opts.maxContext;
