@@ -21,7 +21,7 @@ import { makeTinyModel, type TinySize } from '../src/synthetic-models/tiny-model
 import { generateIds } from '../src/runtime/generate.js';
 import { loadModel } from '../src/runtime/load-model.js';
 import { Engine } from '../worker/inference/engine.js';
-import { servableFromRuntime } from '../worker/inference/model-runner.js';
+import { servableFromRuntime } from '../worker/inference/runtime-model.js';
 import { defaultSamplingParams } from '../worker/inference/sampling-params.js';
 import { responseFormatConstraint } from '../worker/inference/json-constraint.js';
 

@@ -53,7 +53,7 @@ import { writeGgufModel } from '../src/synthetic-models/tiny-gguf.js';
 import { adoptGeneratedFolder, importModel, modelsRoot } from '../src/models/model-store.js';
 import { startServe } from '../test/helpers/process.js';
 import { loadModel, loadTokenizer } from '../src/runtime/load-model.js';
-import { createEngineFromRuntime, type HearthEngine } from '../worker/inference/serve-loop.js';
+import { createEngineFromRuntime, type HearthEngine } from '../worker/inference/openai-adapter.js';
 import { machineLabel, speedProbe } from './machine.js';
 import { closedLoopCalls, firstByte, measureServeFloor, measureServeFloorItl, serverTimingDur, startFloor } from './serve-floor.js';
 import { argmax } from '../src/runtime/generate.js';

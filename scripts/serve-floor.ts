@@ -71,7 +71,7 @@ function streamSteps(send: (msg: [number[], number[]]) => void): (job: Job) => v
  */
 async function engineWork(modelDir: string): Promise<(job: Job, reply: (id: number | EngineReply) => void) => void> {
   const { loadModel } = await import('../src/runtime/load-model.js');
-  const { createEngineFromRuntime } = await import('../worker/inference/serve-loop.js');
+  const { createEngineFromRuntime } = await import('../worker/inference/openai-adapter.js');
   const hearth = createEngineFromRuntime(await loadModel(modelDir, { lora: true }), { kvCacheBytes: 2 ** 28 });
   return (job, reply) => {
     const t0 = performance.now();

@@ -1,5 +1,5 @@
 // The one vocabulary of an inference request's answer, from the worker's OpenAI adapter to the API's routes
-// (docs/architecture.md, "Request paths"). The adapter (worker/inference/serve-loop.ts) emits these events, the
+// (docs/architecture.md, "Request paths"). The adapter (worker/inference/openai-adapter.ts) emits these events, the
 // worker host wraps each in a WorkerMessage (`inference.event`, messages.ts) as it is, either transport carries it,
 // and the API's gateway hands it to the route's exchange: a chunk to `onChunk`, the result or the error as the
 // settled call. A request ends with exactly one result or error.

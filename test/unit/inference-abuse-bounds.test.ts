@@ -13,7 +13,7 @@ import { PrefixCache } from '../../worker/inference/prefix-cache.js';
 import { Engine, type EngineEvent } from '../../worker/inference/engine.js';
 import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
 import { echoedPrompt, withEchoedPrompt } from '../../worker/inference/openai-format.js';
-import { createEngine, type InferenceEvent, type InferenceRequest } from '../../worker/inference/serve-loop.js';
+import { createEngine, type InferenceEvent, type InferenceRequest } from '../../worker/inference/openai-adapter.js';
 import type { ChatTemplatePort } from '../../worker/inference/model-port.js';
 import { ToyModel, ToyTokenizer } from './inference-toy-model.js';
 

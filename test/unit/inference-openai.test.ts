@@ -9,7 +9,7 @@ import {
 } from '../../src/protocol/openai.js';
 import type { ChatTemplatePort, ServableModel } from '../../worker/inference/model-port.js';
 import { SSE_DONE, sseData } from '../../worker/inference/openai-format.js';
-import { createEngine, type InferenceEvent, type InferenceRequest } from '../../worker/inference/serve-loop.js';
+import { createEngine, type InferenceEvent, type InferenceRequest } from '../../worker/inference/openai-adapter.js';
 import { ToyModel, ToyTokenizer } from './inference-toy-model.js';
 
 const tok = new ToyTokenizer();

@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTinyModel } from '../../scripts/make-tiny-model.js';
 import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
 import { Engine, type EngineOptions } from '../../worker/inference/engine.js';
-import { servableFromRuntime } from '../../worker/inference/model-runner.js';
+import { servableFromRuntime } from '../../worker/inference/runtime-model.js';
 import { defaultSamplingParams } from '../../worker/inference/sampling-params.js';
-import { createEngineFromRuntime, type InferenceEvent } from '../../worker/inference/serve-loop.js';
+import { createEngineFromRuntime, type InferenceEvent } from '../../worker/inference/openai-adapter.js';
 import { ChatCompletionResponse } from '../../src/protocol/openai.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-inference-'));

@@ -1,7 +1,7 @@
 // The hardware endpoint prices a model from throughput measured on the device that would serve it.
 // A calibration run: one warm-up, then a 128-token prompt (prefill speed from the time to the first token)
 // and 32 greedy tokens with EOS ignored (decode speed from the time between first and last token).
-import type { HearthEngine, InferenceEvent } from './serve-loop.js';
+import type { HearthEngine, InferenceEvent } from './openai-adapter.js';
 
 export interface CalibrationResult {
   prefillTps: number;

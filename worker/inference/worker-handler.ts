@@ -23,7 +23,7 @@ import { faultPointBlocking } from '../../src/runtime/fault-points.js';
 import { ModelLoads } from '../model-loads.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
 import { loadModel, type LoadedModel } from '../../src/runtime/load-model.js';
-import { createEngineFromRuntime, type HearthEngine, type InferenceEvent, type InferenceHandle } from './serve-loop.js';
+import { createEngineFromRuntime, type HearthEngine, type InferenceEvent, type InferenceHandle } from './openai-adapter.js';
 
 interface ServedModel {
   /** The base model's name, as requests give it. */

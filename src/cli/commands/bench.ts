@@ -28,7 +28,7 @@ export async function run(argv: string[]): Promise<number> {
     return 1;
   }
   const { loadModel } = await import('../../runtime/load-model.js');
-  const { createEngineFromRuntime } = await import('../../../worker/inference/serve-loop.js');
+  const { createEngineFromRuntime } = await import('../../../worker/inference/openai-adapter.js');
   const { calibrate } = await import('../../../worker/inference/calibrate.js');
   const loaded = await loadModel(modelId, { home: config.home, device, log: (m: string) => process.stderr.write(`${m}\n`) });
   const hearth = createEngineFromRuntime(loaded, { kvCacheBytes: 2 ** 28 });

@@ -42,7 +42,7 @@ import {
 import { promptLogprobs, type PromptTokenLogprob } from './prompt-logprobs.js';
 import type { LoadedModel } from '../../src/runtime/load-model.js';
 import { blocksForMemory } from './block-manager.js';
-import { servableFromRuntime } from './model-runner.js';
+import { servableFromRuntime } from './runtime-model.js';
 import { BadRequestError, defaultsFromGenerationConfig, maxTokensFor, samplingParamsFrom } from './request-params.js';
 import type { SamplingParams } from './sampling-params.js';
 import { forcedToolCallConstraint } from './tool-calls.js';
