@@ -14,6 +14,7 @@
 // is also capped in nodes and time (schemaLimits), answered 400 naming the cap.
 // Objects only ever get their declared properties (valid for any additionalProperties setting);
 // an object without properties accepts any keys, with values matching additionalProperties.
+import { positiveIntSetting } from './positive-int-setting.js';
 
 export type SchemaNode =
   | { kind: 'any' }
@@ -61,13 +62,7 @@ export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxNodes: 10_000, maxMs: 1_
 
 /** The caps from the environment (read by whichever process compiles: API or worker), defaults above. */
 export function schemaLimitsFrom(env: NodeJS.ProcessEnv = process.env): SchemaLimits {
-  const read = (name: string, fallback: number): number => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number ≥ 1, got "${raw}"`);
-    return n;
-  };
+  const read = (name: string, fallback: number) => positiveIntSetting(env, name, fallback);
   return { maxNodes: read('HEARTH_SCHEMA_MAX_NODES', DEFAULT_SCHEMA_LIMITS.maxNodes), maxMs: read('HEARTH_SCHEMA_MAX_MS', DEFAULT_SCHEMA_LIMITS.maxMs) };
 }
 

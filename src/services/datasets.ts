@@ -5,7 +5,8 @@ import path from 'node:path';
 import { datasetsDir } from '../config/config.js';
 import { conflict, notFound, ValidationError, type ValidationIssue } from '../errors/domain-errors.js';
 import type { StorageQuota } from './storage-quota.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../domain/json-depth.js';
+import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
+import { exceedsJsonBudget } from '../domain/json-budget.js';
 
 /** Problems of SFT JSONL text: each line must be an object with a non-empty `messages` array. */
 export function validateSftJsonl(text: string, maxIssues = 20): { rows: number; issues: ValidationIssue[] } {
@@ -18,7 +19,7 @@ export function validateSftJsonl(text: string, maxIssues = 20): { rows: number; 
     const loc = ['body', `line ${i + 1}`];
     let row: unknown;
     // Rows are walked recursively when training reads them: refuse what the JSON body parser refuses.
-    if (nestsDeeperThan(line)) {
+    if (exceedsJsonBudget(line, { maxValues: Number.POSITIVE_INFINITY, maxDepth: MAX_JSON_DEPTH })) {
       issues.push({ loc, msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' });
       continue;
     }

@@ -7,6 +7,7 @@
 //     is simple to state (with max_tokens left out of a chat request, prompt + max_tokens is the context length).
 // Both are refused with OpenAI's 400, naming the cap and the setting that raises it.
 import { BadRequestError } from './request-params.js';
+import { positiveIntSetting } from '../../src/domain/positive-int-setting.js';
 
 export interface RequestCaps {
   /** HEARTH_MAX_SEQUENCES_PER_REQUEST: prompts × n of one request. */
@@ -19,13 +20,7 @@ export interface RequestCaps {
 export const DEFAULT_REQUEST_CAPS: RequestCaps = { maxSequences: 256, maxAnswerTokens: 2 ** 20 };
 
 export function requestCapsFrom(env: NodeJS.ProcessEnv = process.env): RequestCaps {
-  const read = (name: string, fallback: number): number => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number ≥ 1, got "${raw}"`);
-    return n;
-  };
+  const read = (name: string, fallback: number) => positiveIntSetting(env, name, fallback);
   return {
     maxSequences: read('HEARTH_MAX_SEQUENCES_PER_REQUEST', DEFAULT_REQUEST_CAPS.maxSequences),
     maxAnswerTokens: read('HEARTH_MAX_ANSWER_TOKENS', DEFAULT_REQUEST_CAPS.maxAnswerTokens),
