@@ -236,6 +236,15 @@ describe('responses and enums as the OpenAPI document names them', () => {
     const parts = { database: part, queue: { ...part, duration: 0.1 }, inference_workers: { ...part, required: true, live: 1 }, training_workers: { ...part, required: false, live: 0 } };
     expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check, gpu_queue: check, parts, failed: [] })).toBe(true);
     expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check, gpu_queue: check, parts, failed: ['redis'] })).toBe(false);
+    // Every part can be named as failed, and every part must say how it is (workers also whether required, how many live).
+    const answer = { api: true, database: true, cpu_queue: check, gpu_queue: check, parts };
+    for (const name of ['database', 'queue', 'inference_workers', 'training_workers']) expect(ok(SystemCheckResponse, { ...answer, failed: [name] })).toBe(true);
+    expect(ok(SystemCheckResponse, { ...answer, failed: [''] })).toBe(false);
+    expect(ok(SystemCheckResponse, { ...answer, parts: { ...parts, database: {} }, failed: [] })).toBe(false);
+    expect(ok(SystemCheckResponse, { ...answer, parts: { ...parts, queue: part }, failed: [] })).toBe(false);
+    expect(ok(SystemCheckResponse, { ...answer, parts: { ...parts, inference_workers: part }, failed: [] })).toBe(false);
+    expect(ok(SystemCheckResponse, { ...answer, parts: { ...parts, training_workers: undefined }, failed: [] })).toBe(false);
+    expect(ok(SystemCheckResponse, { ...answer, parts: {}, failed: [] })).toBe(false);
     expect(ok(QueueCheck, { ...check, workers: 1.5 })).toBe(false);
     expect(ok(SystemCheckResponse, { api: true, database: true, cpu_queue: check })).toBe(false);
     expect(ok(SystemCheckResponse, {})).toBe(false);
