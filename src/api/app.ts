@@ -8,7 +8,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { AppContext } from './context.js';
 import { anthropicValidationBody, errorBody, errorStyleOfUrl, HttpError, openAiValidationBody, ValidationError, validationStatus, wireErrorOf, type ErrorStyle } from './errors.js';
 import { MAX_JSON_DEPTH } from '../domain/json-depth.js';
-import { exceedsJsonBudget } from '../domain/json-budget.js';
+import { exceedsJsonBudget, exceedsJsonBudgetYielding, type JsonBudgetExcess } from '../domain/json-budget.js';
 import { registerAuth } from './plugins/auth.js';
 import { hostAllowed, hostPolicyOf } from './host-check.js';
 import { registerRoutes, type RouteDef } from './route.js';
@@ -39,14 +39,35 @@ interface ValueBudget {
 
 function parseJson(text: string, budget: ValueBudget, parse: (text: string) => unknown = JSON.parse): unknown {
   if (text.trim() === '') return undefined;
-  // One scan before the parse: FastAPI's answer when json.loads hits its recursion limit (deeper values would
-  // overflow our own stack later), and 413 for more values than the route's budget (the parse would take memory
-  // per value: src/domain/json-budget.ts). Short bodies (every chat request) skip the scan.
-  const excess = exceedsJsonBudget(text, { maxValues: budget.maxValues, maxDepth: MAX_JSON_DEPTH });
+  refuseOverBudget(exceedsJsonBudget(text, { maxValues: budget.maxValues, maxDepth: MAX_JSON_DEPTH }), budget);
+  return parseScanned(text, parse);
+}
+
+/**
+ * parseJson for a body long enough that its scan would hold the server's only thread for a noticeable time (a
+ * 24 MiB body: 1–2 s on a loaded 2-core box): the scan pauses for the event loop every million characters, so
+ * other tenants are answered while it is judged. The parse itself, of a body within its budget, stays one piece.
+ */
+async function parseJsonYielding(text: string, budget: ValueBudget, parse: (text: string) => unknown = JSON.parse): Promise<unknown> {
+  if (text.trim() === '') return undefined;
+  refuseOverBudget(await exceedsJsonBudgetYielding(text, { maxValues: budget.maxValues, maxDepth: MAX_JSON_DEPTH }), budget);
+  return parseScanned(text, parse);
+}
+
+/** Bodies at least this long are scanned in slices (parseJsonYielding). */
+const YIELDING_SCAN_CHARS = 1 << 20;
+
+// One scan before the parse: FastAPI's answer when json.loads hits its recursion limit (deeper values would
+// overflow our own stack later), and 413 for more values than the route's budget (the parse would take memory
+// per value: src/domain/json-budget.ts). Short bodies (every chat request) skip the scan.
+function refuseOverBudget(excess: JsonBudgetExcess, budget: ValueBudget): void {
   if (excess?.limit === 'depth') throw new HttpError(400, `There was an error parsing the body: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
   if (excess?.limit === 'values') {
     throw new HttpError(413, `Request body holds more than ${excess.max} JSON values (${budget.setting} on the server)`, {}, 'request_too_large');
   }
+}
+
+function parseScanned(text: string, parse: (text: string) => unknown): unknown {
   try {
     return parse(text);
   } catch (err) {
@@ -129,22 +150,22 @@ export async function buildApp(ctx: AppContext, opts: BuildAppOptions = {}): Pro
     maxValues: req.routeOptions.config?.maxJsonValues ?? ctx.config.maxJsonValues,
     setting: req.routeOptions.config?.maxJsonValuesSetting ?? 'HEARTH_MAX_JSON_VALUES',
   });
-  app.addContentTypeParser(['application/json', 'text/plain'], { parseAs: 'string' }, (req, body, done) => {
+  const jsonBody = (req: FastifyRequest, body: string, done: (err: Error | null, body?: unknown) => void): void => {
+    const parse = req.routeOptions.config?.parseBody;
+    if (body.length >= YIELDING_SCAN_CHARS) {
+      parseJsonYielding(body, budgetOf(req), parse).then((value) => done(null, value), (err: Error) => done(err, undefined));
+      return;
+    }
     try {
-      done(null, parseJson(body as string, budgetOf(req), req.routeOptions.config?.parseBody));
+      done(null, parseJson(body, budgetOf(req), parse));
     } catch (err) {
       done(err as Error, undefined);
     }
-  });
+  };
+  app.addContentTypeParser(['application/json', 'text/plain'], { parseAs: 'string' }, (req, body, done) => jsonBody(req, body as string, done));
   // JSONL uploads (SFT datasets) arrive as text and are validated line by line by their route.
   app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], { parseAs: 'string' }, (_req, body, done) => done(null, body));
-  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
-    try {
-      done(null, parseJson(body as string, budgetOf(req), req.routeOptions.config?.parseBody));
-    } catch (err) {
-      done(err as Error, undefined);
-    }
-  });
+  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => jsonBody(req, body as string, done));
 
   // Against DNS rebinding (src/api/host-check.ts): a Host name the server was not configured for is refused.
   const hostPolicy = hostPolicyOf(ctx.config.allowedHosts, ctx.config.host);

@@ -33,6 +33,28 @@ export type JsonBudgetExcess = { limit: 'values'; max: number } | { limit: 'dept
  * than one character, so texts no longer than both budgets are accepted without a scan.
  */
 export function exceedsJsonBudget(text: string, budget: JsonBudget): JsonBudgetExcess {
+  const scan = budgetScan(text, budget, Number.POSITIVE_INFINITY);
+  for (;;) {
+    const step = scan.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * exceedsJsonBudget for a large body on a server's only thread: the scan pauses every `sliceChars` characters for
+ * a turn of the event loop, so other requests are answered while a multi-megabyte body is judged.
+ */
+export async function exceedsJsonBudgetYielding(text: string, budget: JsonBudget, sliceChars = 1 << 20): Promise<JsonBudgetExcess> {
+  const scan = budgetScan(text, budget, sliceChars);
+  for (;;) {
+    const step = scan.next();
+    if (step.done) return step.value;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** The scan, pausing (yield) after every `sliceChars` characters; its return value is the verdict. */
+function* budgetScan(text: string, budget: JsonBudget, sliceChars: number): Generator<void, JsonBudgetExcess, void> {
   const n = text.length;
   if (n <= budget.maxValues && n <= budget.maxDepth) return null;
   // inObject[d]: whether the container at depth d is an object (its `,` is followed by a key, not a value).
@@ -40,7 +62,12 @@ export function exceedsJsonBudget(text: string, budget: JsonBudget): JsonBudgetE
   let depth = 0;
   let values = 0;
   let expectValue = true; // at the start, after `[`, after `:` and after `,` in an array
+  let pauseAt = sliceChars;
   for (let i = 0; i < n; i++) {
+    if (i >= pauseAt) {
+      yield;
+      pauseAt = i + sliceChars;
+    }
     const c = text.charCodeAt(i);
     if (c === SPACE || c === LF || c === CR || c === TAB) continue;
     if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
@@ -62,6 +89,10 @@ export function exceedsJsonBudget(text: string, budget: JsonBudget): JsonBudgetE
     }
     if (c === QUOTE) {
       for (i++; i < n; i++) {
+        if (i >= pauseAt) {
+          yield;
+          pauseAt = i + sliceChars;
+        }
         const d = text.charCodeAt(i);
         if (d === BACKSLASH) i++;
         else if (d === QUOTE) break;

@@ -1,6 +1,6 @@
 // The value/depth scan that runs before every JSON body is parsed (src/domain/json-budget.ts).
 import { describe, expect, it } from 'vitest';
-import { exceedsJsonBudget } from '../../src/domain/json-budget.js';
+import { exceedsJsonBudget, exceedsJsonBudgetYielding } from '../../src/domain/json-budget.js';
 
 /** The number of values JSON.parse builds for `text` (object keys are not values). */
 function valuesOf(v: unknown): number {
@@ -43,5 +43,26 @@ describe('exceedsJsonBudget', () => {
     const text = JSON.stringify(['a"b\\', 'c\\"d', '\\\\']) + ' '.repeat(2000);
     expect(exceedsJsonBudget(text, { maxValues: 4, maxDepth: 1000 })).toBeNull();
     expect(exceedsJsonBudget(text, { maxValues: 3, maxDepth: 1000 })).toEqual({ limit: 'values', max: 3 });
+  });
+
+  it('gives the same verdict when the scan pauses between slices, wherever a slice ends (inside strings and escapes too)', async () => {
+    const texts = [
+      ' [ {"k" : "v,:[]{}\\"" } , [ [ ] ] , -1.5e3 ] ', '{"a":{"b":{"c":[{},{"d":"}\\\\"}]}}}', `[${Array(300).fill('{"s":"a\\"b,c]"}').join(',')}]`,
+      `${'['.repeat(40)}${']'.repeat(40)}`,
+    ];
+    for (const text of texts)
+      for (const budget of [{ maxValues: 0, maxDepth: 1000 }, { maxValues: 5, maxDepth: 1000 }, { maxValues: 1e6, maxDepth: 1000 }, { maxValues: 1e6, maxDepth: 30 }])
+        for (const slice of [1, 2, 3, 7, 64])
+          expect(await exceedsJsonBudgetYielding(text, budget, slice), `${text.slice(0, 30)} ${JSON.stringify(budget)} slice ${slice}`).toEqual(exceedsJsonBudget(text, budget));
+  });
+
+  it('lets the event loop run while it scans a large body', async () => {
+    const text = `[${Array(500_000).fill('{}').join(',')}]`;
+    let turns = 0;
+    const ticker = setInterval(() => turns++, 0);
+    const verdict = await exceedsJsonBudgetYielding(text, { maxValues: 100_000, maxDepth: 1000 }, 10_000);
+    clearInterval(ticker);
+    expect(verdict).toEqual({ limit: 'values', max: 100_000 });
+    expect(turns).toBeGreaterThan(0);
   });
 });
