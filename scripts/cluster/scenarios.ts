@@ -13,7 +13,7 @@ import { streamChat, type StreamOutcome } from '../../test/hardening/faults-help
 import { ArtifactClient } from '../../worker/artifacts/artifact-client.js';
 import { LocalArtifacts } from '../../worker/artifacts/local-artifacts.js';
 import { buildManifest } from '../../src/protocol/artifact-manifest.js';
-import { blackholeAvailable, setLink, setOwnInterface, shapeLink, silentDrop, type Topology } from './topology.js';
+import { qdiscAvailable, setLink, setOwnInterface, shapeLink, silentDrop, type Topology } from './topology.js';
 import { partitionAndRejoin, redisHostSilent, type PartitionHarness } from './partition-scenarios.js';
 import { apiRestartWithJobs, checkpointOverCutLink, type ClusterHarness, type JobRow } from './job-scenarios.js';
 
@@ -229,12 +229,13 @@ async function main(): Promise<number> {
     chat: (b, limitMs) => bounded(streamChat(API, KEY, b), limitMs),
     pidOf: (n) => procs.get(n)?.pid, queueTimeoutS: QUEUE_TIMEOUT_S, heartbeatTimeoutS: HEARTBEAT_TIMEOUT_S,
   };
+  const blackhole = qdiscAvailable('blackhole'); // probed once: each probe makes and removes a namespace
   const cuts: [string, () => void, () => void, number][] = [
-    ...(blackholeAvailable() ? [['worker host: packets silently dropped 20 s, link up (tc blackhole)', () => silentDrop(topo, 'w1', true), () => silentDrop(topo, 'w1', false), 20_000] as [string, () => void, () => void, number]] : []),
+    ...(blackhole ? [['worker host: packets silently dropped 20 s, link up (tc blackhole)', () => silentDrop(topo, 'w1', true), () => silentDrop(topo, 'w1', false), 20_000] as [string, () => void, () => void, number]] : []),
     ['worker host: its own interface down 30 s', () => setOwnInterface(topo, 'w1', 'down'), () => setOwnInterface(topo, 'w1', 'up'), 30_000],
     ['worker host: its own interface down 90 s', () => setOwnInterface(topo, 'w1', 'down'), () => setOwnInterface(topo, 'w1', 'up'), 90_000],
   ];
-  if (!blackholeAvailable()) rows.push({ scenario: 'worker host: packets silently dropped (tc blackhole)', sent: 0, done: 0, failed: {}, broken: 0, hung: 0, worstAfterFaultMs: null, boundMs: null, ms: 0, ok: true, notes: 'skipped: this kernel has no blackhole qdisc' });
+  if (!blackhole) rows.push({ scenario: 'worker host: packets silently dropped (tc blackhole)', sent: 0, done: 0, failed: {}, broken: 0, hung: 0, worstAfterFaultMs: null, boundMs: null, ms: 0, ok: true, notes: 'skipped: this kernel has no blackhole qdisc' });
   if (cuts.some(([n]) => !only || only.test(n))) {
     kill('w2');
     await stopped('w2');
@@ -243,7 +244,7 @@ async function main(): Promise<number> {
     startWorker('w2');
     await workerLive('w2');
   }
-  if (blackholeAvailable()) {
+  if (blackhole) {
     await scenario('Redis host: packets silently dropped 20 s, link up (API and workers notice)', () =>
       redisHostSilent(partitions, { apply: () => silentDrop(topo, 'redis', true), heal: () => silentDrop(topo, 'redis', false) }, 20_000, ['w1', 'w2', 'w1t', 'w2t']));
   }

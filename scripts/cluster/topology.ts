@@ -47,12 +47,15 @@ export function whyNotSupported(): string | null {
   return null;
 }
 
-/** Whether `tc qdisc … <kind>` works inside a namespace (netem, tbf are kernel modules a machine may lack). */
-export function qdiscAvailable(kind: 'netem' | 'tbf'): boolean {
+/**
+ * Whether `tc qdisc … <kind>` works inside a namespace (netem, tbf and blackhole are kernel modules a machine may
+ * lack; blackhole drops every packet a link sends, with the link still up).
+ */
+export function qdiscAvailable(kind: 'netem' | 'tbf' | 'blackhole'): boolean {
   const probe = `hc-qd-${process.pid}`;
   try {
     run(['netns', 'add', probe]);
-    const args = kind === 'netem' ? ['delay', '10ms'] : ['rate', '1mbit', 'burst', '32kbit', 'latency', '400ms'];
+    const args = kind === 'netem' ? ['delay', '10ms'] : kind === 'tbf' ? ['rate', '1mbit', 'burst', '32kbit', 'latency', '400ms'] : [];
     execFileSync('ip', ['netns', 'exec', probe, 'tc', 'qdisc', 'add', 'dev', 'lo', 'root', kind, ...args], { stdio: 'ignore', timeout: 10_000 });
     return true;
   } catch {
@@ -131,24 +134,6 @@ export function shapeInto(topo: Topology, host: string, args: string[] | null): 
       execFileSync('ip', [...base, 'del', 'dev', port, 'root'], { stdio: 'ignore', timeout: 10_000 });
     } catch {
       /* none set */
-    }
-  }
-}
-
-/** Whether the blackhole qdisc exists here (it drops every packet a link sends, with the link still up). */
-export function blackholeAvailable(): boolean {
-  const probe = `hc-bh-${process.pid}`;
-  try {
-    run(['netns', 'add', probe]);
-    execFileSync('ip', ['netns', 'exec', probe, 'tc', 'qdisc', 'add', 'dev', 'lo', 'root', 'blackhole'], { stdio: 'ignore', timeout: 10_000 });
-    return true;
-  } catch {
-    return false;
-  } finally {
-    try {
-      run(['netns', 'del', probe]);
-    } catch {
-      /* never created */
     }
   }
 }
