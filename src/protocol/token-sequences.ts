@@ -1,5 +1,6 @@
 // Client-tokenized sequences as they travel from the API to the training worker: ART's native runs (N3) send
 // token matrices, which src/services/native-runs/ decodes into these and the trainer (worker/training/) reads.
+import { z } from 'zod';
 
 /**
  * A pre-tokenized SFT sequence, one line of the JSONL file a native run's SFT job reads: trained as given,
@@ -14,10 +15,11 @@ export interface TokenizedSftRow {
  * One client-tokenized RL sequence, as a native RL job's payload carries it. Every array is aligned with token_ids
  * (entry t: the target token_ids[t]): its sampling logprob, its advantage and its loss weight.
  */
-export interface RlTokenSequence {
-  token_ids: number[];
-  loss_mask: number[];
-  logprobs: number[];
-  advantages: number[];
-  weights: number[];
-}
+export const RlTokenSequence = z.object({
+  token_ids: z.array(z.number().int()),
+  loss_mask: z.array(z.number()),
+  logprobs: z.array(z.number()),
+  advantages: z.array(z.number()),
+  weights: z.array(z.number()),
+});
+export type RlTokenSequence = z.infer<typeof RlTokenSequence>;

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { CreateSFTTrainingJob, ExperimentalTrainingConfig, TrajectoryGroup } from './training.js';
 import { RlSettings } from './rl-settings.js';
+import { RlTokenSequence } from './token-sequences.js';
 
 /** A fresh LoRA adapter: rank, scaling numerator (alpha) and the PEFT names of the projections it adapts. */
 export const LoraRequest = z.object({
@@ -55,21 +56,12 @@ const NativeJobParts = {
   contributing_operation_ids: z.array(z.string()).optional(),
 };
 
-/** A client-tokenized RL sequence (src/protocol/token-sequences.ts), as the schema of a task. */
-export const RlTokenSequenceSchema = z.object({
-  token_ids: z.array(z.number().int()),
-  loss_mask: z.array(z.number()),
-  logprobs: z.array(z.number()),
-  advantages: z.array(z.number()),
-  weights: z.array(z.number()),
-});
-
 /** An RL job: the preview API's body (model_id, trajectory_groups, experimental_config), or a native run's. */
 export const RlTrainingPayload = z.object({
   model_id: z.string().optional(),
   trajectory_groups: z.array(TrajectoryGroup),
   /** A native N3 run's sequences, tokenized by the client with per-token advantages: trained instead of the groups. */
-  token_sequences: z.array(RlTokenSequenceSchema).optional(),
+  token_sequences: z.array(RlTokenSequence).optional(),
   experimental_config: ExperimentalTrainingConfig.nullish(),
   ...NativeJobParts,
 });
