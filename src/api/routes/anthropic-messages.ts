@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { defineRoute, type AuthContext, type RouteDef } from '../route.js';
 import type { AppContext } from '../context.js';
-import { sendEvent } from '../sse.js';
+import { cancelWhenClientCloses, sendEvent, startEventStream } from '../sse.js';
 import { errorBody, wireErrorOf } from '../errors.js';
 import { invalid, unavailable } from '../../errors/domain-errors.js';
 import { AnthropicMessage, MessageCountTokensRequest, MessageCreateRequest, MessageTokensCount } from '../../schemas/anthropic.js';
@@ -16,8 +16,7 @@ import { AnthropicEventStream, formatEvent, messageOf, type AnthropicEvent, type
 import { resolveModel, type ResolvedModel } from '../../services/model-resolver.js';
 import type { InferenceCall } from '../../queue/inference-gateway.js';
 import type { QueueService } from '../../queue/queue-service.js';
-import { hearthMetrics } from '../../metrics/metrics.js';
-import { runInference, usageProject } from './inference.js';
+import { bookUsage, runInference } from './inference.js';
 
 /** The translated body as the chat route would have parsed it (defaults applied); a translation the chat schema refuses is a 400. */
 function chatBody(translated: Record<string, unknown>): ChatCompletionRequest {
@@ -52,9 +51,7 @@ class AnthropicStreamExchange implements InferenceCall {
   ) {
     this.queueKey = model.baseModel;
     this.events = new AnthropicEventStream(meta);
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) this.cancel?.();
-    });
+    cancelWhenClientCloses(reply, () => this.cancel?.());
   }
 
   cancelWith(cancel: () => void): void {
@@ -70,8 +67,7 @@ class AnthropicStreamExchange implements InferenceCall {
       const result = (await queue.gateway.submit(this)) as { usage: Usage };
       this.send(this.events.end(result.usage));
       this.reply.raw.end();
-      this.ctx.store.usage.add({ entity: this.entity, project: usageProject(this.request), model: this.model.name, promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });
-      hearthMetrics.tokensGenerated.inc({ model: this.model.baseModel }, result.usage.completion_tokens);
+      bookUsage(this.ctx, this.request, { entity: this.entity, model: this.model.name, baseModel: this.model.baseModel }, result.usage.prompt_tokens, result.usage.completion_tokens);
     } catch (err) {
       if (!this.started) throw err; // nothing sent yet: a normal error response
       const wire = wireErrorOf(err) ?? { status: 500, message: 'Internal server error' };
@@ -84,11 +80,7 @@ class AnthropicStreamExchange implements InferenceCall {
     if (!events.length) return;
     if (!this.started) {
       this.started = true;
-      this.reply.hijack();
-      this.reply.raw.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive',
-        'x-request-id': this.request.id, 'request-id': this.request.id,
-      });
+      startEventStream(this.request, this.reply, { 'request-id': this.request.id });
     }
     sendEvent(this.reply.raw, events.map(formatEvent).join(''));
   }

@@ -3,7 +3,7 @@
 // inference worker through the queue; streamed chunks come back as they are made and go out as SSE.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { defineRoute, type RouteDef } from '../route.js';
-import { sendEvent } from '../sse.js';
+import { cancelWhenClientCloses, sendEvent, startEventStream } from '../sse.js';
 import type { AppContext } from '../context.js';
 import { errorBody, wireErrorOf } from '../errors.js';
 import { unavailable } from '../../errors/domain-errors.js';
@@ -25,6 +25,12 @@ export function usageProject(request: FastifyRequest): string {
   if (!value) return DEFAULT_USAGE_PROJECT;
   const project = value.includes('/') ? value.slice(value.indexOf('/') + 1) : value;
   return project.slice(0, 128) || DEFAULT_USAGE_PROJECT;
+}
+
+/** Book an answer's tokens to the caller's entity and project, and count them in /metrics. */
+export function bookUsage(ctx: AppContext, request: FastifyRequest, who: { entity: string; model: string; baseModel: string }, promptTokens: number, completionTokens: number): void {
+  ctx.store.usage.add({ entity: who.entity, project: usageProject(request), model: who.model, promptTokens, completionTokens });
+  hearthMetrics.tokensGenerated.inc({ model: who.baseModel }, completionTokens);
 }
 
 /** `worker;dur=…, total;dur=…` (ms, two decimals). */
@@ -65,9 +71,7 @@ class InferenceExchange implements InferenceCall {
     this.stream = !!body.stream;
     this.queueKey = model.baseModel;
     // The client went away: stop generating for it at once.
-    reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) this.cancel?.();
-    });
+    cancelWhenClientCloses(reply, () => this.cancel?.());
   }
 
   cancelWith(cancel: () => void): void {
@@ -108,18 +112,12 @@ class InferenceExchange implements InferenceCall {
   private startStream(): void {
     if (this.started) return;
     this.started = true;
-    this.reply.hijack();
-    this.reply.raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': this.request.id,
-      ...(this.serverTiming ? { 'server-timing': this.serverTiming } : {}),
-    });
+    startEventStream(this.request, this.reply, this.serverTiming ? { 'server-timing': this.serverTiming } : {});
   }
 
   private book(usage: UsageLike['usage']): void {
     if (!usage) return;
-    const { body, entity } = this;
-    this.ctx.store.usage.add({ entity, project: usageProject(this.request), model: body.model, promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0 });
-    hearthMetrics.tokensGenerated.inc({ model: this.model.baseModel }, usage.completion_tokens ?? 0);
+    bookUsage(this.ctx, this.request, { entity: this.entity, model: this.body.model, baseModel: this.model.baseModel }, usage.prompt_tokens ?? 0, usage.completion_tokens ?? 0);
   }
 }
 

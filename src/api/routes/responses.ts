@@ -6,7 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { defineRoute, type RouteDef } from '../route.js';
-import { sendEvent } from '../sse.js';
+import { cancelWhenClientCloses, sendEvent, startEventStream } from '../sse.js';
 import type { AppContext } from '../context.js';
 import { openAiValidationBody, wireErrorOf, zodIssuesToDetail } from '../errors.js';
 import { DomainError, invalid, unavailable } from '../../errors/domain-errors.js';
@@ -19,8 +19,7 @@ import { newResponsesId, responseFromChatCompletion } from '../../services/respo
 import { ResponseEventStream, sseOf, type ResponsesStreamEvent } from '../../services/responses/stream.js';
 import type { InferenceCall } from '../../queue/inference-gateway.js';
 import type { QueueService } from '../../queue/queue-service.js';
-import { hearthMetrics } from '../../metrics/metrics.js';
-import { serverTimingHeader, usageProject } from './inference.js';
+import { bookUsage, serverTimingHeader } from './inference.js';
 
 const STATELESS = 'Hearth does not store responses (its Responses API is stateless, like Ollama\'s), so there is none to';
 
@@ -71,9 +70,7 @@ class ResponsesExchange implements InferenceCall {
     this.queueKey = model.baseModel;
     this.skeleton = responseSkeleton(request, newResponsesId('resp'), Math.floor(Date.now() / 1000));
     this.events = new ResponseEventStream(this.skeleton, { logprobs });
-    http.reply.raw.on('close', () => {
-      if (!http.reply.raw.writableFinished) this.cancel?.();
-    });
+    cancelWhenClientCloses(http.reply, () => this.cancel?.());
   }
 
   cancelWith(cancel: () => void): void {
@@ -119,18 +116,12 @@ class ResponsesExchange implements InferenceCall {
   private startStream(): void {
     if (this.started) return;
     this.started = true;
-    const { request, reply } = this.http;
-    reply.hijack();
-    reply.raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-request-id': request.id,
-      ...(this.serverTiming ? { 'server-timing': this.serverTiming } : {}),
-    });
+    startEventStream(this.http.request, this.http.reply, this.serverTiming ? { 'server-timing': this.serverTiming } : {});
   }
 
   private book(usage: Usage | null | undefined): void {
     if (!usage) return;
-    this.ctx.store.usage.add({ entity: this.entity, project: usageProject(this.http.request), model: this.request.model, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens });
-    hearthMetrics.tokensGenerated.inc({ model: this.model.baseModel }, usage.completion_tokens);
+    bookUsage(this.ctx, this.http.request, { entity: this.entity, model: this.request.model, baseModel: this.model.baseModel }, usage.prompt_tokens, usage.completion_tokens);
   }
 }
 
