@@ -13,6 +13,11 @@ import { microBatches, packSequences, trainableTokens, trainedPositions, validat
 import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
 import { readAndDispose, weightedNll } from './losses.js';
 import { LlamaModel, type LayerRecomputation } from './model.js';
+import { chooseTrainingEngine } from './engine-choice.js';
+import { GraphLoraModel } from './graph/graph-model.js';
+import { trainingProviders } from './graph/graph-session.js';
+import type { TrainingModel } from './token-logprobs.js';
+import { weightsSource, type WeightSource } from '../../src/runtime/weight-source.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
 import { AdamW, DEFAULT_ADAMW, learningRateAt, type AdamWConfig } from './optimizer.js';
 import { adapterMoments, restoreAdapterMoments } from './adapter-moments.js';
@@ -49,8 +54,13 @@ export class TrainingCancelledError extends Error {
 /** The model a job trains, and where it starts from. */
 export interface TrainingModelSpec {
   config: ModelConfig;
-  /** Base weights (Hugging Face names and layout). */
-  weights: Weights;
+  /** Base weights (Hugging Face names and layout), float32. Read from `source` when absent. */
+  weights?: Weights;
+  /**
+   * The base as its file stores it (quantized blocks kept, read tensor by tensor): what the graph engine builds
+   * its graphs from. Absent: the float `weights`.
+   */
+  source?: WeightSource;
   /** Written into adapter_config.json as base_model_name_or_path. */
   baseModelName: string;
   /** 'lora' trains adapters on a frozen base; 'full' trains every weight (small models). */
@@ -149,23 +159,59 @@ export function defaultMicroBatchTokens(config: ModelConfig): number {
   return Math.max(128, Math.min(2048, Math.floor(16_777_216 / config.vocabSize)));
 }
 
-/** Build the trainable model (and its adapters) a job starts from. */
+/** The base's float32 weights: given, or read whole from the source (TF.js engine). */
+function floatWeights(spec: TrainingModelSpec): Weights {
+  if (spec.weights) return spec.weights;
+  if (!spec.source) throw new Error('the training model has neither weights nor a weight source');
+  return new Map([...spec.source].map(([name, t]) => [name, { shape: t.shape, data: t.f32() }]));
+}
+
+/** The job's LoRA adapters: continued from its checkpoint, or fresh. */
+function jobAdapters(spec: TrainingModelSpec, seed: number): LoraAdapters {
+  const resume = spec.resumeFrom ?? null;
+  if (resume?.kind === 'full') throw new Error('cannot continue LoRA training from a full fine-tuning checkpoint');
+  return resume?.kind === 'lora'
+    ? LoraAdapters.fromPeftTensors(spec.config, resume.lora, resume.tensors)
+    : LoraAdapters.create(spec.config, { ...DEFAULT_LORA_CONFIG, ...spec.lora }, seed);
+}
+
+/** The LoRA settings a job trains with (its checkpoint's when it continues one). */
+function jobLoraConfig(spec: TrainingModelSpec): LoraConfig | null {
+  if (spec.mode !== 'lora') return null;
+  return spec.resumeFrom?.kind === 'lora' ? spec.resumeFrom.lora : { ...DEFAULT_LORA_CONFIG, ...spec.lora };
+}
+
+/**
+ * The model a job trains, on the engine engine-choice.ts picks (one log line says which and why): LoRA on
+ * ONNX Runtime graphs over the stored base, or the TF.js decoder.
+ */
+export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void): TrainingModel {
+  const choice = chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) });
+  if (choice.engine === 'tfjs') {
+    log?.(`[training] engine: TF.js (${choice.reason})`);
+    return buildTrainingModel(spec, seed);
+  }
+  const { providers, device } = trainingProviders();
+  const started = performance.now();
+  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers });
+  log?.(`[training] engine: ONNX Runtime graphs on ${device} (${choice.reason}); ${spec.config.numLayers + 1} graphs built in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return model;
+}
+
+/** Build the trainable TF.js model (and its adapters) a job starts from. */
 export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaModel {
   const resume = spec.resumeFrom ?? null;
   if (spec.mode === 'full') {
     if (resume?.kind === 'lora') throw new Error('cannot continue full fine-tuning from a LoRA checkpoint');
-    const full = LlamaModel.fromWeights(spec.config, resume?.kind === 'full' ? resume.weights : spec.weights, { trainable: true });
+    const full = LlamaModel.fromWeights(spec.config, resume?.kind === 'full' ? resume.weights : floatWeights(spec), { trainable: true });
     full.recompute = spec.recompute ?? 'auto';
     return full;
   }
-  if (resume?.kind === 'full') throw new Error('cannot continue LoRA training from a full fine-tuning checkpoint');
+  const lora = jobAdapters(spec, seed);
   // On the ONNX Runtime path the frozen base stays outside the wasm heap (frozen-linear.ts).
-  const model = LlamaModel.fromWeights(spec.config, spec.weights, { trainable: false, frozenOutsideHeap: onnxRuntimeCompute() });
+  const model = LlamaModel.fromWeights(spec.config, floatWeights(spec), { trainable: false, frozenOutsideHeap: onnxRuntimeCompute() });
   model.recompute = spec.recompute ?? 'auto';
-  model.lora =
-    resume?.kind === 'lora'
-      ? LoraAdapters.fromPeftTensors(spec.config, resume.lora, resume.tensors)
-      : LoraAdapters.create(spec.config, { ...DEFAULT_LORA_CONFIG, ...spec.lora }, seed);
+  model.lora = lora;
   return model;
 }
 
@@ -174,14 +220,15 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
  * sequence longer than the budget gets one of its own).
  */
 function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number): void {
+  if (chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) }).engine === 'graph') return; // no wasm heap
   const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
   const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
   assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
 }
 
 /** What the job writes: the adapter (with AdamW's moments beside it where the run carries them) or the full weights. */
-function checkpointContents(model: LlamaModel, deps: TrainingDeps, optimizer: AdamW): CheckpointContents {
-  if (!model.lora) return { kind: 'full', weights: model.exportWeights() };
+function checkpointContents(model: TrainingModel, deps: TrainingDeps, optimizer: AdamW): CheckpointContents {
+  if (!model.lora) return { kind: 'full', weights: (model as LlamaModel).exportWeights() };
   const optimizerState = deps.carryOptimizer ? adapterMoments(model.lora, optimizer) : undefined;
   return { kind: 'lora', lora: model.lora.config, tensors: model.lora.toPeftTensors(), baseModel: deps.model.baseModelName, ...(optimizerState ? { optimizer: optimizerState } : {}) };
 }
@@ -192,14 +239,14 @@ function adamwConfig(deps: TrainingDeps): AdamWConfig {
 }
 
 /** A native run's optim_step continues AdamW from the moments its parent version carries (fresh when it has none). */
-function continueCarriedMoments(model: LlamaModel, optimizer: AdamW, carry: TrainingDeps['carryOptimizer']): void {
+function continueCarriedMoments(model: TrainingModel, optimizer: AdamW, carry: TrainingDeps['carryOptimizer']): void {
   if (!carry) return;
   if (!model.lora) throw new Error('the optimizer state is only carried for LoRA training');
   if (carry.from) restoreAdapterMoments(model.lora, optimizer, carry.from);
 }
 
 /** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */
-function release(model: LlamaModel, optimizer: AdamW): void {
+function release(model: TrainingModel, optimizer: AdamW): void {
   try {
     optimizer.dispose();
     model.dispose();
@@ -247,7 +294,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const { batches, learningRates } = planSftBatches(job);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
-  const model = buildTrainingModel(deps.model, deps.seed);
+  const model = buildJobModel(deps.model, deps.seed, deps.log);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
@@ -298,7 +345,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
 async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: TrainingBackend): Promise<TrainingResult> {
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
-  const model = buildTrainingModel(deps.model, deps.seed);
+  const model = buildJobModel(deps.model, deps.seed, deps.log);
   const optimizer = new AdamW([], DEFAULT_ADAMW);
   try {
     await emit({ type: 'training_started', data: { num_sequences: 1 } });
@@ -336,7 +383,7 @@ async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: 
  * 4 bytes per token). sequenceLogprobs is the quantity every loss here starts from, so these are the logprobs the
  * measured loss was computed from.
  */
-function measuredTokenLogprobs(model: LlamaModel, sequences: TrainSequence[], rows: number[], budget: number): TokenLogprobsReport {
+function measuredTokenLogprobs(model: TrainingModel, sequences: TrainSequence[], rows: number[], budget: number): TokenLogprobsReport {
   return encodeTokenLogprobs(rows, sequenceLogprobs(model, sequences, budget));
 }
 
@@ -349,7 +396,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const learningRate = rlLearningRate(settings, job.rewardStdDevHistory ?? [], new Set(trajectoryOf).size, deps.log);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
   if (backend.name === 'wasm') assertFits(deps.model, sequences, budget);
-  const model = buildTrainingModel(deps.model, deps.seed);
+  const model = buildJobModel(deps.model, deps.seed, deps.log);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {

@@ -11,6 +11,7 @@
 // layout and are used through frozen-linear.ts; only norms and biases become TF.js tensors.
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
+import { attentionMask } from './attention-mask.js';
 import { recomputedLayerCount } from './capacity.js';
 import { frozenLinear, gatherFrozenRows, type FrozenMatrix } from './frozen-linear.js';
 import { headTokenLogprobs } from './head-logprobs.js';
@@ -61,17 +62,7 @@ function storedTransposed(name: string, shape: number[]): boolean {
  * sequence, j <= i, and within the sliding window if the model has one), -1e9 elsewhere.
  */
 export function causalSegmentMask(batch: TokenBatch, slidingWindow: number | null = null): tf.Tensor {
-  const { rows, length: T, segmentIds } = batch;
-  const mask = new Float32Array(rows * T * T).fill(-1e9);
-  for (let b = 0; b < rows; b++) {
-    for (let i = 0; i < T; i++) {
-      const seg = segmentIds[b * T + i];
-      const rowOffset = (b * T + i) * T;
-      const first = slidingWindow ? Math.max(0, i - slidingWindow + 1) : 0;
-      for (let j = first; j <= i; j++) if (segmentIds[b * T + j] === seg) mask[rowOffset + j] = 0;
-    }
-  }
-  return tf.tensor(mask, [rows, 1, 1, T, T]);
+  return tf.tensor(attentionMask(batch, slidingWindow), [batch.rows, 1, 1, batch.length, batch.length]);
 }
 
 /**

@@ -6,9 +6,8 @@ import { computeAdvantages } from './advantages.js';
 import { trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
 import { LoraAdapters } from './lora.js';
 import { policyLoss } from './losses.js';
-import type { LlamaModel } from './model.js';
 import type { RlData } from './rl-data.js';
-import { logprobsAt, sequenceLogprobs } from './token-logprobs.js';
+import { logprobsAt, sequenceLogprobs, type TrainingModel } from './token-logprobs.js';
 import type { CheckpointContents } from './checkpoint.js';
 import { fitRewardStdDevLearningRate, type RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import { balanceAdvantage, type RlSettings } from '../../src/protocol/rl-settings.js';
@@ -73,7 +72,7 @@ export function rlLearningRate(settings: RlSettings, history: readonly RewardStd
  * Reference logprobs of the KL penalty: from the base (LoRA disabled, or the starting weights), or from an earlier
  * checkpoint's LoRA factors swapped in for that one pass.
  */
-export function klReferenceLogprobs(model: LlamaModel, reference: CheckpointContents | null, sequences: TrainSequence[], budget: number): Float32Array[] {
+export function klReferenceLogprobs(model: TrainingModel, reference: CheckpointContents | null, sequences: TrainSequence[], budget: number): Float32Array[] {
   if (reference && (reference.kind !== 'lora' || !model.lora)) throw new Error('a KL reference checkpoint needs LoRA training and a LoRA checkpoint');
   const own = model.lora;
   if (reference?.kind === 'lora') model.lora = LoraAdapters.fromPeftTensors(model.config, reference.lora, reference.tensors);
@@ -101,7 +100,7 @@ export interface RlStepSums {
  * trained tokens. Adds the micro-batch's policy loss, KL and entropy to `sums`.
  */
 export function rlMicroBatchLoss(
-  model: LlamaModel,
+  model: TrainingModel,
   mb: MicroBatch,
   step: { trainable: number; trajectoriesInStep: number; trajectoryTokens: Map<number, number> },
   job: { train: RlTrainSequences; settings: RlSettings; refLogprobs: Float32Array[] | null },

@@ -1,0 +1,73 @@
+// The graph engine as the training loop sees a model: LoRA adapters as TF.js variables (the optimizer, clipping,
+// moments and checkpoints of loop.ts stay as they are) and one op, `logprobsAt`, whose value comes from the
+// engine's forward and whose gradient (a TF.js custom gradient) from its backward. Between the two sit TF.js's
+// losses over the logprob vector: n numbers per micro-batch, so every loss the trainer has works unchanged.
+import * as tf from '@tensorflow/tfjs-core';
+import type { ModelConfig } from '../../../src/runtime/model-config.js';
+import type { WeightSource } from '../../../src/runtime/weight-source.js';
+import type { MicroBatch } from '../data.js';
+import type { LoraAdapters } from '../lora.js';
+import { GraphEngine, projectionPath, type AdapterFactors, type GraphEngineOptions } from './graph-engine.js';
+
+export class GraphLoraModel {
+  private constructor(readonly config: ModelConfig, readonly engine: GraphEngine, public lora: LoraAdapters) {}
+
+  static build(config: ModelConfig, source: WeightSource, lora: LoraAdapters, opts: GraphEngineOptions = {}): GraphLoraModel {
+    if (lora.config.dropout > 0) throw new Error('the graph engine trains LoRA without dropout');
+    return new GraphLoraModel(config, new GraphEngine(config, source, lora.config.targetModules, opts), lora);
+  }
+
+  /** The adapters' variables in the engine's order: per layer, per target, A then B. */
+  private adapterVariables(lora: LoraAdapters): { path: string; a: tf.Variable; b: tf.Variable }[] {
+    const out: { path: string; a: tf.Variable; b: tf.Variable }[] = [];
+    for (let l = 0; l < this.config.numLayers; l++) {
+      for (const target of this.engine.targets) {
+        const path = projectionPath(l, target);
+        const a = lora.aT.get(path), b = lora.bT.get(path);
+        if (!a || !b) throw new Error(`the adapters lack ${path}`);
+        out.push({ path, a, b });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * log p(target) at the trained rows `at` of a micro-batch, with its gradient to the adapters (when a tape
+   * records it). `onEntropy` gets each row's entropy.
+   */
+  logprobsAt(mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
+    const lora = this.lora;
+    const vars = this.adapterVariables(lora);
+    const inputs = vars.flatMap((v) => [v.a, v.b]);
+    const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
+      const adapters = new Map<string, AdapterFactors>();
+      vars.forEach((v, i) => {
+        const [inDim, rank] = v.a.shape as [number, number];
+        const outDim = v.b.shape[1] as number;
+        adapters.set(v.path, { a: (args[2 * i] as tf.Tensor).dataSync() as Float32Array, b: (args[2 * i + 1] as tf.Tensor).dataSync() as Float32Array, inDim, outDim, rank });
+      });
+      const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters, lora.enabled ? lora.scale : 0);
+      onEntropy?.(entropy);
+      return {
+        value: tf.tensor1d(logp),
+        gradFunc: (dy: tf.Tensor) => {
+          const grads = this.engine.backward(state, dy.dataSync() as Float32Array);
+          return vars.flatMap((v) => {
+            const g = grads.get(v.path)!;
+            return [tf.tensor(g.a, v.a.shape), tf.tensor(g.b, v.b.shape)];
+          });
+        },
+      };
+    });
+    return op(...inputs) as tf.Tensor1D;
+  }
+
+  trainableVariables(): tf.Variable[] {
+    return this.lora.variables();
+  }
+
+  dispose(): void {
+    this.engine.dispose();
+    this.lora.dispose();
+  }
+}

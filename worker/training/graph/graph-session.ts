@@ -1,0 +1,98 @@
+// One training graph loaded into ONNX Runtime, run synchronously (the engine runs inside TF.js's custom-gradient
+// functions, which are synchronous) through onnxruntime-node's native binding, as ort-compute.ts does. Counts the
+// bytes each run hands over and gets back: on a GPU these cross between host and device, on the CPU they show
+// what would.
+import { createRequire } from 'node:module';
+import * as ort from 'onnxruntime-node';
+import { trainingThreads } from '../ort-compute.js';
+
+interface NativeSession {
+  loadModel(buffer: ArrayBuffer, byteOffset: number, byteLength: number, options: object): void;
+  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>, options: object): Record<string, { type: string; data: ArrayBufferView; dims: number[] }>;
+  readonly outputMetadata: { name: string }[];
+  dispose(): void;
+}
+
+let native: { binding: { InferenceSession: new () => NativeSession }; initOrt(): void } | null = null;
+function nativeBinding() {
+  if (!native) {
+    native = createRequire(import.meta.url)('onnxruntime-node/dist/binding.js');
+    native!.initOrt();
+  }
+  return native!;
+}
+
+/** Where the graphs run: set once by the training worker for its device (default the CPU). */
+let providers: { device: string; providers: ort.InferenceSession.ExecutionProviderConfig[] } = { device: 'cpu', providers: ['cpu'] };
+export function setTrainingProviders(device: string, list: ort.InferenceSession.ExecutionProviderConfig[]): void {
+  providers = { device, providers: list };
+}
+export function trainingProviders(): { device: string; providers: ort.InferenceSession.ExecutionProviderConfig[] } {
+  return providers;
+}
+
+/** Host↔device traffic of the engine's runs (inputs handed to ORT, outputs read back), in bytes. */
+export class TransferCounter {
+  toDevice = 0;
+  fromDevice = 0;
+  reset(): void { this.toDevice = 0; this.fromDevice = 0; }
+  get total(): number { return this.toDevice + this.fromDevice; }
+}
+
+export type Feed = Float32Array | BigInt64Array | boolean | number;
+export interface Output { data: Float32Array; dims: number[] }
+
+export interface GraphSessionOptions {
+  threads?: number;
+  providers?: ort.InferenceSession.ExecutionProviderConfig[];
+  counter?: TransferCounter;
+}
+
+export class GraphSession {
+  private constructor(private readonly session: NativeSession, private readonly counter: TransferCounter | null) {}
+
+  /**
+   * Prepacking off: MatMul/Gemm would otherwise keep a packed copy of every float weight beside the initializer
+   * (twice the base's memory); MLAS packs the operand per call instead, which costs O(N·K) against the
+   * product's O(M·N·K).
+   */
+  static load(model: Uint8Array, opts: GraphSessionOptions = {}): GraphSession {
+    const session = new (nativeBinding().binding.InferenceSession)();
+    session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
+      executionProviders: opts.providers ?? ['cpu'],
+      logSeverityLevel: 3,
+      intraOpNumThreads: opts.threads ?? trainingThreads(),
+      interOpNumThreads: 1,
+      executionMode: 'sequential',
+      graphOptimizationLevel: 'all',
+      extra: { session: { intra_op: { allow_spinning: '0' }, disable_prepacking: '1' } },
+    });
+    return new GraphSession(session, opts.counter ?? null);
+  }
+
+  /** Run with `feeds` (typed arrays with their dims; booleans and numbers as scalars); returns every output. */
+  run(feeds: Record<string, { data: Feed; dims?: number[] }>): Record<string, Output> {
+    const tensors: Record<string, ort.Tensor> = {};
+    let sent = 0;
+    for (const [name, { data, dims }] of Object.entries(feeds)) {
+      if (typeof data === 'boolean') tensors[name] = new ort.Tensor('bool', new Uint8Array([data ? 1 : 0]), []);
+      else if (typeof data === 'number') tensors[name] = new ort.Tensor('float32', new Float32Array([data]), []);
+      else tensors[name] = new ort.Tensor(data instanceof BigInt64Array ? 'int64' : 'float32', data, dims ?? [data.length]);
+      sent += typeof data === 'object' ? data.byteLength : 4;
+    }
+    const fetches = Object.fromEntries(this.session.outputMetadata.map((m) => [m.name, null]));
+    const results = this.session.run(tensors, fetches, {});
+    const out: Record<string, Output> = {};
+    let received = 0;
+    for (const [name, r] of Object.entries(results)) {
+      out[name] = { data: r.data as Float32Array, dims: r.dims };
+      received += r.data.byteLength;
+    }
+    if (this.counter) { this.counter.toDevice += sent; this.counter.fromDevice += received; }
+    return out;
+  }
+
+  dispose(): void {
+    this.session.dispose();
+  }
+}
