@@ -103,6 +103,8 @@ export interface TrainingResult {
   checkpointDir: string;
   steps: number;
   backend: TrainingBackend;
+  /** The engine that trained (engine-choice.ts) and, for the graph engine, the bytes its runs handed to and read back from ONNX Runtime. */
+  engine: { name: 'graph' | 'tfjs'; hostDeviceBytes: number };
   /** Metrics of the last gradient step (empty if there was none). */
   lastMetrics: Record<string, number>;
 }
@@ -245,6 +247,10 @@ function continueCarriedMoments(model: TrainingModel, optimizer: AdamW, carry: T
   if (carry.from) restoreAdapterMoments(model.lora, optimizer, carry.from);
 }
 
+function engineReport(model: TrainingModel): TrainingResult['engine'] {
+  return model instanceof GraphLoraModel ? { name: 'graph', hostDeviceBytes: model.engine.transfers.total } : { name: 'tfjs', hostDeviceBytes: 0 };
+}
+
 /** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */
 function release(model: TrainingModel, optimizer: AdamW): void {
   try {
@@ -333,7 +339,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps, optimizer));
-    return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics };
+    return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics, engine: engineReport(model) };
   } catch (err) {
     throw explainTrainingError(err);
   } finally {
@@ -369,7 +375,7 @@ async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: 
     };
     const tokenLogprobs = job.returnTokenLogprobs ? measuredTokenLogprobs(model, job.sequences, job.sequences.map((s, i) => s.row ?? i), budget) : undefined;
     await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics), ...(tokenLogprobs ? { tokenLogprobs } : {}) });
-    return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
+    return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics, engine: engineReport(model) };
   } catch (err) {
     throw explainTrainingError(err);
   } finally {
@@ -471,11 +477,11 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       // Client-made token sequences are the job's rows one to one (rl-token-data.ts: trajectory = row).
       const tokenLogprobs = job.returnTokenLogprobs ? measuredTokenLogprobs(model, sequences, trajectoryOf, budget) : undefined;
       await emit({ type: 'gradient_step', data: finiteMetrics(lastMetrics), ...(tokenLogprobs ? { tokenLogprobs } : {}) });
-      return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics };
+      return { checkpointDir: deps.checkpointDir, steps: 0, backend, lastMetrics, engine: engineReport(model) };
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps, optimizer));
-    return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics };
+    return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics, engine: engineReport(model) };
   } catch (err) {
     throw explainTrainingError(err);
   } finally {
