@@ -11,6 +11,7 @@ interface NativeSession {
   run(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>, options: object): Record<string, { type: string; data: ArrayBufferView; dims: number[] }>;
   readonly outputMetadata: { name: string }[];
   dispose(): void;
+  endProfiling(): void;
 }
 
 let native: { binding: { InferenceSession: new () => NativeSession }; initOrt(): void } | null = null;
@@ -66,6 +67,8 @@ export class GraphSession {
       executionMode: 'sequential',
       graphOptimizationLevel: 'all',
       extra: { session: { intra_op: { allow_spinning: '0' }, disable_prepacking: '1' } },
+      // Developer tool, as for inference sessions: ORT's per-node timing (JSON files under this prefix).
+      ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
     });
     return new GraphSession(session, opts.counter ?? null);
   }
@@ -93,6 +96,7 @@ export class GraphSession {
   }
 
   dispose(): void {
+    if (process.env.HEARTH_ORT_PROFILE) this.session.endProfiling();
     this.session.dispose();
   }
 }
