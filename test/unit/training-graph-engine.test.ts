@@ -10,6 +10,7 @@ import { weightsSource } from '../../src/runtime/weight-source.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { buildMicroBatch, trainedPositions, type TrainSequence } from '../../worker/training/data.js';
 import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
+import { layerSavedBytes } from '../../worker/training/graph/graph-engine.js';
 import { buildTrainingModel } from '../../worker/training/loop.js';
 import { LoraAdapters } from '../../worker/training/lora.js';
 import { weightedNll } from '../../worker/training/losses.js';
@@ -63,14 +64,23 @@ describe('graph engine vs the TF.js engine (float base)', () => {
   for (const [name, config] of cases) {
     it(name, () => {
       const ref = measure('tfjs', config, 3);
-      const got = measure('graph', config, 3);
       expect(ref.rows).toBeGreaterThan(1);
-      expect(relL2(got.logp, ref.logp)).toBeLessThan(1e-5);
-      expect(relL2(got.entropy, ref.entropy)).toBeLessThan(1e-5);
-      expect(Math.abs(got.loss - ref.loss) / Math.abs(ref.loss)).toBeLessThan(1e-5);
-      ref.grads.forEach((g, i) => {
-        expect(relL2(got.grads[i], g), `gradient ${i}`).toBeLessThan(1e-4);
-      });
+      // Every layer's activations saved; every layer recomputed in the backward; the first layer saved, the rest not.
+      const oneLayer = layerSavedBytes(config, ref.rows, 40, 4, 7);
+      for (const budget of ['', '0', String(oneLayer)]) {
+        process.env.HEARTH_TRAIN_SAVED_BYTES = budget;
+        try {
+          const got = measure('graph', config, 3);
+          expect(relL2(got.logp, ref.logp)).toBeLessThan(1e-5);
+          expect(relL2(got.entropy, ref.entropy)).toBeLessThan(1e-5);
+          expect(Math.abs(got.loss - ref.loss) / Math.abs(ref.loss)).toBeLessThan(1e-5);
+          ref.grads.forEach((g, i) => {
+            expect(relL2(got.grads[i], g), `budget ${budget || 'default'}: gradient ${i}`).toBeLessThan(1e-4);
+          });
+        } finally {
+          delete process.env.HEARTH_TRAIN_SAVED_BYTES;
+        }
+      }
     }, 120_000);
   }
 });

@@ -13,7 +13,7 @@ export type TrainingModel = LlamaModel | GraphLoraModel;
  * and prompt positions need no logits, so they are dropped before it.
  */
 export function logprobsAt(model: TrainingModel, mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
-  if (model instanceof GraphLoraModel) return model.logprobsAt(mb, at, onEntropy);
+  if (model instanceof GraphLoraModel) return model.logprobsAt(mb, at, training, onEntropy);
   const hidden = model.hidden(mb.batch, training);
   const selected = at.index.length === mb.trainable.length ? hidden : (tf.gather(hidden, tf.tensor1d(at.index, 'int32')) as tf.Tensor2D);
   return model.tokenLogprobs(selected, at.targets, onEntropy);

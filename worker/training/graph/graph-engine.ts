@@ -14,9 +14,10 @@ import type { LoraTarget } from '../lora.js';
 import { attentionMask } from '../attention-mask.js';
 import { ropeTables } from '../rope.js';
 import type { FrozenMatrixData } from './frozen-matrix.js';
-import { buildLayerGraph, loraGradOutput, loraInput, type LayerWeights } from './layer-graph.js';
-import { buildHeadGraph } from './head-graph.js';
-import { GraphSession, TransferCounter, type GraphSessionOptions } from './graph-session.js';
+import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWeights } from './layer-graph.js';
+import { totalmem } from 'node:os';
+import { buildHeadGraph, VOCAB_CHUNK } from './head-graph.js';
+import { GraphSession, TransferCounter, type GraphSessionOptions, type Output } from './graph-session.js';
 
 /** One adapted projection's factors in lora.ts's layout: A transposed [in, r], B transposed [r, out]. */
 export interface AdapterFactors { a: Float32Array; b: Float32Array; inDim: number; outDim: number; rank: number }
@@ -30,7 +31,11 @@ export interface ForwardState {
   rows: TrainedRows;
   /** Each layer's input [M, d]; the last entry is the last layer's output. */
   layerInputs: Float32Array[];
+  /** Each layer's saved activations (by savedTensors name), or null where its backward recomputes them. */
+  layerSaved: (Map<string, Output> | null)[];
   lse: Float32Array;
+  /** The head's logits by vocabulary chunk, kept for its backward, or null where it computes them again. */
+  headLogits: Output[] | null;
   adapters: Map<string, AdapterFactors>;
   scale: number;
   cos: Float32Array;
@@ -82,6 +87,23 @@ class EmbeddingTable {
   }
 }
 
+/**
+ * Bytes of saved activations a step may keep (HEARTH_TRAIN_SAVED_BYTES, default a quarter of the machine's
+ * memory): layers are saved in order while their activations fit, the rest recompute their forward.
+ */
+export function savedActivationBudget(env: Record<string, string | undefined> = process.env): number {
+  const asked = Number(env.HEARTH_TRAIN_SAVED_BYTES);
+  return Number.isFinite(asked) && asked >= 0 && env.HEARTH_TRAIN_SAVED_BYTES !== '' && env.HEARTH_TRAIN_SAVED_BYTES !== undefined ? asked : totalmem() / 4;
+}
+
+/** Bytes of one layer's saved activations for `rows` × `length` tokens (what savedTensors lists). */
+export function layerSavedBytes(config: ModelConfig, rows: number, length: number, rank: number, adapted: number): number {
+  const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, intermediateSize: F } = config;
+  const M = rows * length;
+  const perToken = 2 * D + H * hd + D + 2 /* r1, r2 */ + 4 * F + (H + 2 * KV) * hd + adapted * rank + (config.qkNorm ? (H + KV) * (hd + 1) : 0);
+  return 4 * (M * perToken + rows * H * length * length);
+}
+
 export interface GraphEngineOptions extends GraphSessionOptions {
   /** Called as each graph is built and loaded (`layer 3/32`). */
   onProgress?: (what: string) => void;
@@ -92,10 +114,15 @@ export class GraphEngine {
   private readonly layers: GraphSession[] = [];
   private readonly head: GraphSession;
   private readonly embedding: EmbeddingTable;
+  private readonly saved: { name: string; rank: number }[];
+  /** The head graph's vocabulary chunks (0 … k−1). */
+  private readonly headChunks: number[];
 
   constructor(readonly config: ModelConfig, source: WeightSource, readonly targets: readonly LoraTarget[], opts: GraphEngineOptions = {}) {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
     this.transfers = opts.counter ?? new TransferCounter();
+    this.saved = savedTensors(config, targets);
+    this.headChunks = Array.from({ length: Math.ceil(config.vocabSize / VOCAB_CHUNK) }, (_, i) => i);
     const sessionOpts = { ...opts, counter: this.transfers };
     const tensor = (name: string) => {
       const t = source.get(name);
@@ -121,26 +148,39 @@ export class GraphEngine {
   }
 
   /** The logprob and entropy of each trained row, and what the backward needs. */
-  forward(batch: TokenBatch, rows: TrainedRows, adapters: Map<string, AdapterFactors>, scale: number): { logp: Float32Array; entropy: Float32Array; state: ForwardState } {
+  forward(batch: TokenBatch, rows: TrainedRows, adapters: Map<string, AdapterFactors>, scale: number, backwardFollows = true): { logp: Float32Array; entropy: Float32Array; state: ForwardState } {
     const D = this.config.hiddenSize;
     const { cos, sinSigned: sin } = ropeTables(this.config, batch.positions);
     const mask = attentionMask(batch, this.config.slidingWindow ?? null);
     const layerInputs: Float32Array[] = [this.embedding.rows(batch.inputIds)];
+    const layerSaved: (Map<string, Output> | null)[] = [];
+    const rank = adapters.values().next().value?.rank ?? 0;
+    const perLayer = layerSavedBytes(this.config, batch.rows, batch.length, rank, this.targets.length);
+    // The head's logits first (keeping them saves a product with the largest matrix), then layers in order.
+    let budget = backwardFollows ? savedActivationBudget() : 0;
+    const headLogitBytes = 4 * rows.index.length * this.config.vocabSize;
+    const saveHead = headLogitBytes <= budget;
+    if (saveHead) budget -= headLogitBytes;
     for (let l = 0; l < this.layers.length; l++) {
-      const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], { cos, sin, mask }, adapters, scale, null));
+      const save = perLayer * (l + 1) <= budget;
+      const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], { cos, sin, mask }, adapters, scale, null, save ? 'save' : null));
       layerInputs.push(out.out.data);
+      layerSaved.push(save ? new Map(this.saved.map(({ name }) => [name, out[`saved_out.${name}`]])) : null);
     }
     const selected = gatherRows(layerInputs[layerInputs.length - 1], rows.index, D);
     const head = this.head.run({
       x: { data: selected, dims: [rows.index.length, D] },
       targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
       backward: { data: false },
+      save: { data: saveHead },
       lse: { data: new Float32Array(0), dims: [0, 1] },
       dlogp: { data: new Float32Array(0), dims: [0, 1] },
+      ...this.savedLogitFeeds(null),
     });
+    const headLogits = saveHead ? this.headChunks.map((i) => head[`saved_logits_out.${i}`]) : null;
     return {
       logp: head.logp.data, entropy: head.entropy.data,
-      state: { batch, rows, layerInputs, lse: head.lse_out.data, adapters, scale, cos, sin, mask },
+      state: { batch, rows, layerInputs, layerSaved, lse: head.lse_out.data, headLogits, adapters, scale, cos, sin, mask },
     };
   }
 
@@ -153,9 +193,12 @@ export class GraphEngine {
       x: { data: gatherRows(layerInputs[layerInputs.length - 1], rows.index, D), dims: [n, D] },
       targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
       backward: { data: true },
+      save: { data: state.headLogits !== null },
       lse: { data: state.lse, dims: [n, 1] },
       dlogp: { data: dlogp, dims: [n, 1] },
+      ...this.savedLogitFeeds(state.headLogits),
     });
+    state.headLogits = null;
     let dy: Float32Array = new Float32Array(batch.rows * batch.length * D);
     const dSelected = head.dx.data;
     for (let j = 0; j < n; j++) {
@@ -164,14 +207,25 @@ export class GraphEngine {
     }
     const grads = new Map<string, { a: Float32Array; b: Float32Array }>();
     for (let l = this.layers.length - 1; l >= 0; l--) {
-      const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], state, state.adapters, state.scale, dy));
+      const saved = state.layerSaved[l];
+      const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], state, state.adapters, state.scale, dy, saved));
+      state.layerSaved[l] = null; // read: let it go before the next layer's backward
       dy = out.out.data;
       for (const target of this.targets) grads.set(projectionPath(l, target), { a: out[loraGradOutput(target, 'a')].data, b: out[loraGradOutput(target, 'b')].data });
     }
     return grads;
   }
 
-  private layerFeeds(layer: number, batch: TokenBatch, x: Float32Array, t: { cos: Float32Array; sin: Float32Array; mask: Float32Array }, adapters: Map<string, AdapterFactors>, scale: number, dy: Float32Array | null) {
+  /** The head's saved-logit inputs: the kept chunks, or empties. */
+  private savedLogitFeeds(logits: Output[] | null): Record<string, Output> {
+    return Object.fromEntries(this.headChunks.map((i) => [`saved_logits.${i}`, logits ? logits[i] : { data: new Float32Array(0), dims: [0, 0] }]));
+  }
+
+  /**
+   * One layer's feeds. `saved`: 'save' asks a forward to return its activations; a map gives them to a backward;
+   * null runs the forward alone or the backward with the forward recomputed.
+   */
+  private layerFeeds(layer: number, batch: TokenBatch, x: Float32Array, t: { cos: Float32Array; sin: Float32Array; mask: Float32Array }, adapters: Map<string, AdapterFactors>, scale: number, dy: Float32Array | null, saved: 'save' | Map<string, Output> | null) {
     const { hiddenSize: D, headDim: hd } = this.config;
     const M = batch.rows * batch.length;
     const feeds: Record<string, { data: Float32Array | BigInt64Array | boolean | number; dims?: number[] }> = {
@@ -183,7 +237,12 @@ export class GraphEngine {
       lora_scale: { data: scale },
       backward: { data: dy !== null },
       dy: dy ? { data: dy, dims: [M, D] } : { data: new Float32Array(0), dims: [0, D] },
+      save: { data: saved !== null },
     };
+    for (const { name, rank } of this.saved) {
+      const given = saved instanceof Map ? saved.get(name)! : null;
+      feeds[`saved.${name}`] = given ?? { data: new Float32Array(0), dims: Array.from({ length: rank }, () => 0) };
+    }
     for (const target of this.targets) {
       const f = adapters.get(projectionPath(layer, target));
       if (!f) throw new Error(`no adapter for ${projectionPath(layer, target)}`);

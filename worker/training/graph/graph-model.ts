@@ -33,9 +33,10 @@ export class GraphLoraModel {
 
   /**
    * log p(target) at the trained rows `at` of a micro-batch, with its gradient to the adapters (when a tape
-   * records it). `onEntropy` gets each row's entropy.
+   * records it; `training` says a backward will follow, so the forward keeps what it needs). `onEntropy` gets
+   * each row's entropy.
    */
-  logprobsAt(mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
+  logprobsAt(mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
     const lora = this.lora;
     const vars = this.adapterVariables(lora);
     const inputs = vars.flatMap((v) => [v.a, v.b]);
@@ -46,7 +47,7 @@ export class GraphLoraModel {
         const outDim = v.b.shape[1] as number;
         adapters.set(v.path, { a: (args[2 * i] as tf.Tensor).dataSync() as Float32Array, b: (args[2 * i + 1] as tf.Tensor).dataSync() as Float32Array, inDim, outDim, rank });
       });
-      const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters, lora.enabled ? lora.scale : 0);
+      const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters, lora.enabled ? lora.scale : 0, training);
       onEntropy?.(entropy);
       return {
         value: tf.tensor1d(logp),

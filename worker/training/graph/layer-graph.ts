@@ -3,22 +3,27 @@
 // initializers (the frozen weights exist once per layer). Hand-derived backward of every op: RMSNorm, RoPE, the
 // attention softmax (GQA without repeating K/V), SwiGLU, the LoRA terms; the base's matrices get no gradient.
 //
-// Why a layer a graph, its forward run again in the backward: what a step keeps between its forward and backward
-// passes is then one [M, d] input per layer (a 0.5B model at 4,096 tokens: 350 MB; 8B at 256 tokens: 134 MB),
-// where saved activations of a whole-step graph would need the attention probabilities of every layer (0.5B at
-// 4,096 tokens: 22 GB). The price is one more forward of each layer (a step costs ~3 forwards instead of ~2).
+// Two ways through the backward, chosen per layer and run by the engine (`save`):
+// - saved: the forward also returns what the backward reads (norms, q/k/v, attention probabilities, MLP
+//   activations, x·A of each adapter) and the backward takes them back: a step costs ~2 forwards, as PyTorch's;
+// - recomputed: the forward returns only y, and the backward runs the layer's forward again first: a step keeps
+//   one [M, d] input per layer (0.5B at 4,096 tokens: 350 MB, where the saved activations would be 22 GB: the
+//   attention probabilities alone are rows·heads·T² floats) for one more forward of the layer.
 //
 // Inputs: x [M, d] (rows × length tokens, flattened), bt int64 [2] = [rows, length], cos / sin [M, 1, hd],
 // mask [rows, 1, 1, length, length] (additive), lora_scale [] (alpha / rank, 0 = adapters off), per adapted
 // projection lora.<target>.a [in, r] and .b [r, out] (A and B transposed, as lora.ts keeps them), backward
-// bool [], dy [M, d] (backward; [0, d] otherwise).
-// Outputs: out [M, d] (y forward, dx backward) and grad.<target>.a / .b (backward; [0, 0] forward).
+// bool [], save bool [], dy [M, d] (backward; [0, d] otherwise), saved.<name> (backward with save; empty of the
+// same rank otherwise: savedTensors lists them).
+// Outputs: out [M, d] (y forward, dx backward), grad.<target>.a / .b (backward; [0, 0] forward) and
+// saved_out.<name> (forward with save; empty otherwise).
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import type { LoraTarget } from '../lora.js';
 import { FrozenMatrix, type FrozenMatrixData } from './frozen-matrix.js';
 import { rmsNorm, rmsNormBackward } from './rms-norm.js';
 import { rotary, rotaryBackward } from './rotary.js';
+import { ifBranch, leafBranch, rootIf, type BranchOutputs } from './branches.js';
 
 /** What one layer's graph is built from: its frozen tensors by HF name (within the layer) and the adapted targets. */
 export interface LayerWeights {
@@ -38,13 +43,28 @@ const PROJECTIONS: { path: string; target: LoraTarget }[] = [
 export const loraInput = (target: LoraTarget, factor: 'a' | 'b') => `lora.${target}.${factor}`;
 export const loraGradOutput = (target: LoraTarget, factor: 'a' | 'b') => `grad.${target}.${factor}`;
 
-/** What the forward keeps for the backward (names in the branch that computed them). */
+/** What the forward keeps for the backward (names in the branch that computed them, or of the saved inputs). */
 interface Saved {
   x: string; r1: string; n1: string; q3: string; k3: string; rq: string | null; rk: string | null;
   q5: string; k5: string; v5: string; probs: string; context: string; h: string; r2: string; n2: string;
   gate: string; up: string; sigGate: string; act: string;
   /** x·A of each adapted projection (its input is one of the above). */
   xa: Map<LoraTarget, string>;
+}
+
+/** The activations a saving forward returns, with their ranks (the engine feeds empties of these ranks). */
+export function savedTensors(config: ModelConfig, targets: readonly LoraTarget[]): { name: string; rank: number }[] {
+  const list: [string, number][] = [['r1', 2], ['n1', 2], ['q5', 5], ['k5', 5], ['v5', 5], ['probs', 5], ['context', 2], ['h', 2], ['r2', 2], ['n2', 2], ['gate', 2], ['up', 2], ['sigGate', 2], ['act', 2]];
+  if (config.qkNorm) list.push(['q3', 3], ['k3', 3], ['rq', 3], ['rk', 3]);
+  for (const t of targets) list.push([`xa.${t}`, 2]);
+  return list.map(([name, rank]) => ({ name, rank }));
+}
+
+function savedRecord(s: Saved, targets: readonly LoraTarget[]): Map<string, string> {
+  const m = new Map<string, string>(Object.entries({ r1: s.r1, n1: s.n1, q5: s.q5, k5: s.k5, v5: s.v5, probs: s.probs, context: s.context, h: s.h, r2: s.r2, n2: s.n2, gate: s.gate, up: s.up, sigGate: s.sigGate, act: s.act }));
+  if (s.rq && s.rk) { m.set('q3', s.q3); m.set('k3', s.k3); m.set('rq', s.rq); m.set('rk', s.rk); }
+  for (const t of targets) m.set(`xa.${t}`, s.xa.get(t)!);
+  return m;
 }
 
 export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targets: readonly LoraTarget[]): Uint8Array {
@@ -58,7 +78,10 @@ export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targ
   const mask = root.input('mask', DataType.FLOAT, ['rows', 1, 1, 'length', 'length']);
   const scale = root.input('lora_scale', DataType.FLOAT, []);
   const backward = root.input('backward', DataType.BOOL, []);
+  const save = root.input('save', DataType.BOOL, []);
   const dyIn = root.input('dy', DataType.FLOAT, ['dM', D]);
+  const savedList = savedTensors(config, targets);
+  const savedInputs = new Map(savedList.map(({ name, rank }) => [name, root.input(`saved.${name}`, DataType.FLOAT, Array.from({ length: rank }, (_, i) => `saved_${name}_${i}`))]));
   const adapted = new Set(targets);
   const factors = new Map<LoraTarget, { a: string; b: string }>();
   for (const { target } of PROJECTIONS) {
@@ -177,30 +200,34 @@ export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targ
   };
 
   const gradNames = targets.flatMap((t) => [loraGradOutput(t, 'a'), loraGradOutput(t, 'b')]);
-  const outputs = ['out', ...gradNames];
+  const outputs: BranchOutputs = {
+    names: ['out', ...gradNames, ...savedList.map(({ name }) => `saved_out.${name}`)],
+    ranks: [2, ...gradNames.map(() => 2), ...savedList.map(({ rank }) => rank)],
+  };
+  const savedOutputs = (s: Saved) => new Map([...savedRecord(s, targets)].map(([name, v]) => [`saved_out.${name}`, v]));
 
-  const forwardBranch = root.subgraph();
-  const { y } = forward(forwardBranch, x);
-  const emptyGrad = root.floats('empty_grad', [0, 0], new Float32Array(0));
-  forwardBranch.node('Identity', [y], { outputs: ['fwd_out'] });
-  forwardBranch.output('fwd_out', DataType.FLOAT, ['M', D]);
-  for (const name of gradNames) {
-    forwardBranch.node('Identity', [emptyGrad], { outputs: [`fwd_${name}`] });
-    forwardBranch.output(`fwd_${name}`, DataType.FLOAT, [0, 0]);
-  }
+  const forwardSaving = leafBranch(root, outputs, 'fs', (g) => {
+    const f = forward(g, x);
+    return new Map([['out', f.y], ...savedOutputs(f.saved)]);
+  });
+  const forwardOnly = leafBranch(root, outputs, 'fp', (g) => new Map([['out', forward(g, x).y]]));
+  const backwardFromSaved = leafBranch(root, outputs, 'bs', (g) => {
+    const v = (name: string) => savedInputs.get(name)!;
+    const s: Saved = {
+      x, r1: v('r1'), n1: v('n1'), q5: v('q5'), k5: v('k5'), v5: v('v5'), probs: v('probs'), context: v('context'), h: v('h'), r2: v('r2'), n2: v('n2'),
+      gate: v('gate'), up: v('up'), sigGate: v('sigGate'), act: v('act'),
+      q3: config.qkNorm ? v('q3') : '', k3: config.qkNorm ? v('k3') : '', rq: config.qkNorm ? v('rq') : null, rk: config.qkNorm ? v('rk') : null,
+      xa: new Map(targets.map((t) => [t, v(`xa.${t}`)])),
+    };
+    const { dx, grads } = backwardPass(g, s, dyIn);
+    return new Map([['out', dx], ...grads]);
+  });
+  const backwardRecomputing = leafBranch(root, outputs, 'br', (g) => {
+    const { dx, grads } = backwardPass(g, forward(g, x).saved, dyIn);
+    return new Map([['out', dx], ...grads]);
+  });
 
-  const backwardBranch = root.subgraph();
-  const recomputed = forward(backwardBranch, x);
-  const { dx, grads } = backwardPass(backwardBranch, recomputed.saved, dyIn);
-  backwardBranch.node('Identity', [dx], { outputs: ['bwd_out'] });
-  backwardBranch.output('bwd_out', DataType.FLOAT, ['M', D]);
-  for (const name of gradNames) {
-    backwardBranch.node('Identity', [grads.get(name)!], { outputs: [`bwd_${name}`] });
-    backwardBranch.output(`bwd_${name}`, DataType.FLOAT, [`${name}_in`, `${name}_out`]);
-  }
-
-  root.node('If', [backward], { outputs, attrs: { then_branch: { graph: backwardBranch, name: 'backward' }, else_branch: { graph: forwardBranch, name: 'forward' } } });
-  root.output('out', DataType.FLOAT, ['M', D]);
-  for (const name of gradNames) root.output(name, DataType.FLOAT, [`${name}_in`, `${name}_out`]);
+  rootIf(root, outputs, backward, ifBranch(root, outputs, 'b', save, backwardFromSaved, backwardRecomputing), ifBranch(root, outputs, 'f', save, forwardSaving, forwardOnly),
+    (name, i) => (i === 0 ? ['M', D] : Array.from({ length: outputs.ranks[i] }, (_, k) => `${name}_d${k}`)));
   return root.toModelBytes('hearth_train_layer');
 }
