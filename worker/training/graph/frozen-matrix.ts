@@ -42,10 +42,11 @@ const bytesOf = (a: Float32Array | Uint8Array) => new Uint8Array(a.buffer, a.byt
 /**
  * A frozen matrix's products in a graph. `forward(g, x)` = x [M, K] · Wᵀ → [M, N]; `backward(g, dy)` =
  * dy [M, N] · W → [M, K]. `g` is the (sub)graph the nodes go into; the weights are initializers of the root
- * graph, so an If's two branches share them. Within one (sub)graph the dequantized W is made once.
+ * graph, so an If's branches share them. Stored blocks are dequantized for each product, right before it: the
+ * float copy lives for that product only (a layer's matrices all at once would be 4 bytes a weight: 0.9 GB for
+ * an 8B layer), for one more pass over the blocks, which costs O(N·K) against the product's O(M·N·K).
  */
 export class FrozenMatrix {
-  private readonly dequantized = new WeakMap<GraphBuilder, string>();
   private weight: string | null = null;
   private blocks: { packed: string; scales: string; offsets: string | null; bits: number; block: number } | null = null;
 
@@ -59,15 +60,20 @@ export class FrozenMatrix {
     return g.op('MatMul', [dy, this.matrix(g)]);
   }
 
-  /** W [N, K] as float32 in graph `g`: the initializer itself, or its blocks dequantized there. */
+  /** Rows `index` [n] (int64) of W as float32 [n, K]: gathered first, so stored blocks are dequantized for n rows only. */
+  rows(g: GraphBuilder, index: string): string {
+    const m = this.data;
+    if (m.kind === 'float') return g.op('Gather', [this.matrix(g), index], { axis: 0 });
+    const t = this.initializers();
+    const pick = (name: string) => g.op('Gather', [name, index], { axis: 0 });
+    return dequantizeBlocks(g, { ...t, packed: pick(t.packed), scales: pick(t.scales), offsets: t.offsets ? pick(t.offsets) : null }, [-1, m.K]);
+  }
+
+  /** W [N, K] as float32 in graph `g`: the initializer itself, or its blocks dequantized there (anew at each call). */
   matrix(g: GraphBuilder): string {
     const m = this.data;
     if (m.kind === 'float') return (this.weight ??= this.root.floats(this.name, [m.N, m.K], m.data));
-    const hit = this.dequantized.get(g);
-    if (hit) return hit;
-    const w = dequantizeBlocks(g, this.initializers(), [m.N, m.K]);
-    this.dequantized.set(g, w);
-    return w;
+    return dequantizeBlocks(g, this.initializers(), [m.N, m.K]);
   }
 
   private initializers(): NonNullable<FrozenMatrix['blocks']> {

@@ -56,6 +56,9 @@ export class GraphSession {
    * Prepacking off: MatMul/Gemm would otherwise keep a packed copy of every float weight beside the initializer
    * (twice the base's memory); MLAS packs the operand per call instead, which costs O(N·K) against the
    * product's O(M·N·K).
+   * Memory arena off: each session's arena keeps the peak of its runs for good, and an engine has a session per
+   * layer, each with a transient peak of its dequantized weights and activations (8B: ~1 GB a layer), so the
+   * arenas would grow to the model's depth times that; freed buffers go back to the allocator instead.
    */
   static load(model: Uint8Array, opts: GraphSessionOptions = {}): GraphSession {
     const session = new (nativeBinding().binding.InferenceSession)();
@@ -66,6 +69,7 @@ export class GraphSession {
       interOpNumThreads: 1,
       executionMode: 'sequential',
       graphOptimizationLevel: 'all',
+      enableCpuMemArena: false,
       extra: { session: { intra_op: { allow_spinning: '0' }, disable_prepacking: '1' } },
       // Developer tool, as for inference sessions: ORT's per-node timing (JSON files under this prefix).
       ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),

@@ -86,7 +86,7 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
       const probs = g.op('Exp', [g.op('Sub', [logitsOf(c, n), lseIn])]);
       parts.push(c.matrix.backward(g, g.op('Mul', [probs, negDlogp])));
       const t = targetIn(g, c.from, c.size);
-      const rows = g.op('Gather', [c.matrix.matrix(g), g.op('Squeeze', [t.index, g.int64s([1])])], { axis: 0 }); // [n, d]
+      const rows = c.matrix.rows(g, g.op('Squeeze', [t.index, g.int64s([1])])); // [n, d]
       parts.push(g.op('Mul', [rows, g.op('Mul', [dlogp, t.inside])]));
     }
     return new Map([['dx', rmsNormBackward(g, x, r, wNorm, sum(g, parts))]]);
