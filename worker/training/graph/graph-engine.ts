@@ -49,7 +49,9 @@ export function frozenData(t: SourceTensor): FrozenMatrixData {
   const layout = t.ggml ? nbitsLayout(t.ggml.type) : null;
   if (t.ggml && layout && K % 256 === 0) {
     const { type, bytes } = t.ggml;
-    return { kind: 'nbits', N, K, weights: () => repackGgml(type, bytes(), N, K) };
+    // Repacked once: the head's vocabulary chunks each ask for their rows of it.
+    let repacked: NBitsWeights | null = null;
+    return { kind: 'nbits', N, K, weights: () => (repacked ??= repackGgml(type, bytes(), N, K)) };
   }
   return { kind: 'float', N, K, data: () => t.f32() };
 }

@@ -59,6 +59,9 @@ export class GraphSession {
    * Memory arena off: each session's arena keeps the peak of its runs for good, and an engine has a session per
    * layer, each with a transient peak of its dequantized weights and activations (8B: ~1 GB a layer), so the
    * arenas would grow to the model's depth times that; freed buffers go back to the allocator instead.
+   * Constant folding off: the stored blocks' dequantization reads only initializers, so ORT would fold it at load
+   * into float32 copies of every weight (4 bytes a weight, once per branch that reads it: an 8B model then needs
+   * over 100 GB); it must run per product instead.
    */
   static load(model: Uint8Array, opts: GraphSessionOptions = {}): GraphSession {
     const session = new (nativeBinding().binding.InferenceSession)();
@@ -70,7 +73,7 @@ export class GraphSession {
       executionMode: 'sequential',
       graphOptimizationLevel: 'all',
       enableCpuMemArena: false,
-      extra: { session: { intra_op: { allow_spinning: '0' }, disable_prepacking: '1' } },
+      extra: { session: { intra_op: { allow_spinning: '0' }, disable_prepacking: '1' }, optimization: { disable_specified_optimizers: 'ConstantFolding' } },
       // Developer tool, as for inference sessions: ORT's per-node timing (JSON files under this prefix).
       ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
     });
