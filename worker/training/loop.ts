@@ -178,9 +178,20 @@ function jobAdapters(spec: TrainingModelSpec, seed: number): LoraAdapters {
 }
 
 /** The LoRA settings a job trains with (its checkpoint's when it continues one). */
-function jobLoraConfig(spec: TrainingModelSpec): LoraConfig | null {
+function jobLoraConfig(spec: JobEngineInputs): LoraConfig | null {
   if (spec.mode !== 'lora') return null;
   return spec.resumeFrom?.kind === 'lora' ? spec.resumeFrom.lora : { ...DEFAULT_LORA_CONFIG, ...spec.lora };
+}
+
+type JobEngineInputs = Pick<TrainingModelSpec, 'mode' | 'lora' | 'resumeFrom'>;
+
+/**
+ * The engine a job trains on (engine-choice.ts) from its mode and the LoRA settings it will really use: a
+ * continued LoRA checkpoint's own config (its dropout) decides, not the request's. job.ts asks before reading the
+ * base, to read it as stored (graph engine) or whole in float32 (TF.js).
+ */
+export function jobEngine(spec: JobEngineInputs): ReturnType<typeof chooseTrainingEngine> {
+  return chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) });
 }
 
 /**
@@ -188,7 +199,7 @@ function jobLoraConfig(spec: TrainingModelSpec): LoraConfig | null {
  * ONNX Runtime graphs over the stored base, or the TF.js decoder.
  */
 export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void): TrainingModel {
-  const choice = chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) });
+  const choice = jobEngine(spec);
   if (choice.engine === 'tfjs') {
     log?.(`[training] engine: TF.js (${choice.reason})`);
     return buildTrainingModel(spec, seed);
@@ -222,7 +233,7 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
  * sequence longer than the budget gets one of its own).
  */
 function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number): void {
-  if (chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) }).engine === 'graph') return; // no wasm heap
+  if (jobEngine(spec).engine === 'graph') return; // no wasm heap
   const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
   const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
   assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
