@@ -4,14 +4,14 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chatTemplateFromConfig } from '../../src/runtime/chat-template.js';
-import { readModelWeights } from '../../src/runtime/hf-model.js';
+import { openModelWeights, readModelWeights } from '../../src/runtime/hf-model.js';
 import { loadTokenizer } from '../../src/runtime/load-model.js';
 import type { BackendName } from './backend.js';
 import { chatTokenizerFrom } from './chat-tokenizer.js';
 import { readCheckpoint, readOptimizerState } from './checkpoint.js';
 import type { RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { LoraConfig } from './lora.js';
-import { runRl, runSft, type Emit, type TrainingDeps, type TrainingResult } from './loop.js';
+import { jobEngine, runRl, runSft, type Emit, type TrainingDeps, type TrainingModelSpec, type TrainingResult } from './loop.js';
 import { rlSettingsFromExperimentalConfig, type RlSettings } from '../../src/protocol/rl-settings.js';
 import { tokenizeTrajectoryGroups, type TrajectoryGroupJson } from './rl-data.js';
 import { rlDataFromTokenSequences } from './rl-token-data.js';
@@ -88,6 +88,20 @@ export interface RunOptions {
   backend?: BackendName;
 }
 
+/**
+ * The base model as the job's engine reads it. The graph engine builds its graphs from the file as stored (a
+ * GGUF's blocks stay quantized; tensors are read one by one), so the whole base is never held in float32 (an 8B
+ * Q4_K base is ~5 GB stored, 32 GB as float32). The TF.js engine needs the float32 weights.
+ */
+function readBase(dir: string, job: Pick<TrainingModelSpec, 'mode' | 'lora' | 'resumeFrom'>): { config: TrainingModelSpec['config']; base: Pick<TrainingModelSpec, 'weights' | 'source'> } {
+  if (jobEngine(job).engine === 'graph') {
+    const { config, source } = openModelWeights(dir);
+    return { config, base: { source } };
+  }
+  const { config, weights } = readModelWeights(dir);
+  return { config, base: { weights } };
+}
+
 /** SFT learning rate when a request sends none (ART always sends one; a common LoRA SFT value). */
 export const DEFAULT_SFT_LEARNING_RATE = 1e-4;
 
@@ -95,16 +109,11 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
   const tokenizerConfigPath = join(spec.modelDir, 'tokenizer_config.json');
   const tokenizerConfig = existsSync(tokenizerConfigPath) ? JSON.parse(readFileSync(tokenizerConfigPath, 'utf8')) : {};
   const tokenizer = chatTokenizerFrom(loadTokenizer(spec.modelDir), chatTemplateFromConfig(tokenizerConfig));
-  const { config, weights } = readModelWeights(spec.modelDir);
+  const mode = spec.mode ?? 'lora';
+  const resumeFrom = spec.resumeFrom ? await readCheckpoint(spec.resumeFrom) : null;
+  const { config, base } = readBase(spec.modelDir, { mode, lora: spec.lora, resumeFrom });
   const deps: TrainingDeps = {
-    model: {
-      config,
-      weights,
-      baseModelName: spec.baseModelName,
-      mode: spec.mode ?? 'lora',
-      lora: spec.lora,
-      resumeFrom: spec.resumeFrom ? await readCheckpoint(spec.resumeFrom) : null,
-    },
+    model: { config, ...base, baseModelName: spec.baseModelName, mode, lora: spec.lora, resumeFrom },
     checkpointDir: spec.checkpointDir,
     isCancelled: opts.isCancelled,
     log: opts.log,

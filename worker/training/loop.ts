@@ -16,6 +16,7 @@ import { LlamaModel, type LayerRecomputation } from './model.js';
 import { chooseTrainingEngine } from './engine-choice.js';
 import { GraphLoraModel } from './graph/graph-model.js';
 import { trainingProviders } from './graph/graph-session.js';
+import { frozenProductsDevice } from './frozen-linear.js';
 import type { TrainingModel } from './token-logprobs.js';
 import { weightsSource, type WeightSource } from '../../src/runtime/weight-source.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
@@ -103,8 +104,12 @@ export interface TrainingResult {
   checkpointDir: string;
   steps: number;
   backend: TrainingBackend;
-  /** The engine that trained (engine-choice.ts) and, for the graph engine, the bytes its runs handed to and read back from ONNX Runtime. */
-  engine: { name: 'graph' | 'tfjs'; hostDeviceBytes: number };
+  /**
+   * The engine that trained (engine-choice.ts), where its graphs ran (the graph engine: the device set for the
+   * worker, or cpu after a failed load there; TF.js: its frozen products' device, else cpu) and, for the graph engine,
+   * the bytes its runs handed to and read back from ONNX Runtime.
+   */
+  engine: { name: 'graph' | 'tfjs'; device: string; hostDeviceBytes: number };
   /** Metrics of the last gradient step (empty if there was none). */
   lastMetrics: Record<string, number>;
 }
@@ -178,9 +183,20 @@ function jobAdapters(spec: TrainingModelSpec, seed: number): LoraAdapters {
 }
 
 /** The LoRA settings a job trains with (its checkpoint's when it continues one). */
-function jobLoraConfig(spec: TrainingModelSpec): LoraConfig | null {
+function jobLoraConfig(spec: JobEngineInputs): LoraConfig | null {
   if (spec.mode !== 'lora') return null;
   return spec.resumeFrom?.kind === 'lora' ? spec.resumeFrom.lora : { ...DEFAULT_LORA_CONFIG, ...spec.lora };
+}
+
+type JobEngineInputs = Pick<TrainingModelSpec, 'mode' | 'lora' | 'resumeFrom'>;
+
+/**
+ * The engine a job trains on (engine-choice.ts) from its mode and the LoRA settings it will really use: a
+ * continued LoRA checkpoint's own config (its dropout) decides, not the request's. job.ts asks before reading the
+ * base, to read it as stored (graph engine) or whole in float32 (TF.js).
+ */
+export function jobEngine(spec: JobEngineInputs): ReturnType<typeof chooseTrainingEngine> {
+  return chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) });
 }
 
 /**
@@ -188,15 +204,16 @@ function jobLoraConfig(spec: TrainingModelSpec): LoraConfig | null {
  * ONNX Runtime graphs over the stored base, or the TF.js decoder.
  */
 export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void): TrainingModel {
-  const choice = chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) });
+  const choice = jobEngine(spec);
   if (choice.engine === 'tfjs') {
     log?.(`[training] engine: TF.js (${choice.reason})`);
     return buildTrainingModel(spec, seed);
   }
-  const { providers, device } = trainingProviders();
   const started = performance.now();
-  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers });
-  log?.(`[training] engine: ONNX Runtime graphs on ${device} (${choice.reason}); ${spec.config.numLayers + 1} graphs built in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers });
+  // Read after the build: a device whose provider failed to load has fallen back to the CPU (graph-session.ts).
+  const { device, fellBackFrom } = trainingProviders();
+  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return model;
 }
 
@@ -222,7 +239,7 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
  * sequence longer than the budget gets one of its own).
  */
 function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number): void {
-  if (chooseTrainingEngine({ mode: spec.mode, lora: jobLoraConfig(spec) }).engine === 'graph') return; // no wasm heap
+  if (jobEngine(spec).engine === 'graph') return; // no wasm heap
   const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
   const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
   assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
@@ -248,7 +265,9 @@ function continueCarriedMoments(model: TrainingModel, optimizer: AdamW, carry: T
 }
 
 function engineReport(model: TrainingModel): TrainingResult['engine'] {
-  return model instanceof GraphLoraModel ? { name: 'graph', hostDeviceBytes: model.engine.transfers.total } : { name: 'tfjs', hostDeviceBytes: 0 };
+  return model instanceof GraphLoraModel
+    ? { name: 'graph', device: trainingProviders().device, hostDeviceBytes: model.engine.transfers.total }
+    : { name: 'tfjs', device: (model.lora && frozenProductsDevice()?.device) || 'cpu', hostDeviceBytes: 0 };
 }
 
 /** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */

@@ -23,13 +23,35 @@ function nativeBinding() {
   return native!;
 }
 
+type Providers = ort.InferenceSession.ExecutionProviderConfig[];
+
 /** Where the graphs run: set once by the training worker for its device (default the CPU). */
-let providers: { device: string; providers: ort.InferenceSession.ExecutionProviderConfig[] } = { device: 'cpu', providers: ['cpu'] };
-export function setTrainingProviders(device: string, list: ort.InferenceSession.ExecutionProviderConfig[]): void {
-  providers = { device, providers: list };
+let configured: { device: string; providers: Providers } = { device: 'cpu', providers: ['cpu'] };
+let fallbackLog: (line: string) => void = (line) => process.stderr.write(`${line}\n`);
+
+/**
+ * Provider lists ONNX Runtime failed to load a training graph with in this process, and its error. ORT 1.30 does
+ * not fall back by itself: a provider whose library is missing (CUDA without its libraries), unknown, or without a
+ * device (WebGPU without an adapter) fails the session's creation. The first failure is logged and remembered; every
+ * later graph of the process then loads on the CPU directly (one line per process, not one per layer).
+ */
+const failedProviders = new Map<string, string>();
+const providersKey = (list: Providers) => JSON.stringify(list);
+const providerName = (p: Providers[number]) => (typeof p === 'string' ? p : p.name);
+
+/** `log` gets the one line a device that fails to load says (default stderr). */
+export function setTrainingProviders(device: string, list: Providers, log?: (line: string) => void): void {
+  configured = { device, providers: list };
+  if (log) fallbackLog = log;
 }
-export function trainingProviders(): { device: string; providers: ort.InferenceSession.ExecutionProviderConfig[] } {
-  return providers;
+
+/**
+ * Where the graphs run: the device set, or the CPU (with what failed) once loading on that device failed in this
+ * process, so that what the engine reports is where it really trained.
+ */
+export function trainingProviders(): { device: string; providers: Providers; fellBackFrom?: { device: string; error: string } } {
+  const error = failedProviders.get(providersKey(configured.providers));
+  return error === undefined ? configured : { device: 'cpu', providers: ['cpu'], fellBackFrom: { device: configured.device, error } };
 }
 
 /** Host↔device traffic of the engine's runs (inputs handed to ORT, outputs read back), in bytes. */
@@ -53,6 +75,7 @@ export class GraphSession {
   private constructor(private readonly session: NativeSession, private readonly counter: TransferCounter | null) {}
 
   /**
+   * Loads on `opts.providers` (default the CPU); where ONNX Runtime cannot (see failedProviders), on the CPU.
    * Prepacking off: MatMul/Gemm would otherwise keep a packed copy of every float weight beside the initializer
    * (twice the base's memory); MLAS packs the operand per call instead, which costs O(N·K) against the
    * product's O(M·N·K).
@@ -64,9 +87,26 @@ export class GraphSession {
    * over 100 GB); it must run per product instead.
    */
   static load(model: Uint8Array, opts: GraphSessionOptions = {}): GraphSession {
+    const asked = opts.providers ?? ['cpu'];
+    if (asked.every((p) => providerName(p) === 'cpu')) return GraphSession.loadWith(model, asked, opts);
+    const key = providersKey(asked);
+    if (!failedProviders.has(key)) {
+      try {
+        return GraphSession.loadWith(model, asked, opts);
+      } catch (err) {
+        const error = (err as Error).message.split('\n')[0].slice(0, 300);
+        failedProviders.set(key, error);
+        const device = key === providersKey(configured.providers) ? configured.device : asked.map(providerName).join(', ');
+        fallbackLog(`[training] device ${device}: ONNX Runtime cannot load the training graphs there (${error}); training continues on the CPU`);
+      }
+    }
+    return GraphSession.loadWith(model, ['cpu'], opts);
+  }
+
+  private static loadWith(model: Uint8Array, providers: Providers, opts: GraphSessionOptions): GraphSession {
     const session = new (nativeBinding().binding.InferenceSession)();
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
-      executionProviders: opts.providers ?? ['cpu'],
+      executionProviders: providers,
       logSeverityLevel: 3,
       intraOpNumThreads: opts.threads ?? trainingThreads(),
       interOpNumThreads: 1,
