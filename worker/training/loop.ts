@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
 import { assertFitsWasmHeap, explainTrainingError } from './capacity.js';
+import { countParameters } from './tensor-utils.js';
 import { initTrainingBackend, type BackendName, type TrainingBackend } from './backend.js';
 import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
@@ -17,6 +18,9 @@ import { chooseTrainingEngine } from './engine-choice.js';
 import { GraphLoraModel } from './graph/graph-model.js';
 import { trainingProviders } from './graph/graph-session.js';
 import { frozenProductsDevice } from './frozen-linear.js';
+import { assertGraphPlanFits, graphMemoryPlan, type PlannedTensor } from './graph/memory-plan.js';
+import type { DeviceMemory } from '../../src/runtime/device-memory.js';
+import { freemem, totalmem } from 'node:os';
 import type { TrainingModel } from './token-logprobs.js';
 import { weightsSource, type WeightSource } from '../../src/runtime/weight-source.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
@@ -98,6 +102,8 @@ export interface TrainingDeps {
   seed?: number;
   /** RL: the checkpoint the KL penalty compares against (ART's kl_penalty_reference_step / lag / path); null = the base. */
   klReference?: CheckpointContents | null;
+  /** The GPU's memory when the graph engine runs on one (graph-session.ts setTrainingProviders): its share is checked against it. */
+  deviceMemory?: DeviceMemory;
 }
 
 export interface TrainingResult {
@@ -235,14 +241,39 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
 }
 
 /**
- * The wasm heap check for a job: where its frozen base will live, and its largest micro-batch (a
- * sequence longer than the budget gets one of its own).
+ * Refuse a job that cannot fit before anything is loaded: the graph engine's memory plan (graph/memory-plan.ts)
+ * against the machine's (and the GPU's) memory, or the wasm heap check on the wasm backend. Both size the largest
+ * micro-batch as one row of `budget` tokens, or of the longest sequence when it is longer (the worst case of the
+ * packing: attention is rows × length²).
  */
-function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number): void {
-  if (jobEngine(spec).engine === 'graph') return; // no wasm heap
+function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number, backend: TrainingBackend, deviceMemory?: DeviceMemory): void {
   const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
+  const tokens = Math.max(budget, longest);
+  if (jobEngine(spec).engine === 'graph') {
+    assertGraphJobFits(spec, tokens, trainingProviders().device, deviceMemory);
+    return;
+  }
+  if (backend.name !== 'wasm') return;
   const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
-  assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
+  assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: tokens, fusedHead: onnxRuntimeCompute() });
+}
+
+/** The graph engine's check: the plan from the base's shapes and stored types (nothing read), against what there is. */
+export function assertGraphJobFits(
+  spec: TrainingModelSpec, microBatchTokens: number, device = 'cpu', deviceMemory?: DeviceMemory,
+  host: { available: number; total: number } = { available: process.availableMemory?.() ?? freemem(), total: totalmem() },
+): void {
+  const tensors = new Map<string, PlannedTensor>();
+  if (spec.weights) for (const [name, t] of spec.weights) tensors.set(name, { shape: t.shape });
+  else if (spec.source) for (const [name, t] of spec.source) tensors.set(name, { shape: t.shape, ggmlType: t.ggml?.type });
+  else throw new Error('the training model has neither weights nor a weight source');
+  const lora = jobLoraConfig(spec)!;
+  const plan = graphMemoryPlan({ config: spec.config, tensors, floatBaseHeld: !!spec.weights, lora: { rank: lora.rank, targets: lora.targetModules }, microBatch: { rows: 1, length: microBatchTokens } });
+  const what = `LoRA training of a ${(countParameters(spec.config) / 1e9).toFixed(1)}B-parameter model on ONNX Runtime graphs (${device}) at ${microBatchTokens} tokens per micro-batch`;
+  assertGraphPlanFits(plan, {
+    hostAvailable: host.available, hostTotal: host.total, hostAlreadyHeld: plan.floatBase,
+    ...(device !== 'cpu' && deviceMemory ? { device: { ...deviceMemory, label: device } } : {}),
+  }, what);
 }
 
 /** What the job writes: the adapter (with AdamW's moments beside it where the run carries them) or the full weights. */
@@ -318,7 +349,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   if (job.forwardOnly) return measureSft(job, deps, emit, backend);
   const { batches, learningRates } = planSftBatches(job);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
+  assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
   const model = buildJobModel(deps.model, deps.seed, deps.log);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
@@ -369,7 +400,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
 /** The forward half of an SFT step: its mean NLL and token counts at the starting weights, nothing written. */
 async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: TrainingBackend): Promise<TrainingResult> {
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
+  assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
   const model = buildJobModel(deps.model, deps.seed, deps.log);
   const optimizer = new AdamW([], DEFAULT_ADAMW);
   try {
@@ -420,7 +451,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const { sequences, trajectoryOf, perToken } = train;
   const learningRate = rlLearningRate(settings, job.rewardStdDevHistory ?? [], new Set(trajectoryOf).size, deps.log);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  if (backend.name === 'wasm') assertFits(deps.model, sequences, budget);
+  assertFits(deps.model, sequences, budget, backend, deps.deviceMemory);
   const model = buildJobModel(deps.model, deps.seed, deps.log);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};

@@ -15,7 +15,7 @@ import { attentionMask } from '../attention-mask.js';
 import { ropeTables } from '../rope.js';
 import type { FrozenMatrixData } from './frozen-matrix.js';
 import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWeights } from './layer-graph.js';
-import { totalmem } from 'node:os';
+import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph, VOCAB_CHUNK } from './head-graph.js';
 import { GraphSession, TransferCounter, type GraphSessionOptions, type Output } from './graph-session.js';
 
@@ -90,13 +90,19 @@ class EmbeddingTable {
 }
 
 /**
- * Bytes of saved activations a step may keep (HEARTH_TRAIN_SAVED_BYTES, default a quarter of the machine's
- * memory): layers are saved in order while their activations fit, the rest recompute their forward.
+ * Bytes of saved activations a step may keep: HEARTH_TRAIN_SAVED_BYTES, or a quarter of the machine's memory, and
+ * never more than what is free now less a reserve for the step's transients (memory-plan.ts checks a job against
+ * what it needs without saving anything, so saving only ever uses what is left). Layers are saved in order while
+ * their activations fit; the rest recompute their forward.
  */
-export function savedActivationBudget(env: Record<string, string | undefined> = process.env): number {
-  const asked = Number(env.HEARTH_TRAIN_SAVED_BYTES);
-  return Number.isFinite(asked) && asked >= 0 && env.HEARTH_TRAIN_SAVED_BYTES !== '' && env.HEARTH_TRAIN_SAVED_BYTES !== undefined ? asked : totalmem() / 4;
+export function savedActivationBudget(env: Record<string, string | undefined> = process.env, free = process.availableMemory?.() ?? freemem()): number {
+  const asked = env.HEARTH_TRAIN_SAVED_BYTES;
+  if (asked !== undefined && asked !== '' && Number.isFinite(Number(asked)) && Number(asked) >= 0) return Number(asked);
+  return Math.max(0, Math.min(totalmem() / 4, free - SAVED_RESERVE_BYTES));
 }
+
+/** What saving leaves free for the step's transients (a layer's backward, the head's chunks). */
+const SAVED_RESERVE_BYTES = 2 * 2 ** 30;
 
 /** Bytes of one layer's saved activations for `rows` × `length` tokens (what savedTensors lists). */
 export function layerSavedBytes(config: ModelConfig, rows: number, length: number, rank: number, adapted: number): number {

@@ -79,12 +79,14 @@ export class GraphSession {
    * Prepacking off: MatMul/Gemm would otherwise keep a packed copy of every float weight beside the initializer
    * (twice the base's memory); MLAS packs the operand per call instead, which costs O(N·K) against the
    * product's O(M·N·K).
-   * Memory arena off: each session's arena keeps the peak of its runs for good, and an engine has a session per
-   * layer, each with a transient peak of its dequantized weights and activations (8B: ~1 GB a layer), so the
-   * arenas would grow to the model's depth times that; freed buffers go back to the allocator instead.
-   * Constant folding off: the stored blocks' dequantization reads only initializers, so ORT would fold it at load
-   * into float32 copies of every weight (4 bytes a weight, once per branch that reads it: an 8B model then needs
-   * over 100 GB); it must run per product instead.
+   *
+   * Constant folding off: it would run every block-stored matrix's dequantization (Cast/Div/Floor over
+   * initializers only) at load and keep the float32 result as a new initializer in each If branch: a 0.25B Q4_K
+   * model's graphs held 5.6 GB instead of 0.8 GB (scripts/measure-train-memory.ts), and loading took 14–30 s
+   * instead of 3.4 s. The other level-'all' rewrites stay.
+   * CPU arena off: each of the numLayers + 1 sessions had its own arena that kept (and grew) its peak, so a step's
+   * transients were held once per layer: the same model's RSS grew 3.7 → 7.0 GB over two steps with it, and stayed
+   * at 1.1 GB (peak 1.4 GB) without it, at no measured cost in step time (21–25 s vs 28–32 s, a loaded 2-core box).
    */
   static load(model: Uint8Array, opts: GraphSessionOptions = {}): GraphSession {
     const asked = opts.providers ?? ['cpu'];
@@ -111,8 +113,8 @@ export class GraphSession {
       intraOpNumThreads: opts.threads ?? trainingThreads(),
       interOpNumThreads: 1,
       executionMode: 'sequential',
-      graphOptimizationLevel: 'all',
       enableCpuMemArena: false,
+      graphOptimizationLevel: 'all',
       extra: { session: { intra_op: { allow_spinning: '0' }, disable_prepacking: '1' }, optimization: { disable_specified_optimizers: 'ConstantFolding' } },
       // Developer tool, as for inference sessions: ORT's per-node timing (JSON files under this prefix).
       ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
