@@ -69,7 +69,8 @@ def preflight():
     """Whether the base fits in memory in DTYPE and a step is projected to finish in time (else skip with why)."""
     D, V = cfg["hiddenSize"], cfg["vocabSize"]
     stored = matmul_parameters(cfg) + (0 if cfg["tieWordEmbeddings"] else V * D)
-    need = stored * torch.finfo(DTYPE).bits // 8 + 2 * 2**30  # + activations, logits, optimizer, loader chunks
+    # + activations, logits, optimizer, and the streaming process's one float32 tensor (the embedding: 2.1 GB at 8B)
+    need = stored * torch.finfo(DTYPE).bits // 8 + 2 * 2**30 + V * D * 4
     avail = mem_available()
     if avail is not None and need > avail:
         skip(f"the {DTYPE} base and its activations need ~{need / 2**30:.1f} GiB, {avail / 2**30:.1f} GiB available")

@@ -374,7 +374,18 @@ async function main(): Promise<void> {
         const run: PhaseRun = { hearth: {}, pytorch: null, ratios: {}, load_average: load, ...(model ? { model: model.info } : {}) };
         for (const engine of phaseEngines(phase, engines)) {
           process.stderr.write(`bench-train: ${phase} (Hearth, ${engine} engine), load average ${loadAverage()}...\n`);
-          const side = runChild(process.execPath, childArgs(phase, model ? ['--model-dir', model.dir] : []), { ...hearthEnv, HEARTH_TRAIN_ENGINE: engine });
+          let side: Side;
+          try {
+            side = runChild(process.execPath, childArgs(phase, model ? ['--model-dir', model.dir] : []), { ...hearthEnv, HEARTH_TRAIN_ENGINE: engine });
+          } catch (err) {
+            // A child that dies (the 8B step not fitting, an OOM kill on a shared box) is reported and the run goes
+            // on: the other engines, the peer and the other phases still print.
+            if (phase === 'gemm') throw err;
+            const e = err as { status?: number | null; signal?: string | null };
+            side = { engine, error: e.signal === 'SIGKILL' ? 'killed by SIGKILL (the kernel OOM killer, on a box without swap)' : `exited with ${e.status ?? e.signal}` };
+            run.hearth[engine] = side;
+            continue;
+          }
           // The engine that trained, as the job reported it: a phase asked for one engine must not measure the other.
           if (phase !== 'gemm' && side.engine !== engine) throw new Error(`${phase}: asked for the ${engine} engine, the job ran on ${String(side.engine)}`);
           run.hearth[engine] = side;
@@ -388,10 +399,15 @@ async function main(): Promise<void> {
           } else {
             const s = setupOf(phase);
             const spec = { config: s.config, phase: phase === 'qwen05b_lora' ? 'sft_lora' : phase, steps: s.steps, rows: s.rows, length: s.length, threads };
-            run.pytorch = runChild(python, [join(here, 'bench-train-torch.py'), JSON.stringify(spec)], torchEnv(threads));
+            try {
+              run.pytorch = runChild(python, [join(here, 'bench-train-torch.py'), JSON.stringify(spec)], torchEnv(threads));
+            } catch (err) {
+              const e = err as { status?: number | null; signal?: string | null };
+              run.pytorch_skipped = `the peer ${e.signal === 'SIGKILL' ? 'was killed by SIGKILL (OOM?)' : `exited with ${e.status ?? e.signal}`}`;
+            }
           }
         } else if (phase !== 'gemm') {
-          run.pytorch_skipped = python ? undefined : 'no python3 imports torch (or --no-torch)';
+          run.pytorch_skipped = 'no python3 imports torch (or --no-torch)';
         }
         if (run.hearth.graph && run.hearth.tfjs) run.ratios['graph/tfjs'] = ratioOf(run.hearth.graph, run.hearth.tfjs);
         for (const engine of ENGINES) if (run.hearth[engine]) run.ratios[`${engine}/pytorch`] = ratioOf(run.hearth[engine], run.pytorch);
