@@ -34,8 +34,8 @@ export interface ForwardState {
   /** Each layer's saved activations (by savedTensors name), or null where its backward recomputes them. */
   layerSaved: (Map<string, Output> | null)[];
   lse: Float32Array;
-  /** The head's logits by vocabulary chunk, kept for its backward, or null where it computes them again. */
-  headLogits: Output[] | null;
+  /** The head's softmax by vocabulary chunk, kept for its backward, or null where it computes the logits again. */
+  headProbs: Output[] | null;
   adapters: Map<string, AdapterFactors>;
   scale: number;
   cos: Float32Array;
@@ -164,11 +164,11 @@ export class GraphEngine {
     const layerSaved: (Map<string, Output> | null)[] = [];
     const rank = adapters.values().next().value?.rank ?? 0;
     const perLayer = layerSavedBytes(this.config, batch.rows, batch.length, rank, this.targets.length);
-    // The head's logits first (keeping them saves a product with the largest matrix), then layers in order.
+    // The head's softmax first (keeping it saves a product with the largest matrix), then layers in order.
     let budget = backwardFollows ? savedActivationBudget() : 0;
-    const headLogitBytes = 4 * rows.index.length * this.config.vocabSize;
-    const saveHead = headLogitBytes <= budget;
-    if (saveHead) budget -= headLogitBytes;
+    const headProbBytes = 4 * rows.index.length * this.config.vocabSize;
+    const saveHead = headProbBytes <= budget;
+    if (saveHead) budget -= headProbBytes;
     for (let l = 0; l < this.layers.length; l++) {
       const save = perLayer * (l + 1) <= budget;
       const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], { cos, sin, mask }, adapters, scale, null, save ? 'save' : null));
@@ -183,12 +183,12 @@ export class GraphEngine {
       save: { data: saveHead },
       lse: { data: new Float32Array(0), dims: [0, 1] },
       dlogp: { data: new Float32Array(0), dims: [0, 1] },
-      ...this.savedLogitFeeds(null),
+      ...this.savedProbFeeds(null),
     });
-    const headLogits = saveHead ? this.headChunks.map((i) => head[`saved_logits_out.${i}`]) : null;
+    const headProbs = saveHead ? this.headChunks.map((i) => head[`saved_probs_out.${i}`]) : null;
     return {
       logp: head.logp.data, entropy: head.entropy.data,
-      state: { batch, rows, layerInputs, layerSaved, lse: head.lse_out.data, headLogits, adapters, scale, cos, sin, mask },
+      state: { batch, rows, layerInputs, layerSaved, lse: head.lse_out.data, headProbs, adapters, scale, cos, sin, mask },
     };
   }
 
@@ -201,12 +201,12 @@ export class GraphEngine {
       x: { data: gatherRows(layerInputs[layerInputs.length - 1], rows.index, D), dims: [n, D] },
       targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
       backward: { data: true },
-      save: { data: state.headLogits !== null },
+      save: { data: state.headProbs !== null },
       lse: { data: state.lse, dims: [n, 1] },
       dlogp: { data: dlogp, dims: [n, 1] },
-      ...this.savedLogitFeeds(state.headLogits),
+      ...this.savedProbFeeds(state.headProbs),
     });
-    state.headLogits = null;
+    state.headProbs = null;
     let dy: Float32Array = new Float32Array(batch.rows * batch.length * D);
     const dSelected = head.dx.data;
     for (let j = 0; j < n; j++) {
@@ -224,9 +224,9 @@ export class GraphEngine {
     return grads;
   }
 
-  /** The head's saved-logit inputs: the kept chunks, or empties. */
-  private savedLogitFeeds(logits: Output[] | null): Record<string, Output> {
-    return Object.fromEntries(this.headChunks.map((i) => [`saved_logits.${i}`, logits ? logits[i] : { data: new Float32Array(0), dims: [0, 0] }]));
+  /** The head's saved-softmax inputs: the kept chunks, or empties. */
+  private savedProbFeeds(logits: Output[] | null): Record<string, Output> {
+    return Object.fromEntries(this.headChunks.map((i) => [`saved_probs.${i}`, logits ? logits[i] : { data: new Float32Array(0), dims: [0, 0] }]));
   }
 
   /**
