@@ -18,7 +18,8 @@ import { chooseTrainingEngine } from './engine-choice.js';
 import { GraphLoraModel } from './graph/graph-model.js';
 import { trainingProviders } from './graph/graph-session.js';
 import { frozenProductsDevice } from './frozen-linear.js';
-import { assertGraphPlanFits, graphMemoryPlan, type PlannedTensor } from './graph/memory-plan.js';
+import { assertGraphPlanFits, graphMemoryPlan, type GraphMemoryPlan, type PlannedTensor } from './graph/memory-plan.js';
+import { arenasAffordable } from './graph/graph-engine.js';
 import type { DeviceMemory } from '../../src/runtime/device-memory.js';
 import { freemem, totalmem } from 'node:os';
 import type { TrainingModel } from './token-logprobs.js';
@@ -164,11 +165,14 @@ export interface RlJob {
 }
 
 /**
- * Micro-batch size when none is given: the [tokens, vocab] logits and their gradient dominate the
- * memory of a step, so keep tokens * vocab near 16M floats (64 MB per copy): 512 tokens at a 32k
- * vocabulary, 128 at 150k, at most 2048.
+ * Micro-batch size when none is given. TF.js: the [tokens, vocab] logits and their gradient dominate the memory of
+ * a step on its 4 GB heap, so keep tokens · vocab near 16M floats (64 MB a copy): 512 tokens at a 32k vocabulary,
+ * 128 at 150k, at most 2048. The graph engine has no heap: it keeps one [tokens, vocab] softmax (in vocabulary
+ * chunks) per micro-batch, so 64M floats (256 MB): 2,048 tokens at 32k, 441 at 150k, at most 4,096. Larger
+ * micro-batches make larger products (an RL step of 32 × 127 tokens runs as two micro-batches instead of eight).
  */
-export function defaultMicroBatchTokens(config: ModelConfig): number {
+export function defaultMicroBatchTokens(config: ModelConfig, engine: 'graph' | 'tfjs' = 'tfjs'): number {
+  if (engine === 'graph') return Math.max(128, Math.min(4096, Math.floor(67_108_864 / config.vocabSize)));
   return Math.max(128, Math.min(2048, Math.floor(16_777_216 / config.vocabSize)));
 }
 
@@ -209,17 +213,19 @@ export function jobEngine(spec: JobEngineInputs): ReturnType<typeof chooseTraini
  * The model a job trains, on the engine engine-choice.ts picks (one log line says which and why): LoRA on
  * ONNX Runtime graphs over the stored base, or the TF.js decoder.
  */
-export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void): TrainingModel {
+export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void, plan: GraphMemoryPlan | null = null): TrainingModel {
   const choice = jobEngine(spec);
   if (choice.engine === 'tfjs') {
     log?.(`[training] engine: TF.js (${choice.reason})`);
     return buildTrainingModel(spec, seed);
   }
   const started = performance.now();
-  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers });
+  // ONNX Runtime's arenas (twice as fast on large tensors, one peak kept per session) where the plan says they fit.
+  const arena = plan !== null && arenasAffordable(spec.config.numLayers, Math.max(plan.layerTransient, plan.headTransient));
+  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers, arena });
   // Read after the build: a device whose provider failed to load has fallen back to the CPU (graph-session.ts).
   const { device, fellBackFrom } = trainingProviders();
-  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arena ? ' (with memory arenas)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return model;
 }
 
@@ -246,34 +252,37 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
  * micro-batch as one row of `budget` tokens, or of the longest sequence when it is longer (the worst case of the
  * packing: attention is rows × length²).
  */
-function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number, backend: TrainingBackend, deviceMemory?: DeviceMemory): void {
+function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number, backend: TrainingBackend, deviceMemory?: DeviceMemory): GraphMemoryPlan | null {
   const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
   const tokens = Math.max(budget, longest);
-  if (jobEngine(spec).engine === 'graph') {
-    assertGraphJobFits(spec, tokens, trainingProviders().device, deviceMemory);
-    return;
-  }
-  if (backend.name !== 'wasm') return;
+  // The graph engine's micro-batches are rows as long as their longest sequence (data.ts): at most about
+  // budget / longest rows of the longest sequence, whose attention is rows × length².
+  const longestRow = Math.max(1, Math.min(tokens, longest));
+  if (jobEngine(spec).engine === 'graph') return assertGraphJobFits(spec, { rows: Math.ceil(tokens / longestRow), length: longestRow }, trainingProviders().device, deviceMemory);
+  if (backend.name !== 'wasm') return null;
   const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
   assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: tokens, fusedHead: onnxRuntimeCompute() });
+  return null;
 }
 
 /** The graph engine's check: the plan from the base's shapes and stored types (nothing read), against what there is. */
 export function assertGraphJobFits(
-  spec: TrainingModelSpec, microBatchTokens: number, device = 'cpu', deviceMemory?: DeviceMemory,
+  spec: TrainingModelSpec, microBatch: number | { rows: number; length: number }, device = 'cpu', deviceMemory?: DeviceMemory,
   host: { available: number; total: number } = { available: process.availableMemory?.() ?? freemem(), total: totalmem() },
-): void {
+): GraphMemoryPlan {
   const tensors = new Map<string, PlannedTensor>();
   if (spec.weights) for (const [name, t] of spec.weights) tensors.set(name, { shape: t.shape });
   else if (spec.source) for (const [name, t] of spec.source) tensors.set(name, { shape: t.shape, ggmlType: t.ggml?.type });
   else throw new Error('the training model has neither weights nor a weight source');
   const lora = jobLoraConfig(spec)!;
-  const plan = graphMemoryPlan({ config: spec.config, tensors, floatBaseHeld: !!spec.weights, lora: { rank: lora.rank, targets: lora.targetModules }, microBatch: { rows: 1, length: microBatchTokens } });
-  const what = `LoRA training of a ${(countParameters(spec.config) / 1e9).toFixed(1)}B-parameter model on ONNX Runtime graphs (${device}) at ${microBatchTokens} tokens per micro-batch`;
+  const shape = typeof microBatch === 'number' ? { rows: 1, length: microBatch } : microBatch;
+  const plan = graphMemoryPlan({ config: spec.config, tensors, floatBaseHeld: !!spec.weights, lora: { rank: lora.rank, targets: lora.targetModules }, microBatch: shape });
+  const what = `LoRA training of a ${(countParameters(spec.config) / 1e9).toFixed(1)}B-parameter model on ONNX Runtime graphs (${device}) at ${shape.rows * shape.length} tokens per micro-batch`;
   assertGraphPlanFits(plan, {
     hostAvailable: host.available, hostTotal: host.total, hostAlreadyHeld: plan.floatBase,
     ...(device !== 'cpu' && deviceMemory ? { device: { ...deviceMemory, label: device } } : {}),
   }, what);
+  return plan;
 }
 
 /** What the job writes: the adapter (with AdamW's moments beside it where the run carries them) or the full weights. */
@@ -348,9 +357,9 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   for (const s of job.sequences) validateSequence(s, deps.model.config.vocabSize);
   if (job.forwardOnly) return measureSft(job, deps, emit, backend);
   const { batches, learningRates } = planSftBatches(job);
-  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
-  const model = buildJobModel(deps.model, deps.seed, deps.log);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
+  const plan = assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
@@ -399,9 +408,9 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
 
 /** The forward half of an SFT step: its mean NLL and token counts at the starting weights, nothing written. */
 async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: TrainingBackend): Promise<TrainingResult> {
-  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
-  const model = buildJobModel(deps.model, deps.seed, deps.log);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
+  const plan = assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
   const optimizer = new AdamW([], DEFAULT_ADAMW);
   try {
     await emit({ type: 'training_started', data: { num_sequences: 1 } });
@@ -450,9 +459,9 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const train = rlTrainSequences(data, settings, deps.model.config.vocabSize);
   const { sequences, trajectoryOf, perToken } = train;
   const learningRate = rlLearningRate(settings, job.rewardStdDevHistory ?? [], new Set(trajectoryOf).size, deps.log);
-  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  assertFits(deps.model, sequences, budget, backend, deps.deviceMemory);
-  const model = buildJobModel(deps.model, deps.seed, deps.log);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
+  const plan = assertFits(deps.model, sequences, budget, backend, deps.deviceMemory);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {

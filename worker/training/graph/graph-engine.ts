@@ -112,6 +112,15 @@ export function layerSavedBytes(config: ModelConfig, rows: number, length: numbe
   return 4 * (M * perToken + rows * H * length * length);
 }
 
+/**
+ * Whether the sessions may keep ONNX Runtime's memory arenas (graph-session.ts: twice as fast on large tensors,
+ * but each of the numLayers + 1 sessions keeps its peak): when numLayers + 1 peaks of a layer's backward at the
+ * job's largest micro-batch (`transientBytes`, memory-plan.ts) fit in an eighth of the machine's memory.
+ */
+export function arenasAffordable(numLayers: number, transientBytes: number, total = totalmem()): boolean {
+  return (numLayers + 1) * transientBytes <= total / 8;
+}
+
 export interface GraphEngineOptions extends GraphSessionOptions {
   /** Called as each graph is built and loaded (`layer 3/32`). */
   onProgress?: (what: string) => void;
