@@ -14,7 +14,7 @@
 // Shapes: `full` is the issue's work (stories260K, TinyLlama-1.1B Q4_0, Llama-3.1-8B Q4_K, Qwen2.5-0.5B LoRA
 // r8, the ~20M s20 for gradients); `small` stands smaller shapes in for each (the CPU test), with the same code.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -81,6 +81,31 @@ function gpuMemoryUsedMib(): number | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The most GPU memory in use (MiB) while `stop` is pending, sampled by nvidia-smi every 200 ms in a child process
+ * (the training steps are synchronous: this process could not sample them); null where there is no nvidia-smi.
+ */
+function gpuMemoryPeak(): { stop: () => Promise<number | null> } {
+  let peak: number | null = null;
+  let child: ReturnType<typeof spawn> | null = null;
+  try {
+    child = spawn('nvidia-smi', ['--query-gpu=memory.used', '--format=csv,noheader,nounits', '-lms', '200'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    child.on('error', () => { child = null; });
+    child.stdout!.on('data', (d: Buffer) => {
+      for (const line of String(d).split('\n')) {
+        const v = Number(line.trim());
+        if (line.trim() && Number.isFinite(v)) peak = Math.max(peak ?? 0, v);
+      }
+    });
+  } catch { child = null; }
+  return {
+    stop: async () => {
+      if (child) { const c = child; await new Promise((r) => { c.once('close', r); c.kill('SIGTERM'); setTimeout(r, 2000); }); }
+      return peak;
+    },
+  };
 }
 
 const idsPrompt = (n: number, vocab: number) => Array.from({ length: n }, (_, i) => 3 + ((i * 7919) % (vocab - 10)));
@@ -194,7 +219,7 @@ async function profileChild(spec: Json): Promise<Json> {
 
 /** What the trainer said about where it runs (its backend line, anything on the device), once each. */
 function trainerLines(logs: string[]): string[] {
-  return [...new Set(logs.filter((l) => /TF\.js backend|device|cuda|webgpu|gpu/i.test(l) && !/checkpoint step/.test(l)))].slice(0, 3);
+  return [...new Set(logs.filter((l) => /TF\.js backend|engine:|device|cuda|webgpu|gpu/i.test(l) && !/checkpoint step/.test(l)))].slice(0, 4);
 }
 
 /** Words from the generated models' corpus, for chat rows of about `tokens` tokens. */
@@ -203,9 +228,15 @@ function corpusText(tokens: number, offset: number): string {
   return Array.from({ length: Math.ceil(tokens / 1.5) }, (_, i) => words[(i * 7 + offset * 131) % words.length]).join(' ');
 }
 
-/** One SFT and one RL job through the training worker's handler (the interface `hearth worker --device` uses), twice each; the second is reported. */
+/**
+ * SFT and RL jobs as the training worker runs them (`hearth worker --device`): createHandlers sets the device up
+ * (the graph engine's providers, with its fallback to the CPU), the task becomes a job spec (specFromTask) and
+ * runTrainingJob trains it, whose result says which engine trained, on which device, and the bytes its runs moved
+ * between host and device. `kinds` are run in order, each twice (the second is reported) or once (`runs: 1`).
+ */
 async function trainChild(spec: Json): Promise<Json> {
-  const { createHandlers } = await import('../worker/training/worker-handler.js');
+  const { createHandlers, specFromTask } = await import('../worker/training/worker-handler.js');
+  const { runTrainingJob } = await import('../worker/training/job.js');
   const logs: string[] = [];
   const handlers = await createHandlers(spec.device, (l) => logs.push(l));
   const root = spec.work as string;
@@ -234,26 +265,40 @@ async function trainChild(spec: Json): Promise<Json> {
     }
     const events: Json[] = [];
     const outputDir = join(root, `${kind}-${n}-ckpt`);
+    const memBefore = gpuMemoryUsedMib();
+    const peak = gpuMemoryPeak();
     const t = performance.now();
-    await handlers.training!({
+    const result = await runTrainingJob(specFromTask({
       jobId: `gpu-check-${kind}-${n}`, ...work, entity: 'gpu-check', modelId: 'gpu-check', baseModel: 'gpu-check/base', baseModelDir: spec.dir,
       step: n, outputDir, initCheckpointDir: null, home: root,
-    }, {
-      emit: (type, data) => { if (type === 'gradient_step') events.push(data); },
-      checkpoint: () => {}, cancelled: () => false, log: (l) => logs.push(l),
-    });
+    }), async (event) => {
+      if (event.type === 'gradient_step') events.push(event.data);
+      await new Promise((resolve) => setImmediate(resolve)); // as the worker's handler does
+    }, { log: (l) => logs.push(l) });
+    const jobS = (performance.now() - t) / 1000;
     const step = events.at(-1) ?? {};
-    return { tokens: step.num_tokens, tokens_per_second: round(step.tokens_per_second ?? NaN), job_s: round((performance.now() - t) / 1000, 2), loss: step.loss };
+    return {
+      engine: result.engine.name, device_used: result.engine.device, tokens: step.num_tokens, tokens_per_second: round(step.tokens_per_second ?? NaN), job_s: round(jobS, 2), loss: step.loss,
+      host_device_bytes: result.engine.hostDeviceBytes, host_device_gb_per_s: round(result.engine.hostDeviceBytes / 1e9 / jobS, 2),
+      gpu_mem_before_mib: memBefore, gpu_mem_peak_mib: await peak.stop(),
+    };
   };
-  const sft = [await run('sft', 1), await run('sft', 2)];
-  const rl = [await run('rl', 1), await run('rl', 2)];
+  const out: Json = { device_asked: spec.device };
+  for (const kind of spec.kinds as ('sft' | 'rl')[]) {
+    const first = await run(kind, 1);
+    if (spec.runs === 1) { out[kind] = first; continue; }
+    out[kind] = await run(kind, 2);
+    (out.first ??= {})[kind] = first;
+  }
+  out.trainer = trainerLines(logs);
   await handlers.close?.();
-  return { device_asked: spec.device, trainer: trainerLines(logs), sft: sft[1], rl: rl[1], first: { sft: sft[0], rl: rl[0] } };
+  return out;
 }
 
 /**
  * LoRA r8 gradients of one micro-batch's SFT loss (the trainer's own model, loss and data layout) on this
  * process's training device, with B set to seeded values (fresh adapters have B = 0, which zeroes A's gradient).
+ * The model is the one a job trains (buildJobModel: the graph engine for LoRA, over the base as stored).
  * Written as float32 to <out>.f32 with the variables' names and sizes in the JSON.
  */
 async function gradsChild(spec: Json): Promise<Json> {
@@ -262,14 +307,19 @@ async function gradsChild(spec: Json): Promise<Json> {
   await createHandlers(spec.device, (l) => logs.push(l));
   const tf = await import('@tensorflow/tfjs-core');
   const { initTrainingBackend } = await import('../worker/training/backend.js');
-  const { buildTrainingModel } = await import('../worker/training/loop.js');
+  const { buildJobModel } = await import('../worker/training/loop.js');
   const { buildMicroBatch, trainedPositions } = await import('../worker/training/data.js');
   const { weightedNll } = await import('../worker/training/losses.js');
-  const { readModelWeights } = await import('../src/runtime/hf-model.js');
+  const { logprobsAt } = await import('../worker/training/token-logprobs.js');
+  const { openModelWeights } = await import('../src/runtime/hf-model.js');
   const { mulberry32 } = await import('../worker/training/tensor-utils.js');
+  const { trainingProviders } = await import('../worker/training/graph/graph-session.js');
   const backend = await initTrainingBackend({ log: (l) => logs.push(l) });
-  const { config, weights } = readModelWeights(spec.dir);
-  const model = buildTrainingModel({ config, weights, baseModelName: 'gpu-check', mode: 'lora' }, 0);
+  const { config, source } = openModelWeights(spec.dir);
+  const model = buildJobModel({ config, source, baseModelName: 'gpu-check', mode: 'lora' }, 0, (l) => logs.push(l));
+  const { GraphLoraModel } = await import('../worker/training/graph/graph-model.js');
+  const { frozenProductsDevice } = await import('../worker/training/frozen-linear.js');
+  const engine = model instanceof GraphLoraModel ? 'graph' : 'tfjs';
   const random = mulberry32(7);
   for (const b of model.lora!.bT.values()) {
     const values = Float32Array.from({ length: b.size }, () => (random() * 2 - 1) * 0.05);
@@ -279,16 +329,16 @@ async function gradsChild(spec: Json): Promise<Json> {
   const mb = buildMicroBatch([{ ids, lossMask: ids.map((_, i) => (i > 0 ? 1 : 0)) }], [0]);
   const at = trainedPositions(mb);
   const vars = model.trainableVariables();
-  const { value, grads } = tf.variableGrads(() => {
-    const hidden = model.hidden(mb.batch, true);
-    return weightedNll(model.tokenLogprobs(hidden, at.targets), new Float32Array(at.index.length).fill(1 / at.index.length));
-  }, vars);
+  const { value, grads } = tf.variableGrads(() => weightedNll(logprobsAt(model, mb, at, true), new Float32Array(at.index.length).fill(1 / at.index.length)), vars);
   const parts = vars.map((v) => grads[v.name].dataSync() as Float32Array);
   const all = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
   let o = 0;
   for (const p of parts) { all.set(p, o); o += p.length; }
   writeFileSync(`${spec.out}.f32`, all);
-  return { device_asked: spec.device, backend: backend.name, gemm: backend.gemm, loss: value.dataSync()[0], variables: vars.length, values: all.length, trainer: trainerLines(logs) };
+  return {
+    device_asked: spec.device, engine, device_used: engine === 'graph' ? trainingProviders().device : frozenProductsDevice()?.device ?? 'cpu', backend: backend.name, gemm: backend.gemm,
+    loss: value.dataSync()[0], variables: vars.length, values: all.length, trainer: trainerLines(logs),
+  };
 }
 
 async function llamaChild(spec: Json): Promise<Json> {
@@ -490,7 +540,7 @@ async function main(): Promise<void> {
     const b = new Float32Array(readFileSync(join(work, 'grads-device.f32')).buffer.slice(0));
     r.hearth.gradients.rel_l2 = Number(relL2(a, b).toPrecision(3));
   }
-  r.hearth.train = await phaseChild(ctx, 'train', { role: plan.train.role, dir: r.generated.train.hf, device: ctx.device, work: join(work, 'train'), sftTokens: plan.sftTokens, rl: plan.rl }, 200);
+  r.hearth.train = await phaseChild(ctx, 'train', { role: plan.train.role, dir: r.generated.train.hf, device: ctx.device, work: join(work, 'train'), sftTokens: plan.sftTokens, rl: plan.rl, kinds: ['sft', 'rl'] }, 200);
   const hearthSftTokens = r.hearth.train.sft?.tokens ?? plan.sftTokens;
   r.pytorch.train = await torchPeer(ctx, { task: 'train', role: plan.train.role, model_dir: r.generated.train.hf, sft_tokens: hearthSftTokens, rl: plan.rl }, 150);
   mark('training');
@@ -506,7 +556,21 @@ async function main(): Promise<void> {
   r.llama_cpp.speed_big = await phaseChild(ctx, 'llama', { role: plan.big.role, file: r.generated.big.gguf, gpu: llamaGpu(ctx.device), decodeTokens: plan.decodeTokens }, 120);
   mark('speed_big');
 
-  // 5. Where Hearth's time goes on the greedy model (last: it only explains).
+  // 5. A LoRA SFT step on the big model as stored (Q4_K blocks kept: the graph engine dequantizes them in its
+  // graphs), from the store folder the speed phase imported it into; the GPU memory it peaks at says the base
+  // stayed on the device.
+  // One job (its graphs built once for 8B take a while; the bar is where it runs, not its speed).
+  if (r.generated.big.gguf && existsSync(r.generated.big.gguf)) {
+    const { modelDir } = await import('../src/models/model-store.js');
+    const imported = await importInto(home, r.generated.big.gguf, 'check/big').then(() => true, (err) => { r.hearth.train_big = { error: `import: ${(err as Error).message}` }; return false; });
+    if (imported) {
+      r.hearth.train_big = await phaseChild(ctx, 'train', { role: plan.big.role, dir: modelDir(home, 'check/big'), device: ctx.device, work: join(work, 'train-big'), sftTokens: plan.sftTokens, rl: plan.rl, kinds: ['sft'], runs: 1 }, 240);
+      r.hearth.train_big.gguf_mib = Math.round(statSync(r.generated.big.gguf).size / 2 ** 20);
+    }
+  } else r.hearth.train_big = { error: 'no big GGUF was generated' };
+  mark('train_big');
+
+  // 6. Where Hearth's time goes on the greedy model (last: it only explains).
   r.hearth.profile_main = await phaseChild(ctx, 'profile', { role: plan.greedy.role, home, id: 'check/greedy', device: ctx.device }, 60);
   mark('profile');
 
@@ -564,17 +628,32 @@ function table(r: Json, plan: Plan): Row[] {
     const hv = num(t[k]?.tokens_per_second), pv = num(pt[k]?.tokens_per_second);
     const ratio = hv !== null && pv !== null ? round(hv / pv, 2) : null;
     rows.push({
-      what: `${plan.train.role} ${k.toUpperCase()} step tok/s`, hearth: hv !== null ? `${hv} (${t[k].tokens} tok)` : why(t), pytorch: pv !== null ? `${pv} (${pt[k].tokens} tok)` : why(pt), llama_cpp: '-',
+      what: `${plan.train.role} ${k.toUpperCase()} step tok/s`, hearth: hv !== null ? `${hv} (${t[k].tokens} tok, ${trainedOn(t[k])})` : why(t), pytorch: pv !== null ? `${pv} (${pt[k].tokens} tok)` : why(pt), llama_cpp: '-',
       ratio: ratio !== null ? `${ratio}×` : '-', bar: '≥ 0.5× PyTorch', verdict: ratio === null ? 'n/a' : ratio >= 0.5 ? 'met' : 'missed',
     });
   }
+  // The 8B Q4_K LoRA step in GPU memory: on the device, on the graph engine, and GPU memory rising by at least half
+  // the stored base while it ran (where nvidia-smi reports it).
+  const tb = r.hearth.train_big ?? {}, bs = tb.sft;
+  const rise = num(bs?.gpu_mem_peak_mib) !== null && num(bs?.gpu_mem_before_mib) !== null ? bs.gpu_mem_peak_mib - bs.gpu_mem_before_mib : null;
+  const onDevice = bs?.engine === 'graph' && bs.device_used !== 'cpu' && num(bs.tokens_per_second) !== null && (rise === null || rise >= 0.5 * (tb.gguf_mib ?? 0));
+  rows.push({
+    what: `${plan.big.role} LoRA SFT step in GPU memory`,
+    hearth: bs && num(bs.tokens_per_second) !== null ? `${bs.tokens_per_second} tok/s (${bs.tokens} tok, ${trainedOn(bs)}), GPU memory ${show(bs.gpu_mem_before_mib)} → peak ${show(bs.gpu_mem_peak_mib)} MiB (base ${tb.gguf_mib} MiB)` : why(tb.error || tb.skipped ? tb : bs),
+    pytorch: '-', llama_cpp: '-', ratio: '-', bar: 'on the GPU', verdict: r.device_asked === 'cpu' ? 'n/a' : onDevice ? 'met' : 'missed',
+  });
   const g = r.hearth.gradients ?? {};
   const rel = num(g.rel_l2);
   rows.push({
-    what: `${plan.grads.role} gradients vs CPU (rel L2)`, hearth: rel !== null ? `${rel} (${g.device?.backend}/${g.device?.gemm})` : why(g.device?.error ? g.device : g.cpu), pytorch: '-', llama_cpp: '-', ratio: '-', bar: '< 1e-3',
+    what: `${plan.grads.role} gradients vs CPU (rel L2)`, hearth: rel !== null ? `${rel} (${g.device?.engine} engine on ${g.device?.device_used})` : why(g.device?.error ? g.device : g.cpu), pytorch: '-', llama_cpp: '-', ratio: '-', bar: '< 1e-3',
     verdict: rel === null ? 'n/a' : rel < 1e-3 ? 'met' : 'missed',
   });
   return rows;
+}
+
+/** A training step's engine, the device it ran on and its host↔device traffic, for the table. */
+function trainedOn(step: Json): string {
+  return `${step.engine ?? '?'} engine on ${step.device_used ?? '?'}, ${num(step.host_device_bytes) !== null ? round(step.host_device_bytes / 2 ** 20, 1) : '?'} MiB host↔device`;
 }
 
 /** The execution providers that ran the profiled steps' heaviest nodes (a CPU entry in a GPU run is a fallback node). */
@@ -589,7 +668,7 @@ function formatTable(r: Json): string {
   const env = r.environment;
   const used = [r.hearth.greedy_main?.device_used, r.hearth.speed_main?.device_used, r.hearth.speed_big?.device_used].filter(Boolean);
   const head = [
-    `Hearth GPU check, ${r.date}: device asked ${r.device_asked}, inference ran on ${[...new Set(used)].join(', ') || '?'} (providers in the profile: ${providers(r).join(', ') || '?'}); training: ${(r.hearth.train?.trainer ?? []).join(' | ') || '?'}`,
+    `Hearth GPU check, ${r.date}: device asked ${r.device_asked}, inference ran on ${[...new Set(used)].join(', ') || '?'} (providers in the profile: ${providers(r).join(', ') || '?'}); training ran on ${[...new Set(['sft', 'rl'].map((k) => r.hearth.train?.[k]).filter(Boolean).map((x: Json) => `the ${x.engine} engine on ${x.device_used}`))].join(', ') || '?'} (${(r.hearth.train?.trainer ?? []).join(' | ') || '?'})`,
     `GPU ${env.gpu}, driver ${env.driver ?? '-'}, memory ${env.gpu_memory_total ?? '-'}; ${env.cpus}; node ${env.node}, onnxruntime-node ${env.onnxruntime_node ?? '?'}`,
     `PyTorch peer: ${r.pytorch.speed_main?.impl ?? why(r.pytorch.speed_main)} (torch ${r.pytorch.speed_main?.torch ?? '?'}, ${r.pytorch.speed_main?.dtype ?? '?'} on ${r.pytorch.speed_main?.device ?? '?'}); llama.cpp: ${r.llama_cpp.speed_main?.build === undefined ? why(r.llama_cpp.speed_main) : `node-llama-cpp ${r.llama_cpp.speed_main.build} build, ${r.llama_cpp.speed_main.gpu_device_names?.length ? `all layers on ${r.llama_cpp.speed_main.gpu_device_names.join(', ')}` : r.llama_cpp.speed_main.gpu ? 'no GPU device found: on the CPU' : 'on the CPU'}`}`,
   ];

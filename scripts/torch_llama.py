@@ -3,6 +3,7 @@ LoRA on q,k,v,o,gate,up,down: the model of scripts/bench-train-torch.py, and gpu
 transformers is not installed. Not product code.
 
   model = TorchLlama(cfg, lora=True)          # cfg: the ModelConfig fields of bench-train.ts (vocabSize, ...)
+  model = TorchLlama(cfg, lora=True, device="meta", dtype=torch.bfloat16).to_empty(device="cpu")  # no init (load next)
   load_safetensors(model, "dir/model.safetensors")   # Hugging Face names (a generator's HF folder)
   logits = model.logits(model.hidden(ids))
 """
@@ -28,15 +29,22 @@ def config_from_hf(hf):
 
 
 class Linear(torch.nn.Module):
-    def __init__(self, inp, out, bias, lora, std=0.02):
+    def __init__(self, inp, out, bias, lora, std=0.02, **factory):
         super().__init__()
         self.lora = lora
-        self.weight = torch.nn.Parameter(torch.randn(out, inp) * std, requires_grad=not lora)
-        self.bias = torch.nn.Parameter(torch.zeros(out), requires_grad=not lora) if bias else None
-        if lora:  # PEFT: A kaiming-uniform-like, B zero
-            bound = 1 / math.sqrt(inp)
-            self.lora_a = torch.nn.Parameter(torch.empty(RANK, inp).uniform_(-bound, bound))
-            self.lora_b = torch.nn.Parameter(torch.zeros(out, RANK))
+        self.weight = torch.nn.Parameter(torch.randn(out, inp, **factory) * std, requires_grad=not lora)
+        self.bias = torch.nn.Parameter(torch.zeros(out, **factory), requires_grad=not lora) if bias else None
+        if lora:
+            self.lora_a = torch.nn.Parameter(torch.empty(RANK, inp, **factory))
+            self.lora_b = torch.nn.Parameter(torch.empty(out, RANK, **factory))
+            self.reset_lora()
+
+    def reset_lora(self):
+        """PEFT's init: A kaiming-uniform-like, B zero."""
+        with torch.no_grad():
+            bound = 1 / math.sqrt(self.lora_a.shape[1])
+            self.lora_a.uniform_(-bound, bound)
+            self.lora_b.zero_()
 
     def forward(self, x):
         y = F.linear(x, self.weight, self.bias)
@@ -46,16 +54,17 @@ class Linear(torch.nn.Module):
 
 
 class Block(torch.nn.Module):
-    def __init__(self, c, lora):
+    def __init__(self, c, lora, **factory):
         super().__init__()
         D, FFN, H, KV, HD, bias = c["hiddenSize"], c["intermediateSize"], c["numHeads"], c["numKvHeads"], c["headDim"], c["attentionBias"]
         self.c = c
         out_std = 0.02 / math.sqrt(2 * c["numLayers"])
-        self.ln1 = torch.nn.Parameter(torch.ones(D), requires_grad=not lora)
-        self.ln2 = torch.nn.Parameter(torch.ones(D), requires_grad=not lora)
-        self.q, self.k, self.v = Linear(D, H * HD, bias, lora), Linear(D, KV * HD, bias, lora), Linear(D, KV * HD, bias, lora)
-        self.o = Linear(H * HD, D, False, lora, std=out_std)
-        self.gate, self.up, self.down = Linear(D, FFN, False, lora), Linear(D, FFN, False, lora), Linear(FFN, D, False, lora, std=out_std)
+        f = factory
+        self.ln1 = torch.nn.Parameter(torch.ones(D, **f), requires_grad=not lora)
+        self.ln2 = torch.nn.Parameter(torch.ones(D, **f), requires_grad=not lora)
+        self.q, self.k, self.v = Linear(D, H * HD, bias, lora, **f), Linear(D, KV * HD, bias, lora, **f), Linear(D, KV * HD, bias, lora, **f)
+        self.o = Linear(H * HD, D, False, lora, std=out_std, **f)
+        self.gate, self.up, self.down = Linear(D, FFN, False, lora, **f), Linear(D, FFN, False, lora, **f), Linear(FFN, D, False, lora, std=out_std, **f)
 
     def forward(self, x, cos, sin, mask):
         c = self.c
@@ -79,14 +88,21 @@ def rms_norm(x, w, eps):
 
 
 class TorchLlama(torch.nn.Module):
-    def __init__(self, c, lora=False):
+    def __init__(self, c, lora=False, device=None, dtype=None):
+        """device="meta" builds without allocating or initializing (then .to_empty(device="cpu"), load, reset_lora)."""
         super().__init__()
         self.c = c
+        f = {"device": device, "dtype": dtype}
         V, D = c["vocabSize"], c["hiddenSize"]
-        self.embed = torch.nn.Parameter(torch.randn(V, D) * 0.02, requires_grad=not lora)
-        self.blocks = torch.nn.ModuleList(Block(c, lora) for _ in range(c["numLayers"]))
-        self.norm = torch.nn.Parameter(torch.ones(D), requires_grad=not lora)
-        self.head = None if c["tieWordEmbeddings"] else torch.nn.Parameter(torch.randn(V, D) * 0.02, requires_grad=not lora)
+        self.embed = torch.nn.Parameter(torch.randn(V, D, **f) * 0.02, requires_grad=not lora)
+        self.blocks = torch.nn.ModuleList(Block(c, lora, **f) for _ in range(c["numLayers"]))
+        self.norm = torch.nn.Parameter(torch.ones(D, **f), requires_grad=not lora)
+        self.head = None if c["tieWordEmbeddings"] else torch.nn.Parameter(torch.randn(V, D, **f) * 0.02, requires_grad=not lora)
+
+    def reset_lora(self):
+        for m in self.modules():
+            if isinstance(m, Linear) and m.lora:
+                m.reset_lora()
 
     def hidden(self, ids):
         c = self.c

@@ -74,7 +74,7 @@ describe('scripts/gpu-check.sh --device cpu from the bundle', () => {
     expect(result.device_asked).toBe('cpu');
     expect(result.shapes).toBe('small');
     expect(result.table.length).toBeGreaterThanOrEqual(14);
-    expect(Object.keys(result.timings_s)).toEqual(expect.arrayContaining(['greedy', 'speed_main', 'training', 'speed_big', 'profile']));
+    expect(Object.keys(result.timings_s)).toEqual(expect.arrayContaining(['greedy', 'speed_main', 'training', 'speed_big', 'train_big', 'profile']));
   });
 
   it('greedy tokens on the device equal the CPU for stories260K and the generated model', () => {
@@ -100,7 +100,14 @@ describe('scripts/gpu-check.sh --device cpu from the bundle', () => {
     for (const k of ['sft', 'rl']) {
       expect(result.hearth.train[k].tokens_per_second).toBeGreaterThan(0);
       expect(result.pytorch.train[k].tokens_per_second).toBeGreaterThan(0);
+      // LoRA trains on the graph engine, which says where it ran and what crossed between host and device.
+      expect(result.hearth.train[k]).toMatchObject({ engine: 'graph', device_used: 'cpu' });
+      expect(result.hearth.train[k].host_device_bytes).toBeGreaterThan(0);
     }
+    // The big (Q4_K) model's LoRA step, from its store folder with the blocks kept.
+    expect(result.hearth.train_big.sft).toMatchObject({ engine: 'graph', device_used: 'cpu' });
+    expect(result.hearth.train_big.sft.tokens_per_second).toBeGreaterThan(0);
+    expect(result.hearth.gradients.device).toMatchObject({ engine: 'graph', device_used: 'cpu' });
     expect(result.hearth.gradients.cpu.values).toBeGreaterThan(1000);
     expect(result.hearth.gradients.device.values).toBe(result.hearth.gradients.cpu.values);
     expect(result.hearth.gradients.rel_l2).toBeLessThan(1e-3);

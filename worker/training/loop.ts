@@ -7,6 +7,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig, Weights } from '../../src/runtime/model-config.js';
 import { assertFitsWasmHeap, explainTrainingError } from './capacity.js';
+import { countParameters } from './tensor-utils.js';
 import { initTrainingBackend, type BackendName, type TrainingBackend } from './backend.js';
 import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
@@ -16,6 +17,11 @@ import { LlamaModel, type LayerRecomputation } from './model.js';
 import { chooseTrainingEngine } from './engine-choice.js';
 import { GraphLoraModel } from './graph/graph-model.js';
 import { trainingProviders } from './graph/graph-session.js';
+import { frozenProductsDevice } from './frozen-linear.js';
+import { assertGraphPlanFits, graphMemoryPlan, type GraphMemoryPlan, type PlannedTensor } from './graph/memory-plan.js';
+import { arenasAffordable } from './graph/graph-engine.js';
+import type { DeviceMemory } from '../../src/runtime/device-memory.js';
+import { freemem, totalmem } from 'node:os';
 import type { TrainingModel } from './token-logprobs.js';
 import { weightsSource, type WeightSource } from '../../src/runtime/weight-source.js';
 import { onnxRuntimeCompute } from './ort-kernels.js';
@@ -97,14 +103,20 @@ export interface TrainingDeps {
   seed?: number;
   /** RL: the checkpoint the KL penalty compares against (ART's kl_penalty_reference_step / lag / path); null = the base. */
   klReference?: CheckpointContents | null;
+  /** The GPU's memory when the graph engine runs on one (graph-session.ts setTrainingProviders): its share is checked against it. */
+  deviceMemory?: DeviceMemory;
 }
 
 export interface TrainingResult {
   checkpointDir: string;
   steps: number;
   backend: TrainingBackend;
-  /** The engine that trained (engine-choice.ts) and, for the graph engine, the bytes its runs handed to and read back from ONNX Runtime. */
-  engine: { name: 'graph' | 'tfjs'; hostDeviceBytes: number };
+  /**
+   * The engine that trained (engine-choice.ts), where its graphs ran (the graph engine: the device set for the
+   * worker, or cpu after a failed load there; TF.js: its frozen products' device, else cpu) and, for the graph engine,
+   * the bytes its runs handed to and read back from ONNX Runtime.
+   */
+  engine: { name: 'graph' | 'tfjs'; device: string; hostDeviceBytes: number };
   /** Metrics of the last gradient step (empty if there was none). */
   lastMetrics: Record<string, number>;
 }
@@ -153,11 +165,14 @@ export interface RlJob {
 }
 
 /**
- * Micro-batch size when none is given: the [tokens, vocab] logits and their gradient dominate the
- * memory of a step, so keep tokens * vocab near 16M floats (64 MB per copy): 512 tokens at a 32k
- * vocabulary, 128 at 150k, at most 2048.
+ * Micro-batch size when none is given. TF.js: the [tokens, vocab] logits and their gradient dominate the memory of
+ * a step on its 4 GB heap, so keep tokens · vocab near 16M floats (64 MB a copy): 512 tokens at a 32k vocabulary,
+ * 128 at 150k, at most 2048. The graph engine has no heap: it keeps one [tokens, vocab] softmax (in vocabulary
+ * chunks) per micro-batch, so 64M floats (256 MB): 2,048 tokens at 32k, 441 at 150k, at most 4,096. Larger
+ * micro-batches make larger products (an RL step of 32 × 127 tokens runs as two micro-batches instead of eight).
  */
-export function defaultMicroBatchTokens(config: ModelConfig): number {
+export function defaultMicroBatchTokens(config: ModelConfig, engine: 'graph' | 'tfjs' = 'tfjs'): number {
+  if (engine === 'graph') return Math.max(128, Math.min(4096, Math.floor(67_108_864 / config.vocabSize)));
   return Math.max(128, Math.min(2048, Math.floor(16_777_216 / config.vocabSize)));
 }
 
@@ -198,16 +213,19 @@ export function jobEngine(spec: JobEngineInputs): ReturnType<typeof chooseTraini
  * The model a job trains, on the engine engine-choice.ts picks (one log line says which and why): LoRA on
  * ONNX Runtime graphs over the stored base, or the TF.js decoder.
  */
-export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void): TrainingModel {
+export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void, plan: GraphMemoryPlan | null = null): TrainingModel {
   const choice = jobEngine(spec);
   if (choice.engine === 'tfjs') {
     log?.(`[training] engine: TF.js (${choice.reason})`);
     return buildTrainingModel(spec, seed);
   }
-  const { providers, device } = trainingProviders();
   const started = performance.now();
-  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers });
-  log?.(`[training] engine: ONNX Runtime graphs on ${device} (${choice.reason}); ${spec.config.numLayers + 1} graphs built in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  // ONNX Runtime's arenas (twice as fast on large tensors, one peak kept per session) where the plan says they fit.
+  const arena = plan !== null && arenasAffordable(spec.config.numLayers, Math.max(plan.layerTransient, plan.headTransient));
+  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers, arena });
+  // Read after the build: a device whose provider failed to load has fallen back to the CPU (graph-session.ts).
+  const { device, fellBackFrom } = trainingProviders();
+  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arena ? ' (with memory arenas)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return model;
 }
 
@@ -229,14 +247,42 @@ export function buildTrainingModel(spec: TrainingModelSpec, seed = 0): LlamaMode
 }
 
 /**
- * The wasm heap check for a job: where its frozen base will live, and its largest micro-batch (a
- * sequence longer than the budget gets one of its own).
+ * Refuse a job that cannot fit before anything is loaded: the graph engine's memory plan (graph/memory-plan.ts)
+ * against the machine's (and the GPU's) memory, or the wasm heap check on the wasm backend. Both size the largest
+ * micro-batch as one row of `budget` tokens, or of the longest sequence when it is longer (the worst case of the
+ * packing: attention is rows × length²).
  */
-function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number): void {
-  if (jobEngine(spec).engine === 'graph') return; // no wasm heap
+function assertFits(spec: TrainingModelSpec, sequences: TrainSequence[], budget: number, backend: TrainingBackend, deviceMemory?: DeviceMemory): GraphMemoryPlan | null {
   const longest = sequences.reduce((a, s) => Math.max(a, s.ids.length - 1), 0);
+  const tokens = Math.max(budget, longest);
+  // The graph engine's micro-batches are rows as long as their longest sequence (data.ts): at most about
+  // budget / longest rows of the longest sequence, whose attention is rows × length².
+  const longestRow = Math.max(1, Math.min(tokens, longest));
+  if (jobEngine(spec).engine === 'graph') return assertGraphJobFits(spec, { rows: Math.ceil(tokens / longestRow), length: longestRow }, trainingProviders().device, deviceMemory);
+  if (backend.name !== 'wasm') return null;
   const frozen = spec.mode === 'lora' && onnxRuntimeCompute() ? 'outside-heap' : 'heap';
-  assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: Math.max(budget, longest), fusedHead: onnxRuntimeCompute() });
+  assertFitsWasmHeap(spec.config, spec.mode, { frozen, microBatchTokens: tokens, fusedHead: onnxRuntimeCompute() });
+  return null;
+}
+
+/** The graph engine's check: the plan from the base's shapes and stored types (nothing read), against what there is. */
+export function assertGraphJobFits(
+  spec: TrainingModelSpec, microBatch: number | { rows: number; length: number }, device = 'cpu', deviceMemory?: DeviceMemory,
+  host: { available: number; total: number } = { available: process.availableMemory?.() ?? freemem(), total: totalmem() },
+): GraphMemoryPlan {
+  const tensors = new Map<string, PlannedTensor>();
+  if (spec.weights) for (const [name, t] of spec.weights) tensors.set(name, { shape: t.shape });
+  else if (spec.source) for (const [name, t] of spec.source) tensors.set(name, { shape: t.shape, ggmlType: t.ggml?.type });
+  else throw new Error('the training model has neither weights nor a weight source');
+  const lora = jobLoraConfig(spec)!;
+  const shape = typeof microBatch === 'number' ? { rows: 1, length: microBatch } : microBatch;
+  const plan = graphMemoryPlan({ config: spec.config, tensors, floatBaseHeld: !!spec.weights, lora: { rank: lora.rank, targets: lora.targetModules }, microBatch: shape });
+  const what = `LoRA training of a ${(countParameters(spec.config) / 1e9).toFixed(1)}B-parameter model on ONNX Runtime graphs (${device}) at ${shape.rows * shape.length} tokens per micro-batch`;
+  assertGraphPlanFits(plan, {
+    hostAvailable: host.available, hostTotal: host.total, hostAlreadyHeld: plan.floatBase,
+    ...(device !== 'cpu' && deviceMemory ? { device: { ...deviceMemory, label: device } } : {}),
+  }, what);
+  return plan;
 }
 
 /** What the job writes: the adapter (with AdamW's moments beside it where the run carries them) or the full weights. */
@@ -259,7 +305,9 @@ function continueCarriedMoments(model: TrainingModel, optimizer: AdamW, carry: T
 }
 
 function engineReport(model: TrainingModel): TrainingResult['engine'] {
-  return model instanceof GraphLoraModel ? { name: 'graph', hostDeviceBytes: model.engine.transfers.total } : { name: 'tfjs', hostDeviceBytes: 0 };
+  return model instanceof GraphLoraModel
+    ? { name: 'graph', device: trainingProviders().device, hostDeviceBytes: model.engine.transfers.total }
+    : { name: 'tfjs', device: (model.lora && frozenProductsDevice()?.device) || 'cpu', hostDeviceBytes: 0 };
 }
 
 /** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */
@@ -309,9 +357,9 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   for (const s of job.sequences) validateSequence(s, deps.model.config.vocabSize);
   if (job.forwardOnly) return measureSft(job, deps, emit, backend);
   const { batches, learningRates } = planSftBatches(job);
-  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
-  const model = buildJobModel(deps.model, deps.seed, deps.log);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
+  const plan = assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
@@ -360,9 +408,9 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
 
 /** The forward half of an SFT step: its mean NLL and token counts at the starting weights, nothing written. */
 async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: TrainingBackend): Promise<TrainingResult> {
-  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  if (backend.name === 'wasm') assertFits(deps.model, job.sequences, budget);
-  const model = buildJobModel(deps.model, deps.seed, deps.log);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
+  const plan = assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
   const optimizer = new AdamW([], DEFAULT_ADAMW);
   try {
     await emit({ type: 'training_started', data: { num_sequences: 1 } });
@@ -411,9 +459,9 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const train = rlTrainSequences(data, settings, deps.model.config.vocabSize);
   const { sequences, trajectoryOf, perToken } = train;
   const learningRate = rlLearningRate(settings, job.rewardStdDevHistory ?? [], new Set(trajectoryOf).size, deps.log);
-  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config);
-  if (backend.name === 'wasm') assertFits(deps.model, sequences, budget);
-  const model = buildJobModel(deps.model, deps.seed, deps.log);
+  const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
+  const plan = assertFits(deps.model, sequences, budget, backend, deps.deviceMemory);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {

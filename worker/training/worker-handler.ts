@@ -3,6 +3,7 @@
 // folder is reported before the host sends `training_ended` (ART reads the new step right after it).
 import { DeviceFrozenProducts } from './device-products.js';
 import { setFrozenProductsDevice } from './frozen-linear.js';
+import { setTrainingProviders } from './graph/graph-session.js';
 import { executionProvidersFor } from '../../src/runtime/runner.js';
 import { parseDevice } from '../../src/domain/device-name.js';
 import fs from 'node:fs';
@@ -73,9 +74,13 @@ export async function createHandlers(device: string, log: (m: string) => void, l
   // On a GPU, the frozen base's products (forward and dx, most of a LoRA step's FLOPs) run on the device with
   // the base weights resident there (device-products.ts); LoRA, norms, attention and the optimizer stay on the
   // TF.js backend, which says in one log line what it chose (tfjs-node-gpu stays optional, not the GPU path).
+  // The graph engine (LoRA without dropout, the default) loads its layer and head graphs on the device; where
+  // ONNX Runtime cannot load them there, graph-session.ts says so in one line and trains on the CPU.
   if (device !== 'cpu') {
-    setFrozenProductsDevice(new DeviceFrozenProducts(device, executionProvidersFor(parseDevice(device))));
-    log(`training on ${device}: frozen base products on the device (weights resident in GPU memory); LoRA, norms and optimizer on the TF.js backend`);
+    const providers = executionProvidersFor(parseDevice(device));
+    setFrozenProductsDevice(new DeviceFrozenProducts(device, providers));
+    setTrainingProviders(device, providers, log);
+    log(`training on ${device}: graph engine (LoRA) runs its layer and head graphs on ${device} (ONNX Runtime providers ${providers.map((p) => (typeof p === 'string' ? p : p.name)).join(', ')}); TF.js engine (full fine-tuning, LoRA dropout): frozen base products on the device, LoRA, norms and optimizer on the TF.js backend`);
   }
 
   /** One job on this host's copies of its inputs; the checkpoint reaches the API host before it is reported. */

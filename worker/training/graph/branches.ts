@@ -17,13 +17,22 @@ function declare(g: GraphBuilder, name: string, rank: number): void {
   g.output(name, DataType.FLOAT, Array.from({ length: rank }, (_, k) => `${name}_${k}`));
 }
 
-/** A branch computing some of the outputs (`build` returns them by name); the rest are empties. */
+/**
+ * A branch computing some of the outputs (`build` returns them by name, each a value its nodes make); the rest are
+ * empties. A value is the branch's output as it is (an Identity would copy it: the saved activations and logits
+ * are the largest tensors of a step); only empties and a value given twice pass through an Identity.
+ */
 export function leafBranch(root: GraphBuilder, outputs: BranchOutputs, prefix: string, build: (g: GraphBuilder) => Map<string, string>): GraphBuilder {
   const g = root.subgraph();
   const values = build(g);
+  const used = new Set<string>();
   outputs.names.forEach((name, i) => {
-    g.node('Identity', [values.get(name) ?? emptyOfRank(root, outputs.ranks[i])], { outputs: [`${prefix}_${name}`] });
-    declare(g, `${prefix}_${name}`, outputs.ranks[i]);
+    let value = values.get(name);
+    if (value === undefined || used.has(value)) {
+      value = g.node('Identity', [value ?? emptyOfRank(root, outputs.ranks[i])], { outputs: [`${prefix}_${name}`] })[0];
+    }
+    used.add(value);
+    declare(g, value, outputs.ranks[i]);
   });
   return g;
 }

@@ -15,7 +15,7 @@ import { attentionMask } from '../attention-mask.js';
 import { ropeTables } from '../rope.js';
 import type { FrozenMatrixData } from './frozen-matrix.js';
 import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWeights } from './layer-graph.js';
-import { totalmem } from 'node:os';
+import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph, VOCAB_CHUNK } from './head-graph.js';
 import { GraphSession, TransferCounter, type GraphSessionOptions, type Output } from './graph-session.js';
 
@@ -34,8 +34,8 @@ export interface ForwardState {
   /** Each layer's saved activations (by savedTensors name), or null where its backward recomputes them. */
   layerSaved: (Map<string, Output> | null)[];
   lse: Float32Array;
-  /** The head's logits by vocabulary chunk, kept for its backward, or null where it computes them again. */
-  headLogits: Output[] | null;
+  /** The head's softmax by vocabulary chunk, kept for its backward, or null where it computes the logits again. */
+  headProbs: Output[] | null;
   adapters: Map<string, AdapterFactors>;
   scale: number;
   cos: Float32Array;
@@ -90,13 +90,19 @@ class EmbeddingTable {
 }
 
 /**
- * Bytes of saved activations a step may keep (HEARTH_TRAIN_SAVED_BYTES, default a quarter of the machine's
- * memory): layers are saved in order while their activations fit, the rest recompute their forward.
+ * Bytes of saved activations a step may keep: HEARTH_TRAIN_SAVED_BYTES, or a quarter of the machine's memory, and
+ * never more than what is free now less a reserve for the step's transients (memory-plan.ts checks a job against
+ * what it needs without saving anything, so saving only ever uses what is left). Layers are saved in order while
+ * their activations fit; the rest recompute their forward.
  */
-export function savedActivationBudget(env: Record<string, string | undefined> = process.env): number {
-  const asked = Number(env.HEARTH_TRAIN_SAVED_BYTES);
-  return Number.isFinite(asked) && asked >= 0 && env.HEARTH_TRAIN_SAVED_BYTES !== '' && env.HEARTH_TRAIN_SAVED_BYTES !== undefined ? asked : totalmem() / 4;
+export function savedActivationBudget(env: Record<string, string | undefined> = process.env, free = process.availableMemory?.() ?? freemem()): number {
+  const asked = env.HEARTH_TRAIN_SAVED_BYTES;
+  if (asked !== undefined && asked !== '' && Number.isFinite(Number(asked)) && Number(asked) >= 0) return Number(asked);
+  return Math.max(0, Math.min(totalmem() / 4, free - SAVED_RESERVE_BYTES));
 }
+
+/** What saving leaves free for the step's transients (a layer's backward, the head's chunks). */
+const SAVED_RESERVE_BYTES = 2 * 2 ** 30;
 
 /** Bytes of one layer's saved activations for `rows` × `length` tokens (what savedTensors lists). */
 export function layerSavedBytes(config: ModelConfig, rows: number, length: number, rank: number, adapted: number): number {
@@ -104,6 +110,15 @@ export function layerSavedBytes(config: ModelConfig, rows: number, length: numbe
   const M = rows * length;
   const perToken = 2 * D + H * hd + D + 2 /* r1, r2 */ + 4 * F + (H + 2 * KV) * hd + adapted * rank + (config.qkNorm ? (H + KV) * (hd + 1) : 0);
   return 4 * (M * perToken + rows * H * length * length);
+}
+
+/**
+ * Whether the sessions may keep ONNX Runtime's memory arenas (graph-session.ts: twice as fast on large tensors,
+ * but each of the numLayers + 1 sessions keeps its peak): when numLayers + 1 peaks of a layer's backward at the
+ * job's largest micro-batch (`transientBytes`, memory-plan.ts) fit in an eighth of the machine's memory.
+ */
+export function arenasAffordable(numLayers: number, transientBytes: number, total = totalmem()): boolean {
+  return (numLayers + 1) * transientBytes <= total / 8;
 }
 
 export interface GraphEngineOptions extends GraphSessionOptions {
@@ -158,11 +173,11 @@ export class GraphEngine {
     const layerSaved: (Map<string, Output> | null)[] = [];
     const rank = adapters.values().next().value?.rank ?? 0;
     const perLayer = layerSavedBytes(this.config, batch.rows, batch.length, rank, this.targets.length);
-    // The head's logits first (keeping them saves a product with the largest matrix), then layers in order.
+    // The head's softmax first (keeping it saves a product with the largest matrix), then layers in order.
     let budget = backwardFollows ? savedActivationBudget() : 0;
-    const headLogitBytes = 4 * rows.index.length * this.config.vocabSize;
-    const saveHead = headLogitBytes <= budget;
-    if (saveHead) budget -= headLogitBytes;
+    const headProbBytes = 4 * rows.index.length * this.config.vocabSize;
+    const saveHead = headProbBytes <= budget;
+    if (saveHead) budget -= headProbBytes;
     for (let l = 0; l < this.layers.length; l++) {
       const save = perLayer * (l + 1) <= budget;
       const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], { cos, sin, mask }, adapters, scale, null, save ? 'save' : null));
@@ -177,12 +192,12 @@ export class GraphEngine {
       save: { data: saveHead },
       lse: { data: new Float32Array(0), dims: [0, 1] },
       dlogp: { data: new Float32Array(0), dims: [0, 1] },
-      ...this.savedLogitFeeds(null),
+      ...this.savedProbFeeds(null),
     });
-    const headLogits = saveHead ? this.headChunks.map((i) => head[`saved_logits_out.${i}`]) : null;
+    const headProbs = saveHead ? this.headChunks.map((i) => head[`saved_probs_out.${i}`]) : null;
     return {
       logp: head.logp.data, entropy: head.entropy.data,
-      state: { batch, rows, layerInputs, layerSaved, lse: head.lse_out.data, headLogits, adapters, scale, cos, sin, mask },
+      state: { batch, rows, layerInputs, layerSaved, lse: head.lse_out.data, headProbs, adapters, scale, cos, sin, mask },
     };
   }
 
@@ -195,12 +210,12 @@ export class GraphEngine {
       x: { data: gatherRows(layerInputs[layerInputs.length - 1], rows.index, D), dims: [n, D] },
       targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
       backward: { data: true },
-      save: { data: state.headLogits !== null },
+      save: { data: state.headProbs !== null },
       lse: { data: state.lse, dims: [n, 1] },
       dlogp: { data: dlogp, dims: [n, 1] },
-      ...this.savedLogitFeeds(state.headLogits),
+      ...this.savedProbFeeds(state.headProbs),
     });
-    state.headLogits = null;
+    state.headProbs = null;
     let dy: Float32Array = new Float32Array(batch.rows * batch.length * D);
     const dSelected = head.dx.data;
     for (let j = 0; j < n; j++) {
@@ -218,9 +233,9 @@ export class GraphEngine {
     return grads;
   }
 
-  /** The head's saved-logit inputs: the kept chunks, or empties. */
-  private savedLogitFeeds(logits: Output[] | null): Record<string, Output> {
-    return Object.fromEntries(this.headChunks.map((i) => [`saved_logits.${i}`, logits ? logits[i] : { data: new Float32Array(0), dims: [0, 0] }]));
+  /** The head's saved-softmax inputs: the kept chunks, or empties. */
+  private savedProbFeeds(logits: Output[] | null): Record<string, Output> {
+    return Object.fromEntries(this.headChunks.map((i) => [`saved_probs.${i}`, logits ? logits[i] : { data: new Float32Array(0), dims: [0, 0] }]));
   }
 
   /**

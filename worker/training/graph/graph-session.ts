@@ -23,13 +23,35 @@ function nativeBinding() {
   return native!;
 }
 
+type Providers = ort.InferenceSession.ExecutionProviderConfig[];
+
 /** Where the graphs run: set once by the training worker for its device (default the CPU). */
-let providers: { device: string; providers: ort.InferenceSession.ExecutionProviderConfig[] } = { device: 'cpu', providers: ['cpu'] };
-export function setTrainingProviders(device: string, list: ort.InferenceSession.ExecutionProviderConfig[]): void {
-  providers = { device, providers: list };
+let configured: { device: string; providers: Providers } = { device: 'cpu', providers: ['cpu'] };
+let fallbackLog: (line: string) => void = (line) => process.stderr.write(`${line}\n`);
+
+/**
+ * Provider lists ONNX Runtime failed to load a training graph with in this process, and its error. ORT 1.30 does
+ * not fall back by itself: a provider whose library is missing (CUDA without its libraries), unknown, or without a
+ * device (WebGPU without an adapter) fails the session's creation. The first failure is logged and remembered; every
+ * later graph of the process then loads on the CPU directly (one line per process, not one per layer).
+ */
+const failedProviders = new Map<string, string>();
+const providersKey = (list: Providers) => JSON.stringify(list);
+const providerName = (p: Providers[number]) => (typeof p === 'string' ? p : p.name);
+
+/** `log` gets the one line a device that fails to load says (default stderr). */
+export function setTrainingProviders(device: string, list: Providers, log?: (line: string) => void): void {
+  configured = { device, providers: list };
+  if (log) fallbackLog = log;
 }
-export function trainingProviders(): { device: string; providers: ort.InferenceSession.ExecutionProviderConfig[] } {
-  return providers;
+
+/**
+ * Where the graphs run: the device set, or the CPU (with what failed) once loading on that device failed in this
+ * process, so that what the engine reports is where it really trained.
+ */
+export function trainingProviders(): { device: string; providers: Providers; fellBackFrom?: { device: string; error: string } } {
+  const error = failedProviders.get(providersKey(configured.providers));
+  return error === undefined ? configured : { device: 'cpu', providers: ['cpu'], fellBackFrom: { device: configured.device, error } };
 }
 
 /** Host↔device traffic of the engine's runs (inputs handed to ORT, outputs read back), in bytes. */
@@ -45,6 +67,13 @@ export interface Output { data: Float32Array; dims: number[] }
 
 export interface GraphSessionOptions {
   threads?: number;
+  /**
+   * ONNX Runtime's memory arena for the session's intermediate tensors. With it a run reuses memory it has touched
+   * (a 20M RL step: 2.2 s; without, 4.3 s: every large tensor is a fresh mmap, page-faulted in), but every session
+   * keeps its own arena at its peak for good, so an engine of L + 1 sessions holds L + 1 peaks (graph-engine.ts
+   * decides from the memory there is). Default off.
+   */
+  arena?: boolean;
   providers?: ort.InferenceSession.ExecutionProviderConfig[];
   counter?: TransferCounter;
 }
@@ -53,26 +82,47 @@ export class GraphSession {
   private constructor(private readonly session: NativeSession, private readonly counter: TransferCounter | null) {}
 
   /**
+   * Loads on `opts.providers` (default the CPU); where ONNX Runtime cannot (see failedProviders), on the CPU.
    * Prepacking off: MatMul/Gemm would otherwise keep a packed copy of every float weight beside the initializer
    * (twice the base's memory); MLAS packs the operand per call instead, which costs O(N·K) against the
    * product's O(M·N·K).
-   * Memory arena off: each session's arena keeps the peak of its runs for good, and an engine has a session per
-   * layer, each with a transient peak of its dequantized weights and activations (8B: ~1 GB a layer), so the
-   * arenas would grow to the model's depth times that; freed buffers go back to the allocator instead.
-   * Constant folding off: the stored blocks' dequantization reads only initializers, so ORT would fold it at load
-   * into float32 copies of every weight (4 bytes a weight, once per branch that reads it: an 8B model then needs
-   * over 100 GB); it must run per product instead.
+   *
+   * Constant folding off: it would run every block-stored matrix's dequantization (Cast/Div/Floor over
+   * initializers only) at load and keep the float32 result as a new initializer in each If branch: a 0.25B Q4_K
+   * model's graphs held 5.6 GB instead of 0.8 GB (scripts/measure-train-memory.ts), and loading took 14–30 s
+   * instead of 3.4 s. The other level-'all' rewrites stay.
+   * CPU arena (opts.arena, off unless the engine can afford it): each of the numLayers + 1 sessions keeps its own
+   * arena at its peak, so a step's transients are held once per layer: a 0.25B Q4_K model's RSS grew 3.7 → 7.0 GB
+   * over two steps with it, and stayed at 1.1 GB (peak 1.4 GB) without it. Without it each large tensor is a fresh
+   * mmap, page-faulted in: a 20M RL step took 4.3 s instead of 2.2 s (same minute).
    */
   static load(model: Uint8Array, opts: GraphSessionOptions = {}): GraphSession {
+    const asked = opts.providers ?? ['cpu'];
+    if (asked.every((p) => providerName(p) === 'cpu')) return GraphSession.loadWith(model, asked, opts);
+    const key = providersKey(asked);
+    if (!failedProviders.has(key)) {
+      try {
+        return GraphSession.loadWith(model, asked, opts);
+      } catch (err) {
+        const error = (err as Error).message.split('\n')[0].slice(0, 300);
+        failedProviders.set(key, error);
+        const device = key === providersKey(configured.providers) ? configured.device : asked.map(providerName).join(', ');
+        fallbackLog(`[training] device ${device}: ONNX Runtime cannot load the training graphs there (${error}); training continues on the CPU`);
+      }
+    }
+    return GraphSession.loadWith(model, ['cpu'], opts);
+  }
+
+  private static loadWith(model: Uint8Array, providers: Providers, opts: GraphSessionOptions): GraphSession {
     const session = new (nativeBinding().binding.InferenceSession)();
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
-      executionProviders: opts.providers ?? ['cpu'],
+      executionProviders: providers,
       logSeverityLevel: 3,
       intraOpNumThreads: opts.threads ?? trainingThreads(),
       interOpNumThreads: 1,
       executionMode: 'sequential',
+      enableCpuMemArena: opts.arena ?? false,
       graphOptimizationLevel: 'all',
-      enableCpuMemArena: false,
       extra: { session: { intra_op: { allow_spinning: '0' }, disable_prepacking: '1' }, optimization: { disable_specified_optimizers: 'ConstantFolding' } },
       // Developer tool, as for inference sessions: ORT's per-node timing (JSON files under this prefix).
       ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),

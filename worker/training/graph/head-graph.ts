@@ -4,14 +4,14 @@
 //
 // Forward: logp = logit[target] − lse, entropy = lse − Σ softmax · logits, lse (kept for the backward).
 // Backward (dlogp given): dlogits = dlogp · (onehot(target) − softmax), dn = Σ_chunks dlogits · W_chunk, then
-// the norm's backward. With `save` the forward returns each chunk's logits and the backward takes them back;
-// without, the backward computes them again: [n, vocab] floats kept (0.5B at 4,096 tokens: 2.5 GB) against one
-// more product of the head (the engine decides, graph-engine.ts).
+// the norm's backward. With `save` the forward returns each chunk's softmax and the backward takes it back;
+// without, the backward computes the logits again: [n, vocab] floats kept (0.5B at 4,096 tokens: 2.5 GB) against
+// one more product of the head (the engine decides, graph-engine.ts).
 //
 // Inputs: x [n, d] (the last layer's output at the trained rows), targets int64 [n], backward bool [], save
-// bool [], lse [n, 1] and dlogp [n, 1] (backward; [0, 1] otherwise), saved_logits.<chunk> [n, chunk] (backward
+// bool [], lse [n, 1] and dlogp [n, 1] (backward; [0, 1] otherwise), saved_probs.<chunk> [n, chunk] (backward
 // with save; [0, 0] otherwise). Outputs (all rank 2; [0, 0] where a branch makes none): logp, entropy, lse_out
-// [n, 1] (forward); dx [n, d] (backward); saved_logits_out.<chunk> (forward with save).
+// [n, 1] (forward); dx [n, d] (backward); saved_probs_out.<chunk> (forward with save).
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { FrozenMatrix, frozenRows, type FrozenMatrixData } from './frozen-matrix.js';
@@ -35,7 +35,7 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   const chunks: { from: number; matrix: FrozenMatrix; size: number; savedIn: string }[] = [];
   for (let from = 0, i = 0; from < V; from += chunk, i++) {
     const to = Math.min(V, from + chunk);
-    chunks.push({ from, size: to - from, matrix: new FrozenMatrix(root, `lm_head.${from}`, frozenRows(head, from, to)), savedIn: root.input(`saved_logits.${i}`, DataType.FLOAT, [`sl${i}_n`, `sl${i}_v`]) });
+    chunks.push({ from, size: to - from, matrix: new FrozenMatrix(root, `lm_head.${from}`, frozenRows(head, from, to)), savedIn: root.input(`saved_probs.${i}`, DataType.FLOAT, [`sl${i}_n`, `sl${i}_v`]) });
   }
   /**
    * Where each target falls in a chunk: its clamped index [n, 1] (int64) and 1 where it is in the chunk, else 0
@@ -48,28 +48,33 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   };
   const rowSum = (g: GraphBuilder, t: string) => g.op('ReduceSum', [t, g.int64s([1])], { keepdims: 1 });
   const sum = (g: GraphBuilder, ts: string[]) => ts.reduce((a, t) => g.op('Add', [a, t]));
-  const savedNames = chunks.map((_, i) => `saved_logits_out.${i}`);
+  const savedNames = chunks.map((_, i) => `saved_probs_out.${i}`);
   const outputs: BranchOutputs = { names: ['logp', 'entropy', 'lse_out', 'dx', ...savedNames], ranks: [2, 2, 2, 2, ...chunks.map(() => 2)] };
 
   const forward = (g: GraphBuilder, keep: boolean) => {
     const { y: n } = rmsNorm(g, x, wNorm, eps);
-    // Per chunk, four passes over its [n, chunk] logits: max, exp, Σexp, Σexp·logit.
-    const lses: string[] = [], picked: string[] = [], expected: string[] = [];
+    // Per chunk: ONNX Runtime's fused LogSoftmax, then exp and one weighted sum (the entropy's term).
+    const lses: string[] = [], picked: string[] = [], expected: string[] = [], local: string[] = [];
     const out = new Map<string, string>();
-    chunks.forEach((c, i) => {
+    const firstColumn = (t: string) => g.op('Slice', [t, g.int64s([0]), g.int64s([1]), g.int64s([1])]);
+    chunks.forEach((c) => {
       const logits = c.matrix.forward(g, n);
-      if (keep) out.set(savedNames[i], logits);
-      const max = g.op('ReduceMax', [logits], { axes: { ints: [1] }, keepdims: 1 });
-      const e = g.op('Exp', [g.op('Sub', [logits, max])]);
-      const total = rowSum(g, e);
-      lses.push(g.op('Add', [max, g.op('Log', [total])]));
-      expected.push(g.op('Div', [rowSum(g, g.op('Mul', [e, logits])), total])); // E_softmax(chunk)[logit]
+      const logSoftmax = g.op('LogSoftmax', [logits], { axis: 1 }); // logits − lse_chunk
+      const lse = g.op('Sub', [firstColumn(logits), firstColumn(logSoftmax)]);
+      const probs = g.op('Exp', [logSoftmax]); // softmax within the chunk
+      lses.push(lse);
+      local.push(probs);
+      // Σ softmax_chunk · logits = Σ softmax_chunk · logSoftmax + lse_chunk
+      expected.push(g.op('Add', [rowSum(g, g.op('Mul', [probs, logSoftmax])), lse]));
       const t = targetIn(g, c.from, c.size);
       picked.push(g.op('Mul', [g.op('GatherElements', [logits, t.index], { axis: 1 }), t.inside]));
     });
     const lse = lses.length === 1 ? lses[0] : g.op('ReduceLogSumExp', [g.op('Concat', lses, { axis: 1 })], { axes: { ints: [1] }, keepdims: 1 });
-    // Σ softmax · logits over the vocabulary = Σ_chunks exp(lse_chunk − lse) · E_chunk[logit].
-    const mean = sum(g, expected.map((m, i) => g.op('Mul', [m, g.op('Exp', [g.op('Sub', [lses[i], lse])])])));
+    // A chunk's share of the whole softmax: exp(lse_chunk − lse).
+    const shares = lses.map((l) => (lses.length === 1 ? null : g.op('Exp', [g.op('Sub', [l, lse])])));
+    // Σ softmax · logits over the vocabulary = Σ_chunks share · E_chunk[logit].
+    const mean = sum(g, expected.map((m, i) => (shares[i] ? g.op('Mul', [m, shares[i]!]) : m)));
+    if (keep) local.forEach((p, i) => out.set(savedNames[i], shares[i] ? g.op('Mul', [p, shares[i]!]) : p)); // the softmax, kept for the backward
     out.set('logp', g.op('Sub', [sum(g, picked), lse]));
     out.set('entropy', g.op('Sub', [lse, mean]));
     out.set('lse_out', lse);
@@ -77,13 +82,13 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   };
 
   // dlogits = dlogp · (onehot − softmax): the softmax part per chunk as a product, the one-hot part as the target
-  // rows of W (gathered) times dlogp. `logitsOf` gives a chunk's logits: kept from the forward, or computed again.
-  const backwardPass = (g: GraphBuilder, logitsOf: (c: (typeof chunks)[number], n: string) => string) => {
+  // rows of W (gathered) times dlogp. `probsOf` gives a chunk's softmax: kept from the forward, or computed again.
+  const backwardPass = (g: GraphBuilder, probsOf: (c: (typeof chunks)[number], n: string) => string) => {
     const { y: n, r } = rmsNorm(g, x, wNorm, eps);
     const negDlogp = g.op('Neg', [dlogp]);
     const parts: string[] = [];
     for (const c of chunks) {
-      const probs = g.op('Exp', [g.op('Sub', [logitsOf(c, n), lseIn])]);
+      const probs = probsOf(c, n);
       parts.push(c.matrix.backward(g, g.op('Mul', [probs, negDlogp])));
       const t = targetIn(g, c.from, c.size);
       const rows = c.matrix.rows(g, g.op('Squeeze', [t.index, g.int64s([1])])); // [n, d]
@@ -95,7 +100,7 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   const forwardSaving = leafBranch(root, outputs, 'fs', (g) => forward(g, true));
   const forwardOnly = leafBranch(root, outputs, 'fp', (g) => forward(g, false));
   const backwardFromSaved = leafBranch(root, outputs, 'bs', (g) => backwardPass(g, (c) => c.savedIn));
-  const backwardRecomputing = leafBranch(root, outputs, 'br', (g) => backwardPass(g, (c, n) => c.matrix.forward(g, n)));
+  const backwardRecomputing = leafBranch(root, outputs, 'br', (g) => backwardPass(g, (c, n) => g.op('Exp', [g.op('Sub', [c.matrix.forward(g, n), lseIn])])));
   rootIf(root, outputs, backward, ifBranch(root, outputs, 'b', save, backwardFromSaved, backwardRecomputing), ifBranch(root, outputs, 'f', save, forwardSaving, forwardOnly),
     (name) => [`${name}_0`, `${name}_1`]);
   return root.toModelBytes('hearth_train_head');

@@ -1,0 +1,101 @@
+// The graph engine (worker/training/graph/) on ONNX Runtime's WebGPU provider against itself on the CPU: per-token
+// logprobs, entropies and every LoRA gradient of one micro-batch, on a float base and on a Q4_K GGUF base (its
+// blocks dequantized in the graph), within 1e-4 relative L2. On a machine without a GPU the adapter is SwiftShader's
+// Vulkan driver from Debian's chromium package (as in runtime-webgpu.test.ts); without any adapter the tests are
+// skipped and say so.
+import * as tf from '@tensorflow/tfjs-core';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../../src/runtime/model-config.js';
+import { weightsSource, type WeightSource } from '../../src/runtime/weight-source.js';
+import { openGguf } from '../../src/runtime/gguf-model.js';
+import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
+import { writeGgufModel } from '../../src/synthetic-models/tiny-gguf.js';
+import { initTrainingBackend } from '../../worker/training/backend.js';
+import { buildMicroBatch, trainedPositions, type TrainSequence } from '../../worker/training/data.js';
+import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
+import { LoraAdapters } from '../../worker/training/lora.js';
+import { weightedNll } from '../../worker/training/losses.js';
+import { logprobsAt } from '../../worker/training/token-logprobs.js';
+import { randomWeights } from '../../worker/training/tensor-utils.js';
+import { randomIds, relL2, tinyConfig } from './training-helpers.js';
+
+// The Vulkan loader reads these when Dawn creates its instance (the first WebGPU session of this process).
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+if (!process.env.VK_ICD_FILENAMES && !process.env.VK_DRIVER_FILES && existsSync(SWIFTSHADER_ICD)) {
+  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
+}
+
+const adapterProblem = await ortDeviceProbes().webgpu();
+if (adapterProblem) console.log(`training-graph-webgpu: WebGPU tests SKIPPED, no adapter (${adapterProblem}); install chromium (SwiftShader's Vulkan ICD) and libvulkan1 to run them`);
+
+const dir = mkdtempSync(join(tmpdir(), 'hearth-graph-webgpu-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+beforeAll(async () => {
+  await initTrainingBackend({ log: () => {} });
+}, 180_000);
+
+function sequencesFor(config: ModelConfig): TrainSequence[] {
+  return [41, 21, 21, 30, 11].map((length, s) => {
+    const ids = randomIds(length, config.vocabSize, s + 11);
+    return { ids, lossMask: ids.map((_, i) => (i >= 4 ? 1 : 0)) };
+  });
+}
+
+/** Logprobs, entropies and gradients of a weighted NLL (weights of both signs) for one micro-batch on `providers`. */
+function measure(config: ModelConfig, source: WeightSource, providers: ('cpu' | 'webgpu')[]) {
+  const lora = LoraAdapters.create(config, { rank: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }, 5);
+  lora.variables().forEach((v, i) => v.assign(tf.randomNormal(v.shape, 0, 0.05, 'float32', 9 + i)));
+  const model = GraphLoraModel.build(config, source, lora, { providers });
+  const sequences = sequencesFor(config);
+  const mb = buildMicroBatch(sequences, sequences.map((_, i) => i));
+  const at = trainedPositions(mb);
+  const w = Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / at.index.length);
+  let entropy = new Float32Array(0);
+  const vars = lora.variables();
+  const t = performance.now();
+  const { value, grads } = tf.variableGrads(() => weightedNll(logprobsAt(model, mb, at, true, (e) => (entropy = Float32Array.from(e))), w), vars);
+  const stepMs = performance.now() - t;
+  const logp = tf.tidy(() => Float32Array.from(logprobsAt(model, mb, at, false).dataSync() as Float32Array));
+  const out = { loss: value.dataSync()[0], logp, entropy, grads: vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array)), stepMs, bytes: model.engine.transfers.total };
+  tf.dispose([value, ...Object.values(grads)]);
+  model.dispose();
+  return out;
+}
+
+function compare(name: string, config: ModelConfig, source: () => WeightSource) {
+  const cpu = measure(config, source(), ['cpu']);
+  const gpu = measure(config, source(), ['webgpu']);
+  const worst = Math.max(...cpu.grads.map((g, i) => relL2(gpu.grads[i], g)));
+  console.log(`training-graph-webgpu ${name}: logp rel L2 ${relL2(gpu.logp, cpu.logp).toExponential(2)}, entropy ${relL2(gpu.entropy, cpu.entropy).toExponential(2)}, ` +
+    `worst gradient ${worst.toExponential(2)}; forward+backward ${cpu.stepMs.toFixed(0)} ms cpu, ${gpu.stepMs.toFixed(0)} ms webgpu; ${gpu.bytes} bytes host↔device`);
+  expect(relL2(gpu.logp, cpu.logp)).toBeLessThan(1e-5);
+  expect(relL2(gpu.entropy, cpu.entropy)).toBeLessThan(1e-4);
+  expect(Math.abs(gpu.loss - cpu.loss) / Math.abs(cpu.loss)).toBeLessThan(1e-4);
+  cpu.grads.forEach((g, i) => expect(relL2(gpu.grads[i], g), `gradient ${i}`).toBeLessThan(1e-4));
+}
+
+describe.skipIf(adapterProblem !== null)('graph engine on webgpu:0 vs the CPU', () => {
+  it('llama (GQA, untied), float base', () => {
+    const config = tinyConfig({ vocabSize: 300, hiddenSize: 64, intermediateSize: 96, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16 });
+    const weights = randomWeights(config, 3);
+    compare('llama float', config, () => weightsSource(weights));
+  }, 300_000);
+
+  it('qwen2 (q/k/v bias, tied head over two vocabulary chunks), float base', () => {
+    const config = tinyConfig({ architecture: 'qwen2', attentionBias: true, tieWordEmbeddings: true, vocabSize: 16384 + 300, hiddenSize: 32, intermediateSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 1, headDim: 8 });
+    const weights = randomWeights(config, 3);
+    for (const [name, w] of weights) if (name.endsWith('.bias')) w.data.forEach((_, i) => (w.data[i] = Math.sin(i) * 0.05));
+    compare('qwen2 float', config, () => weightsSource(weights));
+  }, 300_000);
+
+  it('llama, Q4_K GGUF base (MatMulNBits over the stored blocks)', () => {
+    const config = tinyConfig({ vocabSize: 1024, hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 64 });
+    const file = join(dir, 'q4k.gguf');
+    writeGgufModel(file, { config, type: 'Q4_K', seed: 5 });
+    compare('llama Q4_K', config, () => openGguf(file).source);
+  }, 300_000);
+});
