@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { weightsSource } from '../../src/runtime/weight-source.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
-import { buildMicroBatch, trainedPositions, type TrainSequence } from '../../worker/training/data.js';
+import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
 import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
 import { layerSavedBytes } from '../../worker/training/graph/graph-engine.js';
 import { buildTrainingModel } from '../../worker/training/loop.js';
@@ -16,19 +16,11 @@ import { LoraAdapters } from '../../worker/training/lora.js';
 import { weightedNll } from '../../worker/training/losses.js';
 import { logprobsAt } from '../../worker/training/token-logprobs.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { randomIds, relL2, tinyConfig } from './training-helpers.js';
+import { packedSequences, relL2, tinyConfig } from './training-helpers.js';
 
 beforeAll(async () => {
   await initTrainingBackend({ log: () => {} });
 }, 180_000);
-
-function sequencesFor(config: ModelConfig): TrainSequence[] {
-  // Lengths 40, 20, 20, 29, 10: three rows of 40 with sequences packed end to end.
-  return [41, 21, 21, 30, 11].map((length, s) => {
-    const ids = randomIds(length, config.vocabSize, s + 11);
-    return { ids, lossMask: ids.map((_, i) => (i >= 4 ? 1 : 0)) };
-  });
-}
 
 /** Logprobs, entropies and gradients of a weighted NLL (weights of both signs) for one micro-batch. */
 function measure(kind: 'tfjs' | 'graph', config: ModelConfig, seed: number) {
@@ -39,7 +31,7 @@ function measure(kind: 'tfjs' | 'graph', config: ModelConfig, seed: number) {
   const model = kind === 'graph'
     ? GraphLoraModel.build(config, weightsSource(weights), lora)
     : (() => { const m = buildTrainingModel({ config, weights, baseModelName: 't', mode: 'lora', recompute: 'never' }, 5); m.lora!.dispose(); m.lora = lora; return m; })();
-  const sequences = sequencesFor(config);
+  const sequences = packedSequences(config.vocabSize);
   const mb = buildMicroBatch(sequences, sequences.map((_, i) => i));
   const at = trainedPositions(mb);
   const w = Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / at.index.length);

@@ -14,13 +14,13 @@ import { openGguf } from '../../src/runtime/gguf-model.js';
 import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
 import { writeGgufModel } from '../../src/synthetic-models/tiny-gguf.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
-import { buildMicroBatch, trainedPositions, type TrainSequence } from '../../worker/training/data.js';
+import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
 import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
 import { LoraAdapters } from '../../worker/training/lora.js';
 import { weightedNll } from '../../worker/training/losses.js';
 import { logprobsAt } from '../../worker/training/token-logprobs.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { randomIds, relL2, tinyConfig } from './training-helpers.js';
+import { packedSequences, relL2, tinyConfig } from './training-helpers.js';
 
 // The Vulkan loader reads these when Dawn creates its instance (the first WebGPU session of this process).
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -38,19 +38,12 @@ beforeAll(async () => {
   await initTrainingBackend({ log: () => {} });
 }, 180_000);
 
-function sequencesFor(config: ModelConfig): TrainSequence[] {
-  return [41, 21, 21, 30, 11].map((length, s) => {
-    const ids = randomIds(length, config.vocabSize, s + 11);
-    return { ids, lossMask: ids.map((_, i) => (i >= 4 ? 1 : 0)) };
-  });
-}
-
 /** Logprobs, entropies and gradients of a weighted NLL (weights of both signs) for one micro-batch on `providers`. */
 function measure(config: ModelConfig, source: WeightSource, providers: ('cpu' | 'webgpu')[]) {
   const lora = LoraAdapters.create(config, { rank: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }, 5);
   lora.variables().forEach((v, i) => v.assign(tf.randomNormal(v.shape, 0, 0.05, 'float32', 9 + i)));
   const model = GraphLoraModel.build(config, source, lora, { providers });
-  const sequences = sequencesFor(config);
+  const sequences = packedSequences(config.vocabSize);
   const mb = buildMicroBatch(sequences, sequences.map((_, i) => i));
   const at = trainedPositions(mb);
   const w = Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / at.index.length);

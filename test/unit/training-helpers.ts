@@ -76,3 +76,14 @@ export async function sftStepLosses(opts: {
 export function worstRelativeDifference(a: readonly number[], b: readonly number[]): number {
   return Math.max(...a.map((value, i) => Math.abs(value - b[i]) / b[i]));
 }
+
+/**
+ * Five sequences of 41, 21, 21, 30 and 11 ids (40, 20, 20, 29 and 10 positions) trained from position 4: buildMicroBatch
+ * lays them out as three rows of 40 with sequences packed end to end (the graph engine's tests).
+ */
+export function packedSequences(vocabSize: number): { ids: number[]; lossMask: number[] }[] {
+  return [41, 21, 21, 30, 11].map((length, s) => {
+    const ids = randomIds(length, vocabSize, s + 11);
+    return { ids, lossMask: ids.map((_, i) => (i >= 4 ? 1 : 0)) };
+  });
+}
