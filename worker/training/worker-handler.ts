@@ -68,7 +68,7 @@ export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts
  *   start, reading and decoding the base model and the checkpoint it continues from, building the model, RL's
  *   reference logprobs) the worker's event loop is blocked for long stretches, as an inference worker's is by its
  *   model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the BullMQ transport holds the job's
- *   lock that long (worker/job-locks.ts). Each step after it (and the checkpoint's write) is announced the same way.
+ *   lock that long (worker/job-locks.ts).
  */
 export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
   // On a GPU, the frozen base's products (forward and dx, most of a LoRA step's FLOPs) run on the device with
@@ -89,27 +89,23 @@ export async function createHandlers(device: string, log: (m: string) => void, l
     // A folder left at this host's output path by a crash before its upload: the API has no row for this step.
     if (!artifacts.sharesStorage(apiTask)) fs.rmSync(task.outputDir, { recursive: true, force: true });
     const spec = specFromTask(task);
-    let endBlocking = await loads.begin(task.baseModel);
+    const endLoad = await loads.begin(task.baseModel);
     try {
       faultPointBlocking('training-model-load');
       // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
       // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
       const emit = async (event: TrainingEvent) => {
-        endBlocking(); // the first event is training_started: loading is over
+        endLoad(); // the first event is training_started: loading is over
         // A measuring job's token logprobs travel in its one gradient_step (src/protocol/token-logprobs.ts).
         ctx.emit(event.type, event.type === 'gradient_step' && event.tokenLogprobs ? { ...event.data, token_logprobs: event.tokenLogprobs } : event.data);
         await new Promise((resolve) => setImmediate(resolve));
-        // What follows (the next step, or the checkpoint's write) blocks the event loop as the load did, and a
-        // step can take minutes (an 8B LoRA step on a CPU): announced the same way, the API gives it
-        // HEARTH_LOAD_TIMEOUT instead of declaring the worker dead (and killing it) after HEARTH_HEARTBEAT_TIMEOUT.
-        endBlocking = await loads.begin(`${task.baseModel} (training step)`);
       };
       await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });
     } catch (err) {
       if (err instanceof TrainingCancelledError) throw new CancelledError();
       throw err;
     } finally {
-      endBlocking();
+      endLoad();
     }
     if (spec.forwardOnly) return;
     if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
