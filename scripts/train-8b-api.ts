@@ -51,10 +51,14 @@ const MODEL_ID = `hearth/synthetic-llama-${SHAPE}-${TYPE.toLowerCase()}`;
 const ENTITY = 'bench';
 const PROJECT = 'train-8b';
 const NAME = 'lora-8b';
-// A step of the 8B on a shared 2-core CPU takes minutes with the worker's event loop blocked; the worker announces
-// each step as it does its load (worker/training/worker-handler.ts), and the API then waits HEARTH_LOAD_TIMEOUT for
-// its next heartbeat. 600 s (the default) is tight on a contended machine: raised here, and printed in the result.
-const SERVE_ENV: Record<string, string> = { HEARTH_LOAD_TIMEOUT: process.env.HEARTH_LOAD_TIMEOUT ?? '3600', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
+// A step of the 8B on a shared 2-core CPU takes minutes with the worker's event loop blocked, so no heartbeat goes
+// out until it ends: HEARTH_HEARTBEAT_TIMEOUT must exceed the step (the default 15 s would have the API declare the
+// worker dead mid-step), and the load (graph building) gets HEARTH_LOAD_TIMEOUT. Both raised here, printed in the result.
+const SERVE_ENV: Record<string, string> = {
+  HEARTH_LOAD_TIMEOUT: process.env.HEARTH_LOAD_TIMEOUT ?? '3600',
+  HEARTH_HEARTBEAT_TIMEOUT: process.env.HEARTH_HEARTBEAT_TIMEOUT ?? '1800',
+  LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+};
 
 const GiB = 2 ** 30;
 const t0 = Date.now();
