@@ -12,9 +12,13 @@ import { availableParallelism } from 'node:os';
 import * as ort from 'onnxruntime-node';
 import { DataType, GraphBuilder } from '../../src/runtime/onnx-proto.js';
 
-interface NativeSession {
+/** What the native binding's session offers (the graph engine's sessions use more of it: graph/graph-session.ts). */
+export interface NativeSession {
   loadModel(buffer: ArrayBuffer, byteOffset: number, byteLength: number, options: object): void;
-  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>, options: object): Record<string, { data: Float32Array }>;
+  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>, options: object): Record<string, { type: string; data: ArrayBufferView; dims: number[] }>;
+  readonly outputMetadata: { name: string }[];
+  dispose(): void;
+  endProfiling(): void;
 }
 interface NativeBinding {
   binding: { InferenceSession: new () => NativeSession };
@@ -22,12 +26,13 @@ interface NativeBinding {
 }
 
 let native: NativeBinding | null = null;
-function binding(): NativeBinding {
+/** A new session of onnxruntime-node's native binding (loaded and initialised once per process). */
+export function newNativeSession(): NativeSession {
   if (!native) {
     native = createRequire(import.meta.url)('onnxruntime-node/dist/binding.js') as NativeBinding;
     native.initOrt();
   }
-  return native;
+  return new native.binding.InferenceSession();
 }
 
 /** Threads for the trainer's ONNX Runtime graphs: HEARTH_TRAIN_THREADS, else every core. */
@@ -42,7 +47,7 @@ export class ComputeGraph {
 
   /** `providers`: where it runs (default the CPU; device-products.ts puts frozen weights on a GPU). */
   static load(model: Uint8Array, threads = trainingThreads(), providers: ort.InferenceSession.ExecutionProviderConfig[] = ['cpu']): ComputeGraph {
-    const session = new (binding().binding.InferenceSession)();
+    const session = newNativeSession();
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
       executionProviders: providers,
       logSeverityLevel: 3,

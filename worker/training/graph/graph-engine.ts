@@ -8,12 +8,12 @@
 // the logprob vector), so every loss the trainer knows works unchanged.
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import type { SourceTensor, WeightSource } from '../../../src/runtime/weight-source.js';
-import { nbitsLayout, repackGgml, type NBitsWeights } from '../../../src/runtime/gguf-repack.js';
+import { dequantizeNBits, nbitsLayout, repackGgml, type NBitsWeights } from '../../../src/runtime/gguf-repack.js';
 import type { TokenBatch } from '../model.js';
 import type { LoraTarget } from '../lora.js';
 import { attentionMask } from '../attention-mask.js';
 import { ropeTables } from '../rope.js';
-import type { FrozenMatrixData } from './frozen-matrix.js';
+import { frozenRows, type FrozenMatrixData } from './frozen-matrix.js';
 import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWeights } from './layer-graph.js';
 import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph, VOCAB_CHUNK } from './head-graph.js';
@@ -65,10 +65,9 @@ export function projectionPath(layer: number, target: LoraTarget): string {
 /** Token embeddings: rows of the table, dequantized row by row when it is stored in blocks. */
 class EmbeddingTable {
   private readonly float: Float32Array | null;
-  private readonly blocks: NBitsWeights | null;
   constructor(private readonly data: FrozenMatrixData) {
     this.float = data.kind === 'float' ? data.data() : null;
-    this.blocks = data.kind === 'nbits' ? data.weights() : null;
+    if (data.kind === 'nbits') data.weights(); // repacked now (frozenData keeps it), not at the first token
   }
   rows(ids: Int32Array): Float32Array {
     const D = this.data.K;
@@ -76,14 +75,7 @@ class EmbeddingTable {
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
       if (this.float) { out.set(this.float.subarray(id * D, (id + 1) * D), i * D); continue; }
-      const w = this.blocks!;
-      const zero = 1 << (w.bits - 1);
-      for (let k = 0; k < D; k++) {
-        const e = id * D + k;
-        const q = w.bits === 8 ? w.packed[e] : (w.packed[e >> 1] >> ((e & 1) * 4)) & 0xf;
-        const b = Math.floor(e / w.block);
-        out[i * D + k] = (q - zero) * w.scales[b] + (w.offsets ? w.offsets[b] : 0);
-      }
+      out.set(dequantizeNBits((frozenRows(this.data, id, id + 1) as Extract<FrozenMatrixData, { kind: 'nbits' }>).weights(), 1, D), i * D);
     }
     return out;
   }

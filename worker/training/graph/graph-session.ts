@@ -2,26 +2,9 @@
 // functions, which are synchronous) through onnxruntime-node's native binding, as ort-compute.ts does. Counts the
 // bytes each run hands over and gets back: on a GPU these cross between host and device, on the CPU they show
 // what would.
-import { createRequire } from 'node:module';
 import * as ort from 'onnxruntime-node';
-import { trainingThreads } from '../ort-compute.js';
+import { newNativeSession, trainingThreads, type NativeSession } from '../ort-compute.js';
 
-interface NativeSession {
-  loadModel(buffer: ArrayBuffer, byteOffset: number, byteLength: number, options: object): void;
-  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>, options: object): Record<string, { type: string; data: ArrayBufferView; dims: number[] }>;
-  readonly outputMetadata: { name: string }[];
-  dispose(): void;
-  endProfiling(): void;
-}
-
-let native: { binding: { InferenceSession: new () => NativeSession }; initOrt(): void } | null = null;
-function nativeBinding() {
-  if (!native) {
-    native = createRequire(import.meta.url)('onnxruntime-node/dist/binding.js');
-    native!.initOrt();
-  }
-  return native!;
-}
 
 type Providers = ort.InferenceSession.ExecutionProviderConfig[];
 
@@ -114,7 +97,7 @@ export class GraphSession {
   }
 
   private static loadWith(model: Uint8Array, providers: Providers, opts: GraphSessionOptions): GraphSession {
-    const session = new (nativeBinding().binding.InferenceSession)();
+    const session = newNativeSession();
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
       executionProviders: providers,
       logSeverityLevel: 3,
