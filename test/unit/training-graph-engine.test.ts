@@ -3,20 +3,15 @@
 // differ in summation order only, ~1e-6; a wrong backward op gives O(0.1–1)). Llama-style (GQA, untied) and
 // Qwen2-style (q/k/v bias, tied head over two vocabulary chunks), Qwen3-style q/k norm, llama3 rope scaling,
 // packed sequences in two rows.
-import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { weightsSource } from '../../src/runtime/weight-source.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
-import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
 import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
 import { layerSavedBytes } from '../../worker/training/graph/graph-engine.js';
 import { buildTrainingModel } from '../../worker/training/loop.js';
-import { LoraAdapters } from '../../worker/training/lora.js';
-import { weightedNll } from '../../worker/training/losses.js';
-import { logprobsAt } from '../../worker/training/token-logprobs.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { packedSequences, relL2, tinyConfig } from './training-helpers.js';
+import { microBatchGradients, relL2, seededLora, tinyConfig } from './training-helpers.js';
 
 beforeAll(async () => {
   await initTrainingBackend({ log: () => {} });
@@ -26,23 +21,11 @@ beforeAll(async () => {
 function measure(kind: 'tfjs' | 'graph', config: ModelConfig, seed: number) {
   const weights = randomWeights(config, seed);
   for (const [name, w] of weights) if (name.endsWith('.bias') || name.includes('norm')) w.data.forEach((v, i) => (w.data[i] = name.endsWith('.bias') ? Math.sin(i) * 0.05 : 1 + Math.cos(i) * 0.1));
-  const lora = LoraAdapters.create(config, { rank: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }, 5);
-  lora.variables().forEach((v, i) => v.assign(tf.randomNormal(v.shape, 0, 0.05, 'float32', 9 + i)));
+  const lora = seededLora(config);
   const model = kind === 'graph'
     ? GraphLoraModel.build(config, weightsSource(weights), lora)
     : (() => { const m = buildTrainingModel({ config, weights, baseModelName: 't', mode: 'lora', recompute: 'never' }, 5); m.lora!.dispose(); m.lora = lora; return m; })();
-  const sequences = packedSequences(config.vocabSize);
-  const mb = buildMicroBatch(sequences, sequences.map((_, i) => i));
-  const at = trainedPositions(mb);
-  const w = Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / at.index.length);
-  let entropy = new Float32Array(0);
-  const vars = lora.variables();
-  const { value, grads } = tf.variableGrads(() => weightedNll(logprobsAt(model, mb, at, true, (e) => (entropy = Float32Array.from(e))), w), vars);
-  const logp = tf.tidy(() => logprobsAt(model, mb, at, false).dataSync() as Float32Array);
-  const out = { rows: mb.batch.rows, loss: value.dataSync()[0], logp: Float32Array.from(logp), entropy, grads: vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array)) };
-  tf.dispose([value, ...Object.values(grads)]);
-  model.dispose();
-  return out;
+  return microBatchGradients(model, lora, config.vocabSize);
 }
 
 const cases: [string, ModelConfig][] = [

@@ -3,7 +3,6 @@
 // blocks dequantized in the graph), within 1e-4 relative L2. On a machine without a GPU the adapter is SwiftShader's
 // Vulkan driver from Debian's chromium package (as in runtime-webgpu.test.ts); without any adapter the tests are
 // skipped and say so.
-import * as tf from '@tensorflow/tfjs-core';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,13 +13,9 @@ import { openGguf } from '../../src/runtime/gguf-model.js';
 import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
 import { writeGgufModel } from '../../src/synthetic-models/tiny-gguf.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
-import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
 import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
-import { LoraAdapters } from '../../worker/training/lora.js';
-import { weightedNll } from '../../worker/training/losses.js';
-import { logprobsAt } from '../../worker/training/token-logprobs.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
-import { packedSequences, relL2, tinyConfig } from './training-helpers.js';
+import { microBatchGradients, relL2, seededLora, tinyConfig } from './training-helpers.js';
 
 // The Vulkan loader reads these when Dawn creates its instance (the first WebGPU session of this process).
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -40,23 +35,9 @@ beforeAll(async () => {
 
 /** Logprobs, entropies and gradients of a weighted NLL (weights of both signs) for one micro-batch on `providers`. */
 function measure(config: ModelConfig, source: WeightSource, providers: ('cpu' | 'webgpu')[]) {
-  const lora = LoraAdapters.create(config, { rank: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }, 5);
-  lora.variables().forEach((v, i) => v.assign(tf.randomNormal(v.shape, 0, 0.05, 'float32', 9 + i)));
+  const lora = seededLora(config);
   const model = GraphLoraModel.build(config, source, lora, { providers });
-  const sequences = packedSequences(config.vocabSize);
-  const mb = buildMicroBatch(sequences, sequences.map((_, i) => i));
-  const at = trainedPositions(mb);
-  const w = Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / at.index.length);
-  let entropy = new Float32Array(0);
-  const vars = lora.variables();
-  const t = performance.now();
-  const { value, grads } = tf.variableGrads(() => weightedNll(logprobsAt(model, mb, at, true, (e) => (entropy = Float32Array.from(e))), w), vars);
-  const stepMs = performance.now() - t;
-  const logp = tf.tidy(() => Float32Array.from(logprobsAt(model, mb, at, false).dataSync() as Float32Array));
-  const out = { loss: value.dataSync()[0], logp, entropy, grads: vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array)), stepMs, bytes: model.engine.transfers.total };
-  tf.dispose([value, ...Object.values(grads)]);
-  model.dispose();
-  return out;
+  return { ...microBatchGradients(model, lora, config.vocabSize), bytes: model.engine.transfers.total };
 }
 
 function compare(name: string, config: ModelConfig, source: () => WeightSource) {

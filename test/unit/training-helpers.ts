@@ -1,6 +1,10 @@
 // Shared fixtures for the training tests (not a test file itself).
+import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
-import type { TrainSequence } from '../../worker/training/data.js';
+import { buildMicroBatch, trainedPositions, type TrainSequence } from '../../worker/training/data.js';
+import { LoraAdapters } from '../../worker/training/lora.js';
+import { weightedNll } from '../../worker/training/losses.js';
+import { logprobsAt, type TrainingModel } from '../../worker/training/token-logprobs.js';
 import { runSft, type TrainingEvent, type TrainingModelSpec } from '../../worker/training/loop.js';
 import { setOnnxRuntimeCompute } from '../../worker/training/ort-kernels.js';
 
@@ -86,4 +90,33 @@ export function packedSequences(vocabSize: number): { ids: number[]; lossMask: n
     const ids = randomIds(length, vocabSize, s + 11);
     return { ids, lossMask: ids.map((_, i) => (i >= 4 ? 1 : 0)) };
   });
+}
+
+/** Rank-4 LoRA on all seven projections with seeded values (fresh adapters have B = 0, which zeroes A's gradient). */
+export function seededLora(config: ModelConfig): LoraAdapters {
+  const lora = LoraAdapters.create(config, { rank: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }, 5);
+  lora.variables().forEach((v, i) => v.assign(tf.randomNormal(v.shape, 0, 0.05, 'float32', 9 + i)));
+  return lora;
+}
+
+/**
+ * One micro-batch of packedSequences through `model` (whose adapters are `lora`): a weighted NLL with weights of
+ * both signs, its per-token logprobs and entropies, every adapter's gradient, and the forward+backward's time.
+ * Disposes the model.
+ */
+export function microBatchGradients(model: TrainingModel, lora: LoraAdapters, vocabSize: number) {
+  const sequences = packedSequences(vocabSize);
+  const mb = buildMicroBatch(sequences, sequences.map((_, i) => i));
+  const at = trainedPositions(mb);
+  const w = Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / at.index.length);
+  let entropy = new Float32Array(0);
+  const vars = lora.variables();
+  const t = performance.now();
+  const { value, grads } = tf.variableGrads(() => weightedNll(logprobsAt(model, mb, at, true, (e) => (entropy = Float32Array.from(e))), w), vars);
+  const stepMs = performance.now() - t;
+  const logp = tf.tidy(() => Float32Array.from(logprobsAt(model, mb, at, false).dataSync() as Float32Array));
+  const out = { rows: mb.batch.rows, loss: value.dataSync()[0], logp, entropy, grads: vars.map((v) => Float32Array.from(grads[v.name].dataSync() as Float32Array)), stepMs };
+  tf.dispose([value, ...Object.values(grads)]);
+  model.dispose();
+  return out;
 }
