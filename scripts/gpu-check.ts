@@ -8,7 +8,7 @@
 //
 // Every phase runs in a child process of this file (--phase), so a crash, a hung GPU call or a phase's
 // memory stays in that phase; each child prints one JSON line. The device string goes to loadModel and to
-// the training thread's useTrainingDevice unchanged: choosing and falling back is theirs, and each phase
+// the training worker's createHandlers unchanged: choosing and falling back is theirs, and each phase
 // reports the device its session or trainer actually used.
 //
 // Shapes: `full` is the issue's work (stories260K, TinyLlama-1.1B Q4_0, Llama-3.1-8B Q4_K, Qwen2.5-0.5B LoRA
@@ -229,17 +229,16 @@ function corpusText(tokens: number, offset: number): string {
 }
 
 /**
- * SFT and RL jobs as the training worker's thread runs them (`hearth worker --device`): useTrainingDevice sets the
- * device up (the graph engine's providers, with its fallback to the CPU), the task becomes a job spec (specFromTask)
- * and runTrainingJob trains it (in this process: the check has no main thread to keep free), whose result says which engine trained, on which device, and the bytes its runs moved
+ * SFT and RL jobs as the training worker runs them (`hearth worker --device`): createHandlers sets the device up
+ * (the graph engine's providers, with its fallback to the CPU), the task becomes a job spec (specFromTask) and
+ * runTrainingJob trains it, whose result says which engine trained, on which device, and the bytes its runs moved
  * between host and device. `kinds` are run in order, each twice (the second is reported) or once (`runs: 1`).
  */
 async function trainChild(spec: Json): Promise<Json> {
-  const { specFromTask } = await import('../worker/training/worker-handler.js');
-  const { useTrainingDevice } = await import('../worker/training/training-device.js');
+  const { createHandlers, specFromTask } = await import('../worker/training/worker-handler.js');
   const { runTrainingJob } = await import('../worker/training/job.js');
   const logs: string[] = [];
-  useTrainingDevice(spec.device, (l) => logs.push(l));
+  const handlers = await createHandlers(spec.device, (l) => logs.push(l));
   const root = spec.work as string;
   rmSync(root, { recursive: true, force: true }); // checkpoints of an earlier run in the same work folder
   mkdirSync(root, { recursive: true });
@@ -274,6 +273,7 @@ async function trainChild(spec: Json): Promise<Json> {
       step: n, outputDir, initCheckpointDir: null, home: root,
     }), async (event) => {
       if (event.type === 'gradient_step') events.push(event.data);
+      await new Promise((resolve) => setImmediate(resolve)); // as the worker's handler does
     }, { log: (l) => logs.push(l) });
     const jobS = (performance.now() - t) / 1000;
     const step = events.at(-1) ?? {};
@@ -291,6 +291,7 @@ async function trainChild(spec: Json): Promise<Json> {
     (out.first ??= {})[kind] = first;
   }
   out.trainer = trainerLines(logs);
+  await handlers.close?.();
   return out;
 }
 
@@ -301,9 +302,9 @@ async function trainChild(spec: Json): Promise<Json> {
  * Written as float32 to <out>.f32 with the variables' names and sizes in the JSON.
  */
 async function gradsChild(spec: Json): Promise<Json> {
-  const { useTrainingDevice } = await import('../worker/training/training-device.js');
+  const { createHandlers } = await import('../worker/training/worker-handler.js');
   const logs: string[] = [];
-  useTrainingDevice(spec.device, (l) => logs.push(l));
+  await createHandlers(spec.device, (l) => logs.push(l));
   const tf = await import('@tensorflow/tfjs-core');
   const { initTrainingBackend } = await import('../worker/training/backend.js');
   const { buildJobModel } = await import('../worker/training/loop.js');

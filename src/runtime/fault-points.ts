@@ -17,7 +17,7 @@ export type FaultPoint =
    * wait blocks the event loop, as graph build and session creation do, so no heartbeat leaves meanwhile.
    */
   | 'inference-model-load'
-  /** A training job on its worker's job thread, before its model loads (worker/training/job-thread.ts); blocking that thread only. */
+  /** A training worker has announced its job's load (worker/training/worker-handler.ts); blocking, as above. */
   | 'training-model-load';
 
 /** Points that throw instead of waiting (injectedError): the arm file's text is the error message. */

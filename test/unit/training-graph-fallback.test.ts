@@ -1,6 +1,6 @@
 // The graph engine on a device ONNX Runtime cannot load its graphs on (ORT 1.30 does not fall back by itself: a
 // CUDA provider without its libraries, an unknown provider, WebGPU without an adapter each fail the session's
-// creation): one log line per thread (the training worker's job thread) naming the device and the error, every graph on the CPU, and the job's
+// creation): one log line per process naming the device and the error, every graph on the CPU, and the job's
 // engine line and TrainingResult say cpu.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,7 @@ import { makeTinyModel } from '../../src/synthetic-models/tiny-model.js';
 import { setFrozenProductsDevice } from '../../worker/training/frozen-linear.js';
 import { setTrainingProviders, trainingProviders } from '../../worker/training/graph/graph-session.js';
 import { runTrainingJob, type SftJobSpec } from '../../worker/training/job.js';
-import { useTrainingDevice } from '../../worker/training/training-device.js';
+import { createHandlers } from '../../worker/training/worker-handler.js';
 import { onnxCuda } from '../helpers/hardware.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-graph-fallback-'));
@@ -31,7 +31,7 @@ const job = (): SftJobSpec => ({
 });
 
 describe('graph engine on a device whose provider does not load', () => {
-  it('an unknown provider: one line for the thread, the jobs train on the CPU and say so', async () => {
+  it('an unknown provider: one line for the process, the jobs train on the CPU and say so', async () => {
     const lines: string[] = [];
     setTrainingProviders('npu:0', ['no-such-provider' as never, 'cpu'], (l) => lines.push(l));
     expect(trainingProviders().device).toBe('npu:0');
@@ -46,9 +46,9 @@ describe('graph engine on a device whose provider does not load', () => {
     expect(jobLog.filter((l) => l.includes('engine: ONNX Runtime graphs on cpu (npu:0 failed to load)'))).toHaveLength(2);
   }, 120_000);
 
-  it.skipIf(onnxCuda)('cuda:0 without the CUDA provider libraries, set up as the training thread does: trains on the CPU (machines without onnxruntime CUDA only)', async () => {
+  it.skipIf(onnxCuda)('cuda:0 without the CUDA provider libraries, set up by the training worker: trains on the CPU (machines without onnxruntime CUDA only)', async () => {
     const lines: string[] = [];
-    useTrainingDevice('cuda:0', (l) => lines.push(l));
+    await createHandlers('cuda:0', (l) => lines.push(l));
     expect(trainingProviders().device).toBe('cuda:0');
     expect(lines.join('\n')).toMatch(/training on cuda:0: graph engine \(LoRA\) runs its layer and head graphs on cuda:0 \(ONNX Runtime providers cuda, cpu\)/);
     const result = await runTrainingJob(job(), () => {}, { log: () => {} });

@@ -1,13 +1,19 @@
 // The training worker's task handler (loaded by worker/default-handlers.ts): a queued RL or SFT job becomes
-// a TrainingJobSpec, trained on the worker's job thread (training-thread.ts), its events go to the API in order, and the
-// finished checkpoint folder is reported before the host sends `training_ended` (ART reads the new step right after it).
+// a TrainingJobSpec for runTrainingJob, its events go to the API in order, and the finished checkpoint
+// folder is reported before the host sends `training_ended` (ART reads the new step right after it).
+import { DeviceFrozenProducts } from './device-products.js';
+import { setFrozenProductsDevice } from './frozen-linear.js';
+import { setTrainingProviders } from './graph/graph-session.js';
+import { executionProvidersFor } from '../../src/runtime/runner.js';
+import { parseDevice } from '../../src/domain/device-name.js';
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers, type TrainingContext } from '../handlers.js';
+import { faultPointBlocking } from '../../src/runtime/fault-points.js';
+import { ModelLoads } from '../model-loads.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
-import type { ModelLoads } from '../model-loads.js';
-import type { NativeOptimizerSettings, TrainingJobSpec } from './job.js';
+import { runTrainingJob, type NativeOptimizerSettings, type TrainingJobSpec } from './job.js';
+import { TrainingCancelledError, type TrainingEvent } from './loop.js';
 import { parseLoraTargets } from './lora.js';
-import { ThreadCancelledError, TrainingThread } from './training-thread.js';
 import type { TrainingTask } from '../../src/protocol/messages.js';
 import { loraAlpha, type NativeOptimizer } from '../../src/protocol/training-task.js';
 
@@ -57,21 +63,25 @@ export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts
   return { ...task, ...paths, payload: { ...task.payload, resolved_data_path: await at(task.payload.resolved_data_path) } };
 }
 
-/** HEARTH_TRAIN_STALL_S (default an hour): how long a training thread may count no progress before its job fails. */
-export function trainStallMs(env: NodeJS.ProcessEnv): number {
-  const v = Number(env.HEARTH_TRAIN_STALL_S || 3600);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`HEARTH_TRAIN_STALL_S must be a positive number of seconds, got "${env.HEARTH_TRAIN_STALL_S}"`);
-  return v * 1000;
-}
-
 /**
- * Jobs train on a thread of their own (training-thread.ts): this thread stays free for heartbeats, lock renewals
- * and cancels however long a step computes, so a training worker announces no loads (an inference worker's model
- * load still blocks its only thread: worker/model-loads.ts).
- * @param _loads the engines' common signature (worker/default-handlers.ts); training announces none
+ * @param loads where the job's load is announced. From the job's start to its `training_started` event (backend
+ *   start, reading and decoding the base model and the checkpoint it continues from, building the model, RL's
+ *   reference logprobs) the worker's event loop is blocked for long stretches, as an inference worker's is by its
+ *   model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the BullMQ transport holds the job's
+ *   lock that long (worker/job-locks.ts).
  */
-export async function createHandlers(device: string, log: (m: string) => void, _loads?: ModelLoads, artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
-  const thread = new TrainingThread({ device, stallMs: trainStallMs(process.env), log });
+export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
+  // On a GPU, the frozen base's products (forward and dx, most of a LoRA step's FLOPs) run on the device with
+  // the base weights resident there (device-products.ts); LoRA, norms, attention and the optimizer stay on the
+  // TF.js backend, which says in one log line what it chose (tfjs-node-gpu stays optional, not the GPU path).
+  // The graph engine (LoRA without dropout, the default) loads its layer and head graphs on the device; where
+  // ONNX Runtime cannot load them there, graph-session.ts says so in one line and trains on the CPU.
+  if (device !== 'cpu') {
+    const providers = executionProvidersFor(parseDevice(device));
+    setFrozenProductsDevice(new DeviceFrozenProducts(device, providers));
+    setTrainingProviders(device, providers, log);
+    log(`training on ${device}: graph engine (LoRA) runs its layer and head graphs on ${device} (ONNX Runtime providers ${providers.map((p) => (typeof p === 'string' ? p : p.name)).join(', ')}); TF.js engine (full fine-tuning, LoRA dropout): frozen base products on the device, LoRA, norms and optimizer on the TF.js backend`);
+  }
 
   /** One job on this host's copies of its inputs; the checkpoint reaches the API host before it is reported. */
   async function trainWithInputs(apiTask: TrainingTask, ctx: TrainingContext): Promise<void> {
@@ -79,15 +89,23 @@ export async function createHandlers(device: string, log: (m: string) => void, _
     // A folder left at this host's output path by a crash before its upload: the API has no row for this step.
     if (!artifacts.sharesStorage(apiTask)) fs.rmSync(task.outputDir, { recursive: true, force: true });
     const spec = specFromTask(task);
+    const endLoad = await loads.begin(task.baseModel);
     try {
-      await thread.run(spec, {
-        isCancelled: () => ctx.cancelled(), log: ctx.log,
+      faultPointBlocking('training-model-load');
+      // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
+      // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
+      const emit = async (event: TrainingEvent) => {
+        endLoad(); // the first event is training_started: loading is over
         // A measuring job's token logprobs travel in its one gradient_step (src/protocol/token-logprobs.ts).
-        emit: (event) => ctx.emit(event.type, event.type === 'gradient_step' && event.tokenLogprobs ? { ...event.data, token_logprobs: event.tokenLogprobs } : event.data),
-      });
+        ctx.emit(event.type, event.type === 'gradient_step' && event.tokenLogprobs ? { ...event.data, token_logprobs: event.tokenLogprobs } : event.data);
+        await new Promise((resolve) => setImmediate(resolve));
+      };
+      await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });
     } catch (err) {
-      if (err instanceof ThreadCancelledError) throw new CancelledError();
+      if (err instanceof TrainingCancelledError) throw new CancelledError();
       throw err;
+    } finally {
+      endLoad();
     }
     if (spec.forwardOnly) return;
     if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
@@ -108,6 +126,5 @@ export async function createHandlers(device: string, log: (m: string) => void, _
         for (const unpin of pins) unpin();
       }
     },
-    close: () => thread.close(),
   };
 }

@@ -13,11 +13,10 @@ let configured: { device: string; providers: Providers } = { device: 'cpu', prov
 let fallbackLog: (line: string) => void = (line) => process.stderr.write(`${line}\n`);
 
 /**
- * Provider lists ONNX Runtime failed to load a training graph with in this thread (the training worker's job thread:
- * training-thread.ts), and its error. ORT 1.30 does
+ * Provider lists ONNX Runtime failed to load a training graph with in this process, and its error. ORT 1.30 does
  * not fall back by itself: a provider whose library is missing (CUDA without its libraries), unknown, or without a
  * device (WebGPU without an adapter) fails the session's creation. The first failure is logged and remembered; every
- * later graph of the thread then loads on the CPU directly (one line per thread, not one per layer).
+ * later graph of the process then loads on the CPU directly (one line per process, not one per layer).
  */
 const failedProviders = new Map<string, string>();
 const providersKey = (list: Providers) => JSON.stringify(list);
