@@ -18,7 +18,7 @@ import { buildTrainingModel } from '../worker/training/loop.js';
 import { LoraAdapters } from '../worker/training/lora.js';
 import { policyLoss, weightedNll } from '../worker/training/losses.js';
 import { logprobsAt, type TrainingModel } from '../worker/training/token-logprobs.js';
-import { mulberry32, randomWeights } from '../worker/training/tensor-utils.js';
+import { mulberry32, randomWeights, relL2 } from '../worker/training/tensor-utils.js';
 import { machineLabel } from './machine.js';
 
 const arg = (name: string, fallback: string) => { const i = process.argv.indexOf(`--${name}`); return i >= 0 ? process.argv[i + 1] : fallback; };
@@ -43,12 +43,6 @@ const LOSSES: [string, PolicyLossConfig | null][] = [
   ['sequence_is_truncated', { ...defaultPolicyLossConfig('ppo'), importanceSamplingLevel: 'sequence', truncatedImportanceSampling: 1.5 }],
   ['k3_kl', { ...defaultPolicyLossConfig('cispo'), klPenaltyCoef: 0.1 }],
 ];
-
-function relL2(a: Float32Array, b: Float32Array): number {
-  let d = 0, n = 0;
-  for (let i = 0; i < a.length; i++) { d += (a[i] - b[i]) ** 2; n += b[i] ** 2; }
-  return Math.sqrt(d / Math.max(n, 1e-30));
-}
 
 await initTrainingBackend({ log: () => {} });
 const tokens = Number(arg('tokens', '256'));

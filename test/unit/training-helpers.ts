@@ -44,16 +44,7 @@ export function randomIds(count: number, vocab: number, seed: number): number[] 
   return ids;
 }
 
-/** ||a - b|| / ||b||: how far a gradient or logit vector is from its reference. */
-export function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num += (a[i] - b[i]) ** 2;
-    den += b[i] ** 2;
-  }
-  return Math.sqrt(num / den);
-}
+export { relL2 } from '../../worker/training/tensor-utils.js';
 
 /**
  * The loss of each step of a 20-step SFT run (the sequences repeated 20 times, batches of 4, seed 1), with ONNX

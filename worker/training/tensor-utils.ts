@@ -83,3 +83,14 @@ export function countParameters(config: ModelConfig): number {
   for (const shape of expectedWeightShapes(config).values()) n += shape.reduce((a, b) => a * b, 1);
   return n;
 }
+
+/** ||a - b|| / ||b||: how far a gradient or logit vector is from its reference (tests and check scripts). */
+export function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
+  return Math.sqrt(num / den);
+}
