@@ -15,7 +15,8 @@ import { DataType, GraphBuilder } from '../../src/runtime/onnx-proto.js';
 /** What the native binding's session offers (the graph engine's sessions use more of it: graph/graph-session.ts). */
 export interface NativeSession {
   loadModel(buffer: ArrayBuffer, byteOffset: number, byteLength: number, options: object): void;
-  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>, options: object): Record<string, { type: string; data: ArrayBufferView; dims: number[] }>;
+  /** Outputs as ort.Tensor (the binding builds them with onnxruntime-common's class: a device output has location 'gpu-buffer'). */
+  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>, options: object): Record<string, ort.Tensor>;
   readonly outputMetadata: { name: string }[];
   dispose(): void;
   endProfiling(): void;

@@ -1,46 +1,59 @@
-// The LoRA training engine on ONNX Runtime graphs: a graph per decoder layer (layer-graph.ts) and one for the
-// last norm + LM head + log-softmax (head-graph.ts), built over the frozen base as the model file stores it.
+// The LoRA training engine on ONNX Runtime graphs: one that makes a micro-batch's inputs on the device
+// (inputs-graph.ts: embeddings, mask, RoPE tables), a graph per decoder layer (layer-graph.ts) and one for the last
+// norm + LM head + log-softmax (head-graph.ts), built over the frozen base as the model file stores it.
 //
-// A micro-batch's forward runs the embedding lookup (here, a row per token), the layers in order (keeping each
-// layer's input) and the head at the trained rows: per-token logprobs and entropies. Its backward takes
-// dLoss/dlogprob per trained row and runs the head, then the layers in reverse (each recomputing its forward),
-// giving every adapter's gradient. The loss between the two is the caller's (loop.ts keeps TF.js's losses over
-// the logprob vector), so every loss the trainer knows works unchanged.
+// A micro-batch's forward runs the inputs graph, the layers in order (keeping each layer's input) and the head at
+// the trained rows: per-token logprobs and entropies. Its backward takes dLoss/dlogprob per trained row and runs
+// the head, then the layers in reverse (each recomputing its forward, or reading what its forward saved), giving
+// every adapter's gradient. The loss between the two is the caller's (loop.ts keeps TF.js's losses over the
+// logprob vector), so every loss the trainer knows works unchanged.
+//
+// Residency (graph-session.ts): activations, saved tensors, the mask and tables, and a step's adapters stay where
+// the sessions compute (GPU memory on webgpu:0) and are fed from run to run by reference. What crosses from the
+// host per micro-batch is token and segment ids, the RoPE tables, the trained rows with their targets, dLoss/dlogp
+// and scalars, plus the adapters once per step (when they change); what comes back is each trained row's logprob
+// and entropy and the adapters' gradients. TransferCounter counts exactly that.
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import type { SourceTensor, WeightSource } from '../../../src/runtime/weight-source.js';
-import { dequantizeNBits, nbitsLayout, repackGgml, type NBitsWeights } from '../../../src/runtime/gguf-repack.js';
+import { nbitsLayout, repackGgml, type NBitsWeights } from '../../../src/runtime/gguf-repack.js';
 import type { TokenBatch } from '../model.js';
 import type { LoraTarget } from '../lora.js';
-import { attentionMask } from '../attention-mask.js';
 import { ropeTables } from '../rope.js';
-import { frozenRows, type FrozenMatrixData } from './frozen-matrix.js';
+import type { FrozenMatrixData } from './frozen-matrix.js';
 import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWeights } from './layer-graph.js';
 import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph, VOCAB_CHUNK } from './head-graph.js';
-import { GraphSession, TransferCounter, type GraphSessionOptions, type Output } from './graph-session.js';
+import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
+import { DeviceTensor, DeviceUploader, GraphSession, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
 
 /** One adapted projection's factors in lora.ts's layout: A transposed [in, r], B transposed [r, out]. */
 export interface AdapterFactors { a: Float32Array; b: Float32Array; inDim: number; outDim: number; rank: number }
 
-/** The trained rows of a micro-batch: flattened token index and the target there. */
+/**
+ * A step's adapters, by module path. `version` names their values: the engine puts them on the device once per
+ * version (the caller gives a new one when the optimizer changed them) and reads `factors` only then.
+ */
+export interface AdapterSet { version: object; factors: () => Map<string, AdapterFactors> }
+
+/** The trained rows of a micro-batch: flattened token index (distinct) and the target there. */
 export interface TrainedRows { index: Int32Array; targets: Int32Array }
 
-/** What a forward keeps for its backward. */
+/** What a forward keeps for its backward (on the device); `release` frees what the backward did not. */
 export interface ForwardState {
   batch: TokenBatch;
   rows: TrainedRows;
+  /** The inputs graph's outputs: mask, cos and sin (x is layerInputs[0]); null once released. */
+  inputs: { mask: DeviceTensor; cos: DeviceTensor; sin: DeviceTensor } | null;
   /** Each layer's input [M, d]; the last entry is the last layer's output. */
-  layerInputs: Float32Array[];
+  layerInputs: (DeviceTensor | null)[];
   /** Each layer's saved activations (by savedTensors name), or null where its backward recomputes them. */
-  layerSaved: (Map<string, Output> | null)[];
-  lse: Float32Array;
+  layerSaved: (Map<string, DeviceTensor> | null)[];
+  lse: DeviceTensor | null;
   /** The head's softmax by vocabulary chunk, kept for its backward, or null where it computes the logits again. */
-  headProbs: Output[] | null;
-  adapters: Map<string, AdapterFactors>;
+  headProbs: DeviceTensor[] | null;
   scale: number;
-  cos: Float32Array;
-  sin: Float32Array;
-  mask: Float32Array;
+  /** The adapters' version the forward ran with (its backward must use the same). */
+  adapterVersion: object;
 }
 
 /** A source tensor as a training graph reads it: its ggml blocks repacked where MatMulNBits has a form, else float32. */
@@ -60,25 +73,6 @@ export function frozenData(t: SourceTensor): FrozenMatrixData {
 export function projectionPath(layer: number, target: LoraTarget): string {
   const parent = target === 'gate_proj' || target === 'up_proj' || target === 'down_proj' ? 'mlp' : 'self_attn';
   return `model.layers.${layer}.${parent}.${target}`;
-}
-
-/** Token embeddings: rows of the table, dequantized row by row when it is stored in blocks. */
-class EmbeddingTable {
-  private readonly float: Float32Array | null;
-  constructor(private readonly data: FrozenMatrixData) {
-    this.float = data.kind === 'float' ? data.data() : null;
-    if (data.kind === 'nbits') data.weights(); // repacked now (frozenData keeps it), not at the first token
-  }
-  rows(ids: Int32Array): Float32Array {
-    const D = this.data.K;
-    const out = new Float32Array(ids.length * D);
-    for (let i = 0; i < ids.length; i++) {
-      const id = ids[i];
-      if (this.float) { out.set(this.float.subarray(id * D, (id + 1) * D), i * D); continue; }
-      out.set(dequantizeNBits((frozenRows(this.data, id, id + 1) as Extract<FrozenMatrixData, { kind: 'nbits' }>).weights(), 1, D), i * D);
-    }
-    return out;
-  }
 }
 
 /**
@@ -120,12 +114,15 @@ export interface GraphEngineOptions extends GraphSessionOptions {
 
 export class GraphEngine {
   readonly transfers: TransferCounter;
+  private readonly inputs: GraphSession;
   private readonly layers: GraphSession[] = [];
   private readonly head: GraphSession;
-  private readonly embedding: EmbeddingTable;
+  private readonly uploader: DeviceUploader;
   private readonly saved: { name: string; rank: number }[];
   /** The head graph's vocabulary chunks (0 … k−1). */
   private readonly headChunks: number[];
+  /** The adapters on the device: their version and, per layer, the graph inputs (lora.<target>.a / .b). */
+  private adapters: { version: object; perLayer: Record<string, DeviceTensor>[] } | null = null;
 
   constructor(readonly config: ModelConfig, source: WeightSource, readonly targets: readonly LoraTarget[], opts: GraphEngineOptions = {}) {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
@@ -138,7 +135,8 @@ export class GraphEngine {
       if (!t) throw new Error(`weight ${name} is missing`);
       return t;
     };
-    this.embedding = new EmbeddingTable(frozenData(tensor('model.embed_tokens.weight')));
+    this.inputs = GraphSession.load(buildInputsGraph(config, frozenData(tensor('model.embed_tokens.weight'))), { ...sessionOpts, deviceOutputs: INPUTS_GRAPH_OUTPUTS });
+    const layerDeviceOutputs = ['out', ...this.saved.map(({ name }) => `saved_out.${name}`)];
     for (let l = 0; l < config.numLayers; l++) {
       const prefix = `model.layers.${l}.`;
       const weights: LayerWeights = { matrices: new Map(), vectors: new Map() };
@@ -148,127 +146,202 @@ export class GraphEngine {
         if (local.endsWith('_proj.weight')) weights.matrices.set(local.slice(0, -'.weight'.length), frozenData(t));
         else weights.vectors.set(local, t.f32());
       }
-      this.layers.push(GraphSession.load(buildLayerGraph(config, weights, targets), sessionOpts));
+      this.layers.push(GraphSession.load(buildLayerGraph(config, weights, targets), { ...sessionOpts, deviceOutputs: layerDeviceOutputs }));
       opts.onProgress?.(`layer ${l + 1}/${config.numLayers}`);
     }
     const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
-    this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32()), sessionOpts);
+    const onWebGpu = (opts.providers ?? []).some((p) => (typeof p === 'string' ? p : p.name) === 'webgpu');
+    this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu }),
+      { ...sessionOpts, deviceOutputs: ['lse_out', 'dx', ...this.headChunks.map((i) => `saved_probs_out.${i}`)] });
+    this.uploader = new DeviceUploader(this.head.providers, this.transfers);
     opts.onProgress?.('head');
   }
 
+  /** Whether activations live in GPU memory between runs (webgpu:0), rather than on the host. */
+  get resident(): boolean { return this.head.resident; }
+
   /** The logprob and entropy of each trained row, and what the backward needs. */
-  forward(batch: TokenBatch, rows: TrainedRows, adapters: Map<string, AdapterFactors>, scale: number, backwardFollows = true): { logp: Float32Array; entropy: Float32Array; state: ForwardState } {
-    const D = this.config.hiddenSize;
+  forward(batch: TokenBatch, rows: TrainedRows, adapters: AdapterSet, scale: number, backwardFollows = true): { logp: Float32Array; entropy: Float32Array; state: ForwardState } {
     const { cos, sinSigned: sin } = ropeTables(this.config, batch.positions);
-    const mask = attentionMask(batch, this.config.slidingWindow ?? null);
-    const layerInputs: Float32Array[] = [this.embedding.rows(batch.inputIds)];
-    const layerSaved: (Map<string, Output> | null)[] = [];
-    const rank = adapters.values().next().value?.rank ?? 0;
-    const perLayer = layerSavedBytes(this.config, batch.rows, batch.length, rank, this.targets.length);
-    // The head's softmax first (keeping it saves a product with the largest matrix), then layers in order.
-    let budget = backwardFollows ? savedActivationBudget() : 0;
-    const headProbBytes = 4 * rows.index.length * this.config.vocabSize;
-    const saveHead = headProbBytes <= budget;
-    if (saveHead) budget -= headProbBytes;
-    for (let l = 0; l < this.layers.length; l++) {
-      const save = perLayer * (l + 1) <= budget;
-      const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], { cos, sin, mask }, adapters, scale, null, save ? 'save' : null));
-      layerInputs.push(out.out.data);
-      layerSaved.push(save ? new Map(this.saved.map(({ name }) => [name, out[`saved_out.${name}`]])) : null);
-    }
-    const selected = gatherRows(layerInputs[layerInputs.length - 1], rows.index, D);
-    const head = this.head.run({
-      x: { data: selected, dims: [rows.index.length, D] },
-      targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
-      backward: { data: false },
-      save: { data: saveHead },
-      lse: { data: new Float32Array(0), dims: [0, 1] },
-      dlogp: { data: new Float32Array(0), dims: [0, 1] },
-      ...this.savedProbFeeds(null),
+    const hd = this.config.headDim;
+    const M = batch.rows * batch.length;
+    const made = this.inputs.run({
+      ids: { data: BigInt64Array.from(batch.inputIds, (t) => BigInt(t)), dims: [M] },
+      segments: { data: BigInt64Array.from(batch.segmentIds, (t) => BigInt(t)), dims: [batch.rows, batch.length] },
+      cos: { data: cos, dims: [M, 1, hd] },
+      sin: { data: sin, dims: [M, 1, hd] },
     });
-    const headProbs = saveHead ? this.headChunks.map((i) => head[`saved_probs_out.${i}`]) : null;
-    return {
-      logp: head.logp.data, entropy: head.entropy.data,
-      state: { batch, rows, layerInputs, layerSaved, lse: head.lse_out.data, headProbs, adapters, scale, cos, sin, mask },
+    const state: ForwardState = {
+      batch, rows, inputs: { mask: made.device('mask'), cos: made.device('cos_out'), sin: made.device('sin_out') },
+      layerInputs: [made.device('x')], layerSaved: [], lse: null, headProbs: null, scale, adapterVersion: adapters.version,
     };
+    try {
+      const onDevice = this.adaptersFor(adapters);
+      const perLayer = layerSavedBytes(this.config, batch.rows, batch.length, this.rank(), this.targets.length);
+      // The head's softmax first (keeping it saves a product with the largest matrix), then layers in order.
+      let budget = backwardFollows ? savedActivationBudget() : 0;
+      const headProbBytes = 4 * rows.index.length * this.config.vocabSize;
+      const saveHead = headProbBytes <= budget;
+      if (saveHead) budget -= headProbBytes;
+      for (let l = 0; l < this.layers.length; l++) {
+        const save = perLayer * (l + 1) <= budget;
+        const out = this.layers[l].run(this.layerFeeds(state, onDevice[l], state.layerInputs[l]!, null, save ? 'save' : null));
+        state.layerInputs.push(out.device('out'));
+        state.layerSaved.push(save ? new Map(this.saved.map(({ name }) => [name, out.device(`saved_out.${name}`)])) : null);
+        for (const { name } of this.saved) if (!save) out.device(`saved_out.${name}`).dispose(); // empties
+        // A forward without a backward keeps nothing of the layers before.
+        if (!backwardFollows) { state.layerInputs[l]!.dispose(); state.layerInputs[l] = null; }
+      }
+      const head = this.head.run({
+        ...this.headFeeds(state, false, saveHead, null),
+        ...this.savedProbFeeds(null),
+      });
+      head.device('dx').dispose(); // empty in a forward
+      state.lse = head.device('lse_out');
+      const probs = this.headChunks.map((i) => head.device(`saved_probs_out.${i}`));
+      if (saveHead) state.headProbs = probs;
+      else for (const p of probs) p.dispose();
+      const result = { logp: head.host('logp').data, entropy: head.host('entropy').data, state };
+      if (!backwardFollows) this.release(state);
+      return result;
+    } catch (err) {
+      this.release(state);
+      throw err;
+    }
   }
 
   /** Every adapter's gradient ([in, r] and [r, out], by module path) from dLoss/dlogprob of each trained row. */
   backward(state: ForwardState, dlogp: Float32Array): Map<string, { a: Float32Array; b: Float32Array }> {
-    const { hiddenSize: D } = this.config;
-    const { batch, rows, layerInputs } = state;
-    const n = rows.index.length;
-    const head = this.head.run({
-      x: { data: gatherRows(layerInputs[layerInputs.length - 1], rows.index, D), dims: [n, D] },
-      targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
-      backward: { data: true },
-      save: { data: state.headProbs !== null },
-      lse: { data: state.lse, dims: [n, 1] },
-      dlogp: { data: dlogp, dims: [n, 1] },
-      ...this.savedProbFeeds(state.headProbs),
-    });
+    try {
+      if (this.adapters?.version !== state.adapterVersion) throw new Error('the adapters changed between a forward and its backward');
+      const onDevice = this.adapters.perLayer;
+      const head = this.head.run({
+        ...this.headFeeds(state, true, state.headProbs !== null, dlogp),
+        ...this.savedProbFeeds(state.headProbs),
+      });
+      let dy = head.device('dx');
+      this.disposeHeadState(state);
+      const grads = new Map<string, { a: Float32Array; b: Float32Array }>();
+      for (let l = this.layers.length - 1; l >= 0; l--) {
+        const saved = state.layerSaved[l];
+        const out = this.layers[l].run(this.layerFeeds(state, onDevice[l], state.layerInputs[l]!, dy, saved));
+        // Read: let them go before the next layer's backward.
+        dy.dispose();
+        state.layerInputs[l + 1]?.dispose();
+        state.layerInputs[l + 1] = null;
+        for (const t of saved?.values() ?? []) t.dispose();
+        state.layerSaved[l] = null;
+        for (const { name } of this.saved) out.device(`saved_out.${name}`).dispose(); // empties in a backward
+        dy = out.device('out');
+        for (const target of this.targets) grads.set(projectionPath(l, target), { a: out.host(loraGradOutput(target, 'a')).data, b: out.host(loraGradOutput(target, 'b')).data });
+      }
+      dy.dispose(); // the embeddings' gradient: the base is frozen
+      return grads;
+    } finally {
+      this.release(state);
+    }
+  }
+
+  /** Free what a forward kept on the device (after its backward, or when none follows). */
+  release(state: ForwardState): void {
+    for (const t of state.layerInputs) t?.dispose();
+    state.layerInputs = [];
+    for (const m of state.layerSaved) for (const t of m?.values() ?? []) t.dispose();
+    state.layerSaved = [];
+    this.disposeHeadState(state);
+    for (const t of Object.values(state.inputs ?? {})) t.dispose();
+    state.inputs = null;
+  }
+
+  private disposeHeadState(state: ForwardState): void {
+    state.lse?.dispose();
+    state.lse = null;
+    for (const p of state.headProbs ?? []) p.dispose();
     state.headProbs = null;
-    let dy: Float32Array = new Float32Array(batch.rows * batch.length * D);
-    const dSelected = head.dx.data;
-    for (let j = 0; j < n; j++) {
-      const at = rows.index[j] * D;
-      for (let k = 0; k < D; k++) dy[at + k] += dSelected[j * D + k];
+  }
+
+  /** The adapters on the device for `set`'s version: uploaded once per version, the previous version freed. */
+  private adaptersFor(set: AdapterSet): Record<string, DeviceTensor>[] {
+    if (this.adapters?.version === set.version) return this.adapters.perLayer;
+    this.disposeAdapters();
+    const factors = set.factors();
+    const perLayer: Record<string, DeviceTensor>[] = [];
+    for (let l = 0; l < this.layers.length; l++) {
+      const values: Record<string, { data: Float32Array; dims: number[] }> = {};
+      for (const target of this.targets) {
+        const f = factors.get(projectionPath(l, target));
+        if (!f) throw new Error(`no adapter for ${projectionPath(l, target)}`);
+        values[loraInput(target, 'a')] = { data: f.a, dims: [f.inDim, f.rank] };
+        values[loraInput(target, 'b')] = { data: f.b, dims: [f.rank, f.outDim] };
+      }
+      perLayer.push(this.uploader.upload(values));
     }
-    const grads = new Map<string, { a: Float32Array; b: Float32Array }>();
-    for (let l = this.layers.length - 1; l >= 0; l--) {
-      const saved = state.layerSaved[l];
-      const out = this.layers[l].run(this.layerFeeds(l, batch, layerInputs[l], state, state.adapters, state.scale, dy, saved));
-      state.layerSaved[l] = null; // read: let it go before the next layer's backward
-      dy = out.out.data;
-      for (const target of this.targets) grads.set(projectionPath(l, target), { a: out[loraGradOutput(target, 'a')].data, b: out[loraGradOutput(target, 'b')].data });
-    }
-    return grads;
+    this.adapters = { version: set.version, perLayer };
+    return perLayer;
+  }
+
+  /** The adapters' rank (from the first uploaded A: [in, r]). */
+  private rank(): number {
+    const first = this.adapters?.perLayer[0]?.[loraInput(this.targets[0], 'a')];
+    return first ? first.dims[1] : 0;
+  }
+
+  private disposeAdapters(): void {
+    for (const layer of this.adapters?.perLayer ?? []) for (const t of Object.values(layer)) t.dispose();
+    this.adapters = null;
+  }
+
+  private headFeeds(state: ForwardState, backward: boolean, save: boolean, dlogp: Float32Array | null): Record<string, HostFeed | DeviceTensor> {
+    const { rows } = state;
+    const n = rows.index.length;
+    return {
+      x: state.layerInputs[state.layerInputs.length - 1]!,
+      rows: { data: BigInt64Array.from(rows.index, (i) => BigInt(i)) },
+      targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
+      backward: { data: backward },
+      save: { data: save },
+      lse: backward ? state.lse! : { data: new Float32Array(0), dims: [0, 1] },
+      dlogp: dlogp ? { data: dlogp, dims: [n, 1] } : { data: new Float32Array(0), dims: [0, 1] },
+    };
   }
 
   /** The head's saved-softmax inputs: the kept chunks, or empties. */
-  private savedProbFeeds(logits: Output[] | null): Record<string, Output> {
-    return Object.fromEntries(this.headChunks.map((i) => [`saved_probs.${i}`, logits ? logits[i] : { data: new Float32Array(0), dims: [0, 0] }]));
+  private savedProbFeeds(probs: DeviceTensor[] | null): Record<string, HostFeed | DeviceTensor> {
+    return Object.fromEntries(this.headChunks.map((i) => [`saved_probs.${i}`, probs ? probs[i] : { data: new Float32Array(0), dims: [0, 0] }]));
   }
 
   /**
    * One layer's feeds. `saved`: 'save' asks a forward to return its activations; a map gives them to a backward;
    * null runs the forward alone or the backward with the forward recomputed.
    */
-  private layerFeeds(layer: number, batch: TokenBatch, x: Float32Array, t: { cos: Float32Array; sin: Float32Array; mask: Float32Array }, adapters: Map<string, AdapterFactors>, scale: number, dy: Float32Array | null, saved: 'save' | Map<string, Output> | null) {
-    const { hiddenSize: D, headDim: hd } = this.config;
-    const M = batch.rows * batch.length;
-    const feeds: Record<string, { data: Float32Array | BigInt64Array | boolean | number; dims?: number[] }> = {
-      x: { data: x, dims: [M, D] },
+  private layerFeeds(state: ForwardState, adapters: Record<string, DeviceTensor>, x: DeviceTensor, dy: DeviceTensor | null, saved: 'save' | Map<string, DeviceTensor> | null): Record<string, HostFeed | DeviceTensor> {
+    const { batch } = state;
+    const D = this.config.hiddenSize;
+    if (!state.inputs) throw new Error('this forward state was released');
+    const feeds: Record<string, HostFeed | DeviceTensor> = {
+      x,
       bt: { data: new BigInt64Array([BigInt(batch.rows), BigInt(batch.length)]) },
-      cos: { data: t.cos, dims: [M, 1, hd] },
-      sin: { data: t.sin, dims: [M, 1, hd] },
-      mask: { data: t.mask, dims: [batch.rows, 1, 1, batch.length, batch.length] },
-      lora_scale: { data: scale },
+      cos: state.inputs.cos,
+      sin: state.inputs.sin,
+      mask: state.inputs.mask,
+      lora_scale: { data: state.scale },
       backward: { data: dy !== null },
-      dy: dy ? { data: dy, dims: [M, D] } : { data: new Float32Array(0), dims: [0, D] },
+      dy: dy ?? { data: new Float32Array(0), dims: [0, D] },
       save: { data: saved !== null },
+      ...adapters,
     };
     for (const { name, rank } of this.saved) {
       const given = saved instanceof Map ? saved.get(name)! : null;
       feeds[`saved.${name}`] = given ?? { data: new Float32Array(0), dims: Array.from({ length: rank }, () => 0) };
     }
-    for (const target of this.targets) {
-      const f = adapters.get(projectionPath(layer, target));
-      if (!f) throw new Error(`no adapter for ${projectionPath(layer, target)}`);
-      feeds[loraInput(target, 'a')] = { data: f.a, dims: [f.inDim, f.rank] };
-      feeds[loraInput(target, 'b')] = { data: f.b, dims: [f.rank, f.outDim] };
-    }
     return feeds;
   }
 
   dispose(): void {
+    this.disposeAdapters();
+    this.inputs.dispose();
     for (const s of this.layers) s.dispose();
     this.head.dispose();
+    this.uploader.dispose();
   }
-}
-
-function gatherRows(x: Float32Array, index: Int32Array, D: number): Float32Array {
-  const out = new Float32Array(index.length * D);
-  for (let j = 0; j < index.length; j++) out.set(x.subarray(index[j] * D, (index[j] + 1) * D), j * D);
-  return out;
 }

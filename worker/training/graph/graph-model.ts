@@ -7,7 +7,7 @@ import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import type { WeightSource } from '../../../src/runtime/weight-source.js';
 import type { MicroBatch } from '../data.js';
 import type { LoraAdapters } from '../lora.js';
-import { GraphEngine, projectionPath, type AdapterFactors, type GraphEngineOptions } from './graph-engine.js';
+import { GraphEngine, projectionPath, type AdapterSet, type GraphEngineOptions } from './graph-engine.js';
 
 export class GraphLoraModel {
   private constructor(readonly config: ModelConfig, readonly engine: GraphEngine, public lora: LoraAdapters) {}
@@ -15,6 +15,19 @@ export class GraphLoraModel {
   static build(config: ModelConfig, source: WeightSource, lora: LoraAdapters, opts: GraphEngineOptions = {}): GraphLoraModel {
     if (lora.config.dropout > 0) throw new Error('the graph engine trains LoRA without dropout');
     return new GraphLoraModel(config, new GraphEngine(config, source, lora.config.targetModules, opts), lora);
+  }
+
+  private version: { ids: object[]; token: object } | null = null;
+
+  /**
+   * The adapters' version for the engine (uploaded once per version): the same token while the variables hold
+   * the same TF.js data (an optimizer step assigns new data, so new ids), a new one when any changed.
+   */
+  private adapterVersion(ids: object[]): object {
+    const v = this.version;
+    if (v && v.ids.length === ids.length && v.ids.every((id, i) => id === ids[i])) return v.token;
+    this.version = { ids, token: {} };
+    return this.version.token;
   }
 
   /** The adapters' variables in the engine's order: per layer, per target, A then B. */
@@ -41,12 +54,15 @@ export class GraphLoraModel {
     const vars = this.adapterVariables(lora);
     const inputs = vars.flatMap((v) => [v.a, v.b]);
     const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
-      const adapters = new Map<string, AdapterFactors>();
-      vars.forEach((v, i) => {
-        const [inDim, rank] = v.a.shape as [number, number];
-        const outDim = v.b.shape[1] as number;
-        adapters.set(v.path, { a: (args[2 * i] as tf.Tensor).dataSync() as Float32Array, b: (args[2 * i + 1] as tf.Tensor).dataSync() as Float32Array, inDim, outDim, rank });
-      });
+      const tensors = vars.flatMap((_, i) => [args[2 * i] as tf.Tensor, args[2 * i + 1] as tf.Tensor]);
+      const adapters: AdapterSet = {
+        version: this.adapterVersion(tensors.map((t) => t.dataId)),
+        factors: () => new Map(vars.map((v, i) => {
+          const [inDim, rank] = v.a.shape as [number, number];
+          const outDim = v.b.shape[1] as number;
+          return [v.path, { a: tensors[2 * i].dataSync() as Float32Array, b: tensors[2 * i + 1].dataSync() as Float32Array, inDim, outDim, rank }];
+        })),
+      };
       const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters, lora.enabled ? lora.scale : 0, training);
       onEntropy?.(entropy);
       return {

@@ -1,8 +1,17 @@
 // One training graph loaded into ONNX Runtime, run synchronously (the engine runs inside TF.js's custom-gradient
-// functions, which are synchronous) through onnxruntime-node's native binding, as ort-compute.ts does. Counts the
-// bytes each run hands over and gets back: on a GPU these cross between host and device, on the CPU they show
+// functions, which are synchronous) through onnxruntime-node's native binding, as ort-compute.ts does.
+//
+// Residency: outputs named in `deviceOutputs` stay where the session computed them (a DeviceTensor) and are fed
+// back to later runs by reference. On webgpu:0 that is GPU memory (preferredOutputLocation 'gpu-buffer', the
+// binding's IO binding, as src/runtime/resident-kv.ts does for the KV cache); on the CPU it is the same host
+// tensor, so the engine's dataflow is one on every device. onnxruntime-node 1.30 binds device memory for WebGPU
+// only: on CUDA the outputs come back to the host and are sent again (the counter shows it).
+//
+// The TransferCounter counts what crosses: host arrays handed to a run or uploaded, and host outputs read back;
+// DeviceTensors fed back are not counted. On a GPU these bytes cross between host and device; on the CPU they show
 // what would.
 import * as ort from 'onnxruntime-node';
+import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { newNativeSession, trainingThreads, type NativeSession } from '../ort-compute.js';
 
 
@@ -47,6 +56,42 @@ export class TransferCounter {
 
 export type Feed = Float32Array | BigInt64Array | boolean | number;
 export interface Output { data: Float32Array; dims: number[] }
+/** A host value for a run: a typed array with its dims, or a scalar (bool or float). */
+export interface HostFeed { data: Feed; dims?: number[] }
+
+/**
+ * A tensor a run left where it was computed (GPU memory on webgpu:0, host memory on the CPU), to feed to later
+ * runs of any session of the engine. GPU memory is freed by `dispose` (ORT does not collect it), host memory by
+ * the garbage collector.
+ */
+export class DeviceTensor {
+  private released = false;
+  constructor(readonly tensor: ort.Tensor) {}
+  get dims(): readonly number[] { return this.tensor.dims; }
+  /** 'gpu-buffer' where it lives in GPU memory, 'cpu' on the host. */
+  get location(): string { return this.tensor.location; }
+  get byteLength(): number { return 4 * this.tensor.dims.reduce((a, d) => a * d, 1); }
+  dispose(): void {
+    if (this.released) return;
+    this.released = true;
+    if (this.tensor.location === 'gpu-buffer') this.tensor.dispose();
+  }
+}
+
+/** A run's outputs: host arrays (read back, counted) and DeviceTensors (left on the device). */
+export class RunOutputs {
+  constructor(private readonly values: Record<string, Output | DeviceTensor>) {}
+  host(name: string): Output {
+    const v = this.values[name];
+    if (!v || v instanceof DeviceTensor) throw new Error(`output ${name} is not a host output`);
+    return v;
+  }
+  device(name: string): DeviceTensor {
+    const v = this.values[name];
+    if (!(v instanceof DeviceTensor)) throw new Error(`output ${name} is not a device output`);
+    return v;
+  }
+}
 
 export interface GraphSessionOptions {
   threads?: number;
@@ -59,10 +104,22 @@ export interface GraphSessionOptions {
   arena?: boolean;
   providers?: ort.InferenceSession.ExecutionProviderConfig[];
   counter?: TransferCounter;
+  /** Outputs left on the device as DeviceTensors (the rest come back to the host). */
+  deviceOutputs?: string[];
 }
 
+/** Whether a session on these providers can leave outputs in device memory (the binding's IO binding: WebGPU). */
+const bindsDeviceMemory = (providers: Providers) => providerName(providers[0]) === 'webgpu';
+
 export class GraphSession {
-  private constructor(private readonly session: NativeSession, private readonly counter: TransferCounter | null) {}
+  private readonly deviceOutputs: Set<string>;
+
+  private constructor(private readonly session: NativeSession, private readonly counter: TransferCounter | null, deviceOutputs: string[], readonly providers: Providers) {
+    this.deviceOutputs = new Set(deviceOutputs);
+  }
+
+  /** Whether device outputs live in GPU memory (else they are host tensors: the CPU, or a provider without IO binding). */
+  get resident(): boolean { return bindsDeviceMemory(this.providers); }
 
   /**
    * Loads on `opts.providers` (default the CPU); where ONNX Runtime cannot (see failedProviders), on the CPU.
@@ -98,8 +155,10 @@ export class GraphSession {
 
   private static loadWith(model: Uint8Array, providers: Providers, opts: GraphSessionOptions): GraphSession {
     const session = newNativeSession();
+    const deviceOutputs = opts.deviceOutputs ?? [];
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
       executionProviders: providers,
+      ...(bindsDeviceMemory(providers) && deviceOutputs.length > 0 ? { preferredOutputLocation: Object.fromEntries(deviceOutputs.map((o) => [o, 'gpu-buffer' as const])) } : {}),
       logSeverityLevel: 3,
       intraOpNumThreads: opts.threads ?? trainingThreads(),
       interOpNumThreads: 1,
@@ -110,33 +169,78 @@ export class GraphSession {
       // Developer tool, as for inference sessions: ORT's per-node timing (JSON files under this prefix).
       ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
     });
-    return new GraphSession(session, opts.counter ?? null);
+    return new GraphSession(session, opts.counter ?? null, deviceOutputs, providers);
   }
 
-  /** Run with `feeds` (typed arrays with their dims; booleans and numbers as scalars); returns every output. */
-  run(feeds: Record<string, { data: Feed; dims?: number[] }>): Record<string, Output> {
+  /**
+   * Run with `feeds`: host values (typed arrays with their dims; booleans and numbers as scalars) or DeviceTensors
+   * of earlier runs. Returns every output: those named in deviceOutputs as DeviceTensors, the rest as host arrays.
+   */
+  run(feeds: Record<string, HostFeed | DeviceTensor>): RunOutputs {
     const tensors: Record<string, ort.Tensor> = {};
     let sent = 0;
-    for (const [name, { data, dims }] of Object.entries(feeds)) {
-      if (typeof data === 'boolean') tensors[name] = new ort.Tensor('bool', new Uint8Array([data ? 1 : 0]), []);
-      else if (typeof data === 'number') tensors[name] = new ort.Tensor('float32', new Float32Array([data]), []);
-      else tensors[name] = new ort.Tensor(data instanceof BigInt64Array ? 'int64' : 'float32', data, dims ?? [data.length]);
-      sent += typeof data === 'object' ? data.byteLength : 4;
+    for (const [name, feed] of Object.entries(feeds)) {
+      if (feed instanceof DeviceTensor) { tensors[name] = feed.tensor; continue; }
+      tensors[name] = hostTensor(feed);
+      sent += typeof feed.data === 'object' ? feed.data.byteLength : 4;
     }
     const fetches = Object.fromEntries(this.session.outputMetadata.map((m) => [m.name, null]));
     const results = this.session.run(tensors, fetches, {});
-    const out: Record<string, Output> = {};
+    const out: Record<string, Output | DeviceTensor> = {};
     let received = 0;
     for (const [name, r] of Object.entries(results)) {
-      out[name] = { data: r.data as Float32Array, dims: r.dims };
-      received += r.data.byteLength;
+      if (this.deviceOutputs.has(name)) { out[name] = new DeviceTensor(r); continue; }
+      const data = r.data as Float32Array;
+      out[name] = { data, dims: [...r.dims] };
+      received += data.byteLength;
     }
     if (this.counter) { this.counter.toDevice += sent; this.counter.fromDevice += received; }
-    return out;
+    return new RunOutputs(out);
   }
 
   dispose(): void {
     if (process.env.HEARTH_ORT_PROFILE) this.session.endProfiling();
     this.session.dispose();
+  }
+}
+
+function hostTensor({ data, dims }: HostFeed): ort.Tensor {
+  if (typeof data === 'boolean') return new ort.Tensor('bool', new Uint8Array([data ? 1 : 0]), []);
+  if (typeof data === 'number') return new ort.Tensor('float32', new Float32Array([data]), []);
+  return new ort.Tensor(data instanceof BigInt64Array ? 'int64' : 'float32', data, dims ?? [data.length]);
+}
+
+/**
+ * Host arrays put on the device once, to be fed to many runs (a step's adapters, a micro-batch's tables): on a
+ * session that binds device memory, a graph of Identity nodes whose outputs stay there (one graph per list of
+ * float ranks, built when first asked); elsewhere the arrays wrapped as they are. Counted once either way.
+ */
+export class DeviceUploader {
+  private readonly graphs = new Map<string, GraphSession>();
+  constructor(private readonly providers: Providers, private readonly counter: TransferCounter) {}
+
+  upload(values: Record<string, { data: Float32Array; dims: number[] }>): Record<string, DeviceTensor> {
+    const names = Object.keys(values);
+    for (const name of names) this.counter.toDevice += values[name].data.byteLength;
+    if (!bindsDeviceMemory(this.providers)) return Object.fromEntries(names.map((n) => [n, new DeviceTensor(hostTensor(values[n]))]));
+    const ranks = names.map((n) => values[n].dims.length);
+    const key = ranks.join(',');
+    let session = this.graphs.get(key);
+    if (!session) {
+      const g = new GraphBuilder();
+      ranks.forEach((rank, i) => {
+        const dims = Array.from({ length: rank }, (_, k) => `d${i}_${k}`);
+        g.node('Identity', [g.input(`in.${i}`, DataType.FLOAT, dims)], { outputs: [`out.${i}`] });
+        g.output(`out.${i}`, DataType.FLOAT, dims);
+      });
+      session = GraphSession.load(g.toModelBytes('hearth_upload'), { providers: this.providers, threads: 1, deviceOutputs: ranks.map((_, i) => `out.${i}`) });
+      this.graphs.set(key, session);
+    }
+    const out = session.run(Object.fromEntries(names.map((n, i) => [`in.${i}`, values[n]])));
+    return Object.fromEntries(names.map((n, i) => [n, out.device(`out.${i}`)]));
+  }
+
+  dispose(): void {
+    for (const s of this.graphs.values()) s.dispose();
   }
 }

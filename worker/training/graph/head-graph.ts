@@ -8,10 +8,12 @@
 // without, the backward computes the logits again: [n, vocab] floats kept (0.5B at 4,096 tokens: 2.5 GB) against
 // one more product of the head (the engine decides, graph-engine.ts).
 //
-// Inputs: x [n, d] (the last layer's output at the trained rows), targets int64 [n], backward bool [], save
-// bool [], lse [n, 1] and dlogp [n, 1] (backward; [0, 1] otherwise), saved_probs.<chunk> [n, chunk] (backward
-// with save; [0, 0] otherwise). Outputs (all rank 2; [0, 0] where a branch makes none): logp, entropy, lse_out
-// [n, 1] (forward); dx [n, d] (backward); saved_probs_out.<chunk> (forward with save).
+// Inputs: x [M, d] (the last layer's output, every token), rows int64 [n] (the trained rows, distinct), targets
+// int64 [n], backward bool [], save bool [], lse [n, 1] and dlogp [n, 1] (backward; [0, 1] otherwise),
+// saved_probs.<chunk> [n, chunk] (backward with save; [0, 0] otherwise). Outputs (all rank 2; [0, 0] where a
+// branch makes none): logp, entropy, lse_out [n, 1] (forward); dx [M, d] (backward: zero at untrained rows);
+// saved_probs_out.<chunk> (forward with save). The rows are gathered and the gradient scattered in the graph,
+// so x and dx stay on the device (graph-engine.ts).
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { FrozenMatrix, frozenRows, type FrozenMatrixData } from './frozen-matrix.js';
@@ -21,11 +23,24 @@ import { ifBranch, leafBranch, rootIf, type BranchOutputs } from './branches.js'
 /** Vocabulary rows per chunk: 16,384 × 4,096 floats (an 8B head) is a 256 MB chunk. */
 export const VOCAB_CHUNK = 16384;
 
-export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, normWeight: Float32Array, chunk = VOCAB_CHUNK): Uint8Array {
+export interface HeadGraphOptions {
+  /** Vocabulary rows per chunk. */
+  chunk?: number;
+  /**
+   * ONNX Runtime's fused LogSoftmax (one pass over a chunk's logits; the CPU's), or the same from ReduceMax, Exp,
+   * ReduceSum and Log: ORT 1.30's WebGPU provider has no LogSoftmax kernel, and running it on the CPU would copy
+   * every chunk's logits to the host and back.
+   */
+  fusedLogSoftmax?: boolean;
+}
+
+export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, normWeight: Float32Array, { chunk = VOCAB_CHUNK, fusedLogSoftmax = true }: HeadGraphOptions = {}): Uint8Array {
   const { hiddenSize: D, vocabSize: V, rmsNormEps: eps } = config;
   if (head.N !== V || head.K !== D) throw new Error(`LM head is [${head.N}, ${head.K}], expected [${V}, ${D}]`);
   const root = new GraphBuilder();
-  const x = root.input('x', DataType.FLOAT, ['n', D]);
+  const all = root.input('x', DataType.FLOAT, ['M', D]);
+  const rows = root.input('rows', DataType.INT64, ['n']);
+  const x = root.op('Gather', [all, rows], { axis: 0 });
   const targets = root.input('targets', DataType.INT64, ['n']);
   const backward = root.input('backward', DataType.BOOL, []);
   const save = root.input('save', DataType.BOOL, []);
@@ -53,14 +68,23 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
 
   const forward = (g: GraphBuilder, keep: boolean) => {
     const { y: n } = rmsNorm(g, x, wNorm, eps);
-    // Per chunk: ONNX Runtime's fused LogSoftmax, then exp and one weighted sum (the entropy's term).
+    // Per chunk: the log-softmax (fused where the provider has it), then exp and one weighted sum (the entropy's term).
     const lses: string[] = [], picked: string[] = [], expected: string[] = [], local: string[] = [];
     const out = new Map<string, string>();
     const firstColumn = (t: string) => g.op('Slice', [t, g.int64s([0]), g.int64s([1]), g.int64s([1])]);
     chunks.forEach((c) => {
       const logits = c.matrix.forward(g, n);
-      const logSoftmax = g.op('LogSoftmax', [logits], { axis: 1 }); // logits − lse_chunk
-      const lse = g.op('Sub', [firstColumn(logits), firstColumn(logSoftmax)]);
+      let logSoftmax: string, lse: string;
+      if (fusedLogSoftmax) {
+        logSoftmax = g.op('LogSoftmax', [logits], { axis: 1 }); // logits − lse_chunk
+        lse = g.op('Sub', [firstColumn(logits), firstColumn(logSoftmax)]);
+      } else {
+        const max = g.op('ReduceMax', [logits], { axes: { ints: [1] }, keepdims: 1 });
+        const shifted = g.op('Sub', [logits, max]);
+        const logSum = g.op('Log', [rowSum(g, g.op('Exp', [shifted]))]);
+        logSoftmax = g.op('Sub', [shifted, logSum]);
+        lse = g.op('Add', [max, logSum]);
+      }
       const probs = g.op('Exp', [logSoftmax]); // softmax within the chunk
       lses.push(lse);
       local.push(probs);
@@ -94,7 +118,9 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
       const rows = c.matrix.rows(g, g.op('Squeeze', [t.index, g.int64s([1])])); // [n, d]
       parts.push(g.op('Mul', [rows, g.op('Mul', [dlogp, t.inside])]));
     }
-    return new Map([['dx', rmsNormBackward(g, x, r, wNorm, sum(g, parts))]]);
+    const dSelected = rmsNormBackward(g, x, r, wNorm, sum(g, parts));
+    const zeros = g.op('Expand', [g.scalarFloat(0), g.op('Shape', [all])]); // (WebGPU has no ConstantOfShape)
+    return new Map([['dx', g.op('ScatterND', [zeros, g.op('Unsqueeze', [rows, g.int64s([1])]), dSelected])]]);
   };
 
   const forwardSaving = leafBranch(root, outputs, 'fs', (g) => forward(g, true));

@@ -7,7 +7,7 @@
 //   frozenData picks: MatMulNBits' repacked blocks (codes + a float32 scale per block, + a float32 offset per block
 //   for the formats with a minimum) where the ggml type has one and the row length is a multiple of 256, else
 //   float32; norms and biases float32. A tied embedding is also the head's initializer: stored twice.
-// - the embedding table kept in JS (EmbeddingTable): the same blocks (or float32) once more.
+// - the token embeddings as the inputs graph's initializer (inputs-graph.ts): the same blocks (or float32) once more.
 // - a float base handed in as `weights` (HF checkpoints: job.ts) stays alive beside the graphs (the job's spec
 //   holds it): the graphs' float initializers are a copy of it.
 // - adapters: A and B float32, with the tape's gradient, the accumulated sum and its clipped copy (TF.js).
@@ -89,7 +89,7 @@ export interface GraphMemoryInput {
 export interface GraphMemoryPlan {
   /** Frozen tensors as ORT initializers (every layer graph and the head). */
   weights: number;
-  /** The embedding table EmbeddingTable keeps in JS (0 when it is the held float base's own array). */
+  /** The embedding table of the inputs graph (inputs-graph.ts): a copy of the stored blocks or float32. */
   embedding: number;
   /** A float base the job holds beside the graphs. */
   floatBase: number;
@@ -153,8 +153,7 @@ export function graphMemoryPlan(input: GraphMemoryInput): GraphMemoryPlan {
   const headStored = storedTensorBytes(head);
   weights += headStored.bytes + storedTensorBytes(need('model.norm.weight')).bytes;
   const embedStored = storedTensorBytes(embed);
-  // EmbeddingTable holds t.f32() (the held float array itself for float weights) or the repacked blocks.
-  const embedding = embedStored.blocks || !input.floatBaseHeld ? embedStored.bytes : 0;
+  const embedding = embedStored.bytes;
   let floatBase = 0;
   if (input.floatBaseHeld) for (const t of tensors.values()) floatBase += t.shape.reduce((a, b) => a * b, 1) * 4;
 

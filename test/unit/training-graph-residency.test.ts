@@ -1,0 +1,135 @@
+// What crosses between host and device in the graph engine's steps (worker/training/graph/), counted by its
+// TransferCounter: a step's adapters once (when they changed), each micro-batch's inputs (token and segment ids,
+// the RoPE tables, trained rows, targets, dLoss/dlogp), scalars, and back each trained row's logprob and entropy
+// and the adapters' gradients. No activation, saved tensor, mask or logit crosses: the test fails if one does.
+// On webgpu:0 (SwiftShader's Vulkan driver where there is no GPU, as runtime-webgpu.test.ts) it also checks that
+// what the forward keeps lives in GPU memory and that the backward frees all of it.
+import { existsSync } from 'node:fs';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../../src/runtime/model-config.js';
+import { weightsSource } from '../../src/runtime/weight-source.js';
+import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
+import { initTrainingBackend } from '../../worker/training/backend.js';
+import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
+import { GraphEngine, projectionPath, type AdapterFactors, type AdapterSet, type ForwardState } from '../../worker/training/graph/graph-engine.js';
+import type { DeviceTensor } from '../../worker/training/graph/graph-session.js';
+import { savedTensors } from '../../worker/training/graph/layer-graph.js';
+import { randomWeights } from '../../worker/training/tensor-utils.js';
+import { packedSequences, seededLora, tinyConfig } from './training-helpers.js';
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+if (!process.env.VK_ICD_FILENAMES && !process.env.VK_DRIVER_FILES && existsSync(SWIFTSHADER_ICD)) {
+  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
+}
+const adapterProblem = await ortDeviceProbes().webgpu();
+if (adapterProblem) console.log(`training-graph-residency: WebGPU tests SKIPPED, no adapter (${adapterProblem}); install chromium (SwiftShader's Vulkan ICD) and libvulkan1 to run them`);
+
+beforeAll(async () => {
+  await initTrainingBackend({ log: () => {} });
+}, 180_000);
+
+const savedBefore = process.env.HEARTH_TRAIN_SAVED_BYTES;
+afterEach(() => {
+  if (savedBefore === undefined) delete process.env.HEARTH_TRAIN_SAVED_BYTES;
+  else process.env.HEARTH_TRAIN_SAVED_BYTES = savedBefore;
+});
+
+const config: ModelConfig = tinyConfig({ architecture: 'qwen2', attentionBias: true, tieWordEmbeddings: true, vocabSize: 16384 + 300, hiddenSize: 64, intermediateSize: 96, numLayers: 3, numHeads: 4, numKvHeads: 2, headDim: 16 });
+
+/** Every tensor a forward kept for its backward. */
+function kept(state: ForwardState): DeviceTensor[] {
+  return [
+    ...state.layerInputs.filter((t): t is DeviceTensor => t !== null),
+    ...state.layerSaved.flatMap((m) => [...(m?.values() ?? [])]),
+    ...Object.values(state.inputs ?? {}),
+    ...(state.lse ? [state.lse] : []),
+    ...(state.headProbs ?? []),
+  ];
+}
+
+function run(providers: ('cpu' | 'webgpu')[], savedBytes: string | undefined) {
+  if (savedBytes === undefined) delete process.env.HEARTH_TRAIN_SAVED_BYTES;
+  else process.env.HEARTH_TRAIN_SAVED_BYTES = savedBytes;
+  const lora = seededLora(config);
+  const engine = new GraphEngine(config, weightsSource(randomWeights(config, 3)), lora.config.targetModules, { providers });
+  const factors = new Map<string, AdapterFactors>();
+  for (let l = 0; l < config.numLayers; l++) {
+    for (const target of lora.config.targetModules) {
+      const path = projectionPath(l, target);
+      const a = lora.aT.get(path)!, b = lora.bT.get(path)!;
+      const [inDim, rank] = a.shape as [number, number];
+      factors.set(path, { a: a.dataSync() as Float32Array, b: b.dataSync() as Float32Array, inDim, outDim: b.shape[1] as number, rank });
+    }
+  }
+  const adapterBytes = [...factors.values()].reduce((s, f) => s + f.a.byteLength + f.b.byteLength, 0);
+  let version: AdapterSet = { version: {}, factors: () => factors };
+
+  const sequences = packedSequences(config.vocabSize);
+  const mb = buildMicroBatch(sequences, sequences.map((_, i) => i));
+  const at = trainedPositions(mb);
+  const n = at.index.length;
+  const M = mb.batch.rows * mb.batch.length;
+  const dlogp = Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / n);
+  // Inputs: ids and segment ids (int64), the cos/sin tables [M, 1, hd]; trained rows and targets (int64) for the
+  // head's forward and backward, dlogp once. Scalars: per layer run bt (2 int64), lora_scale, backward, save; per
+  // head run backward and save.
+  const inputs = 8 * M + 8 * M + 2 * 4 * M * config.headDim + 2 * (8 * n + 8 * n) + 4 * n;
+  const scalars = 2 * config.numLayers * (16 + 4 + 4 + 4) + 2 * (4 + 4);
+  const results: { toDevice: number; fromDevice: number; locations: Set<string>; keptCount: number; freedAfter: boolean }[] = [];
+  for (let step = 0; step < 3; step++) {
+    if (step === 2) version = { version: {}, factors: () => factors }; // the optimizer changed them
+    engine.transfers.reset();
+    const { state } = engine.forward(mb.batch, at, version, lora.scale, true);
+    const tensors = kept(state).map((t) => t.tensor);
+    const locations = new Set(tensors.map((t) => t.location));
+    engine.backward(state, dlogp);
+    const freedAfter = tensors.every((t) => t.location === 'none' || t.location === 'cpu');
+    results.push({ toDevice: engine.transfers.toDevice, fromDevice: engine.transfers.fromDevice, locations, keptCount: tensors.length, freedAfter });
+  }
+  // A forward with no backward keeps nothing.
+  const { state } = engine.forward(mb.batch, at, version, lora.scale, false);
+  const afterForwardOnly = kept(state).length;
+  // A backward whose adapters were replaced after its forward refuses (its gradients would be of other values).
+  const stale = engine.forward(mb.batch, at, version, lora.scale, true).state;
+  engine.forward(mb.batch, at, { version: {}, factors: () => factors }, lora.scale, false);
+  expect(() => engine.backward(stale, dlogp)).toThrow(/adapters changed between a forward and its backward/);
+  expect(kept(stale)).toEqual([]);
+  engine.dispose();
+  lora.dispose();
+  const gradients = adapterBytes; // one gradient per adapter factor, same shapes
+  return { results, afterForwardOnly, savedPerLayer: savedTensors(config, lora.config.targetModules).length, expected: { first: { toDevice: adapterBytes + inputs + scalars, fromDevice: 8 * n + gradients }, steady: { toDevice: inputs + scalars, fromDevice: 8 * n + gradients } }, resident: engine.resident, adapterBytes, n, M };
+}
+
+function check(name: string, providers: ('cpu' | 'webgpu')[], savedBytes: string | undefined) {
+  const r = run(providers, savedBytes);
+  const [first, steady, changed] = r.results;
+  console.log(`training-graph-residency ${name}: first micro-batch ${first.toDevice} bytes to the device, ${first.fromDevice} back; steady ${steady.toDevice} / ${steady.fromDevice} ` +
+    `(adapters ${r.adapterBytes} bytes, ${r.M} tokens, ${r.n} trained rows); kept tensors in ${[...steady.locations].join(', ')}`);
+  expect(first).toMatchObject(r.expected.first);
+  expect(steady).toMatchObject(r.expected.steady);
+  expect(changed).toMatchObject(r.expected.first); // new adapter values are sent once more
+  expect(r.afterForwardOnly).toBe(0);
+  expect(steady.keptCount).toBeGreaterThan(config.numLayers);
+  return r;
+}
+
+describe('graph engine: host↔device bytes of a step', () => {
+  it('on the CPU: adapters once per version, inputs and scalars to the device; logprobs, entropies and gradients back', () => {
+    const saving = check('cpu, saved activations', ['cpu'], undefined);
+    expect(saving.results[1].keptCount).toBe(config.numLayers + 1 + 3 + 1 + 2 + config.numLayers * saving.savedPerLayer);
+    const recomputing = check('cpu, recomputed', ['cpu'], '0');
+    expect(recomputing.results[1].keptCount).toBe(config.numLayers + 1 + 3 + 1);
+  }, 120_000);
+
+  it.skipIf(adapterProblem !== null)('on webgpu:0: the same bytes, and what the forward keeps lives in GPU memory until its backward frees it', () => {
+    for (const saved of [undefined, '0']) {
+      const r = check(`webgpu, ${saved === '0' ? 'recomputed' : 'saved activations'}`, ['webgpu'], saved);
+      expect(r.resident).toBe(true);
+      for (const step of r.results) {
+        expect([...step.locations]).toEqual(['gpu-buffer']);
+        expect(step.freedAfter).toBe(true);
+      }
+    }
+  }, 300_000);
+});
