@@ -10,7 +10,7 @@
 // So, while a load is announced (worker/model-loads.ts), every lock this worker holds is extended to the load
 // timeout, the same silence the API allows a loading worker (HEARTH_LOAD_TIMEOUT): at once when the load is
 // announced, before it starts blocking, for each job taken while a load is under way, and by every renewal in
-// between. When the last load ends, the next renewal brings the locks back to the normal duration, so a worker that
+// between. An announced long training step holds them for its expected time instead (the silence the API allows it). When the last load ends, the next renewal brings the locks back to the normal duration, so a worker that
 // dies outside a load is still noticed by BullMQ within one lock duration.
 import { LockManager, Worker, type LockManagerOptions, type LockManagerWorkerContext, type Processor, type WorkerOptions } from 'bullmq';
 import type { ModelLoads } from './model-loads.js';
@@ -19,13 +19,13 @@ export class LoadAwareLockManager extends LockManager {
   constructor(
     worker: LockManagerWorkerContext,
     opts: LockManagerOptions,
-    private readonly loadLockMs: number,
-    private readonly loading: () => boolean,
+    /** How long the announced stretches may block (0: none announced): ModelLoads.blockingMs. */
+    private readonly blockingMs: () => number,
   ) {
     super(worker, opts);
     const normalMs = opts.lockDuration;
     // LockManager reads opts.lockDuration on every renewal: make it follow the loads.
-    this.opts = { ...opts, get lockDuration() { return loading() ? Math.max(loadLockMs, normalMs) : normalMs; } };
+    this.opts = { ...opts, get lockDuration() { return Math.max(blockingMs(), normalMs); } };
   }
 
   /** Renew every held lock now, for the current duration (long while a load is under way). */
@@ -42,7 +42,7 @@ export class LoadAwareLockManager extends LockManager {
   override trackJob(jobId: string, token: string, ts: number, shouldCreateController?: boolean) {
     const controller = super.trackJob(jobId, token, ts, shouldCreateController);
     // Taken while a load blocks (or is about to block) this loop: its fresh lock has the normal duration.
-    if (this.loading() && jobId) void this.extendLocks([jobId]);
+    if (this.blockingMs() > 0 && jobId) void this.extendLocks([jobId]);
     return controller;
   }
 }
@@ -62,8 +62,7 @@ export function createLoadAwareWorker<T, R>(name: string, processor: Processor<T
       this.lockManager = new LoadAwareLockManager(
         this as unknown as LockManagerWorkerContext, // what BullMQ's own createLockManager passes (its trace() typing differs)
         { lockRenewTime: this.opts.lockRenewTime!, lockDuration: this.opts.lockDuration!, workerId: this.id, workerName: this.opts.name },
-        load.loadLockMs,
-        () => load.loads.current().length > 0,
+        () => load.loads.blockingMs(load.loadLockMs),
       );
     }
 

@@ -15,6 +15,12 @@ export interface ModelLoad {
   model: string;
   /** Worker clock, when the load was announced. */
   sinceMs: number;
+  /**
+   * A long training step of `model` rather than a load (worker/training/step-announcements.ts): its number and how
+   * long it is expected to block; the API allows that much silence, the BullMQ locks are held that long.
+   */
+  step?: number;
+  expectedMs?: number;
 }
 
 export class ModelLoads {
@@ -39,12 +45,22 @@ export class ModelLoads {
   }
 
   /**
+   * How long the announced stretches may block: `loadMs` while a model load is under way, else the longest expected
+   * training step; 0 when nothing is announced.
+   */
+  blockingMs(loadMs: number): number {
+    let ms = 0;
+    for (const l of this.underway.values()) ms = Math.max(ms, l.step !== undefined && l.expectedMs !== undefined ? l.expectedMs : loadMs);
+    return ms;
+  }
+
+  /**
    * Announce a load of `model` and resolve once the announcement has been handed to the transport (the load may
    * block from then on); the returned function ends the load (announced at once; calling it again does nothing).
    */
-  async begin(model: string): Promise<() => void> {
+  async begin(model: string, step?: { step: number; expectedMs: number }): Promise<() => void> {
     const key = Symbol(model);
-    this.underway.set(key, { model, sinceMs: Date.now() });
+    this.underway.set(key, { model, sinceMs: Date.now(), ...step });
     await withDeadline(this.announce(), ANNOUNCE_WAIT_MS, () => undefined);
     return () => {
       if (this.underway.delete(key)) void this.announce();

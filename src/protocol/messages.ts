@@ -54,7 +54,17 @@ export const WorkerInfoMsg = z.object({
    * Models the worker is loading (announced before the load blocks its event loop; worker/model-loads.ts): the API
    * waits HEARTH_LOAD_TIMEOUT, not HEARTH_HEARTBEAT_TIMEOUT, for its next heartbeat.
    */
-  loading: z.array(z.object({ model: z.string(), sinceMs: z.number() })).optional(),
+  loading: z.array(z.object({
+    model: z.string(),
+    sinceMs: z.number(),
+    /**
+     * A training step rather than a load (worker/training/step-announcements.ts): its number, and how long it is
+     * expected to block (twice the last step's time). The API then allows max(HEARTH_HEARTBEAT_TIMEOUT, expectedMs)
+     * of silence instead of HEARTH_LOAD_TIMEOUT.
+     */
+    step: z.number().int().positive().optional(),
+    expectedMs: z.number().positive().optional(),
+  })).optional(),
 });
 
 export const TrainingEventMsg = z.object({

@@ -18,8 +18,11 @@ export interface WorkerInfo {
   /** Training job ids and inference request ids in flight there. */
   tasks: string[];
   stats?: { batchSizeCounts?: Record<string, number>; prefillChunkTokens?: Record<string, number>; loadedModels?: string[] };
-  /** Models being loaded, as the worker announced before the load (worker/model-loads.ts). */
-  loading?: { model: string; sinceMs: number }[];
+  /**
+   * Models being loaded, as the worker announced before the load (worker/model-loads.ts); an entry with `step` is a
+   * long training step of that model, expected to block about `expectedMs`.
+   */
+  loading?: { model: string; sinceMs: number; step?: number; expectedMs?: number }[];
 }
 
 export interface QueueHealth {

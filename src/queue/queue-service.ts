@@ -6,7 +6,7 @@ import type { TrainingJobRecord } from '../store/records.js';
 import type { QueueAdapter, QueueHealth, TrainingDispatcher, TrainingJobReports, WorkerDirectory, WorkerInfo } from './port.js';
 import type { WorkerKind } from '../protocol/messages.js';
 import type { WorkerMessage } from '../protocol/messages.js';
-import { loadingModels, WorkerRegistry } from './worker-directory.js';
+import { blockedBy, WorkerRegistry } from './worker-directory.js';
 import { TrainingScheduler } from './training-scheduler.js';
 import { InferenceGateway } from './inference-gateway.js';
 import type { BaseModelCatalog } from '../models/base-models.js';
@@ -151,8 +151,8 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   }
 
   private workerExited(workerId: string, reason: string, tasks: string[]): void {
-    const loading = loadingModels(this.registry.get(workerId));
-    if (loading) reason = `${reason} while loading ${loading}`;
+    const loading = blockedBy(this.registry.get(workerId));
+    if (loading) reason = `${reason} while ${loading}`;
     this.registry.remove(workerId);
     for (const id of tasks) {
       if (this.scheduler.isActive(id)) {
@@ -179,14 +179,14 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
     void Promise.all(
       silent.map(async (w) => {
         if ((await ask(w.id)) !== false || this.registry.get(w.id)?.lastSeenMs !== w.lastSeenMs) return;
-        const loading = loadingModels(w);
-        this.log(`worker ${w.id} closed its connection while loading ${loading}`);
+        const loading = blockedBy(w);
+        this.log(`worker ${w.id} closed its connection while ${loading}`);
         this.registry.remove(w.id);
         for (const id of w.tasks.filter((t) => this.scheduler.isActive(t))) {
-          this.jobs.fail(id, `the training worker's connection closed while it was loading ${loading} (the worker died)`);
+          this.jobs.fail(id, `the training worker's connection closed while it was ${loading} (the worker died)`);
           this.scheduler.finished(id);
         }
-        this.gateway.workerGone(w.id, `the inference worker's connection closed while it was loading ${loading} (the worker died); retry`);
+        this.gateway.workerGone(w.id, `the inference worker's connection closed while it was ${loading} (the worker died); retry`);
       }),
     )
       .catch((err: Error) => this.log(`could not check on workers loading a model: ${err.message}`))
@@ -196,11 +196,11 @@ export class QueueService implements TrainingDispatcher, WorkerDirectory {
   /** Periodic: expire silent workers, fail the work they held, fail requests nobody picked up. */
   reconcile(now = Date.now()): void {
     for (const w of this.registry.takeExpired(now)) {
-      const loading = loadingModels(w);
-      this.log(`worker ${w.id} stopped sending heartbeats${loading ? ` while loading ${loading}` : ''}`);
-      if (loading) this.gateway.workerGone(w.id, `the inference worker stopped sending heartbeats while loading ${loading}; retry`);
+      const loading = blockedBy(w);
+      this.log(`worker ${w.id} stopped sending heartbeats${loading ? ` while ${loading}` : ''}`);
+      if (loading) this.gateway.workerGone(w.id, `the inference worker stopped sending heartbeats while ${loading}; retry`);
       // Embedded: the blocked child is killed and replaced (a hung worker would otherwise hold its slot until it died).
-      this.adapter.workerDeclaredDead?.(w.id, `stopped sending heartbeats${loading ? ` while loading ${loading}` : ''} and was killed`);
+      this.adapter.workerDeclaredDead?.(w.id, `stopped sending heartbeats${loading ? ` while ${loading}` : ''} and was killed`);
     }
     for (const jobId of this.scheduler.activeJobs()) {
       const job = this.store.jobs.getById(jobId);

@@ -28,7 +28,7 @@ export class WorkerRegistry {
   }
 
   private alive(w: WorkerInfo, now: number): boolean {
-    return now - w.lastSeenMs <= (w.loading?.length ? Math.max(this.loadTimeoutMs, this.timeoutMs) : this.timeoutMs);
+    return now - w.lastSeenMs <= allowedSilenceMs(w, this.timeoutMs, this.loadTimeoutMs);
   }
 
   isLive(id: string, now = Date.now()): boolean {
@@ -53,8 +53,27 @@ export class WorkerRegistry {
   }
 }
 
-/** "model a" / "models a, b": what a worker's last heartbeat said it was loading, for error messages. */
-export function loadingModels(w: WorkerInfo | undefined): string | null {
-  const models = w?.loading?.map((l) => l.model) ?? [];
-  return models.length ? `${models.length === 1 ? 'model' : 'models'} ${models.join(', ')}` : null;
+/**
+ * How long a worker may stay silent after its last heartbeat: the heartbeat timeout; the load timeout while that
+ * heartbeat announced a model load; for an announced training step, the time it was expected to take (at least the
+ * heartbeat timeout), so a host lost mid-step is noticed after about one step, not after the load timeout.
+ */
+export function allowedSilenceMs(w: Pick<WorkerInfo, 'loading'>, timeoutMs: number, loadTimeoutMs: number): number {
+  let allowed = timeoutMs;
+  for (const l of w.loading ?? []) allowed = Math.max(allowed, l.step !== undefined && l.expectedMs !== undefined ? l.expectedMs : loadTimeoutMs);
+  return allowed;
+}
+
+/**
+ * "loading model a" / "loading models a, b" / "running training step 3 of model a": what a worker's last heartbeat
+ * said was blocking it, for error messages; null when nothing was.
+ */
+export function blockedBy(w: WorkerInfo | undefined): string | null {
+  const loads = w?.loading ?? [];
+  const models = loads.filter((l) => l.step === undefined).map((l) => l.model);
+  const parts = [
+    ...(models.length ? [`loading ${models.length === 1 ? 'model' : 'models'} ${models.join(', ')}`] : []),
+    ...loads.filter((l) => l.step !== undefined).map((l) => `running training step ${l.step} of model ${l.model}`),
+  ];
+  return parts.length ? parts.join(' and ') : null;
 }

@@ -18,7 +18,13 @@ export type FaultPoint =
    */
   | 'inference-model-load'
   /** A training worker has announced its job's load (worker/training/worker-handler.ts); blocking, as above. */
-  | 'training-model-load';
+  | 'training-model-load'
+  /**
+   * A training step is about to run (after training_started and after each gradient_step, once any announcement
+   * for it has left). Reached with faultDelayBlocking: while armed, every step blocks the thread for the
+   * milliseconds the arm file says, as a long step's compute does.
+   */
+  | 'training-step';
 
 /** Points that throw instead of waiting (injectedError): the arm file's text is the error message. */
 export type ErrorPoint =
@@ -51,6 +57,14 @@ export async function faultPoint(point: FaultPoint): Promise<void> {
   const arm = reached(point);
   if (!arm) return;
   while (existsSync(arm)) await sleep(20);
+}
+
+/** At an armed point, block the thread for the arm file's milliseconds (each time it is reached while armed). */
+export function faultDelayBlocking(point: FaultPoint): void {
+  const arm = reached(point);
+  if (!arm) return;
+  const ms = Number(readFileSync(arm, 'utf8'));
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number.isFinite(ms) && ms > 0 ? ms : 0);
 }
 
 /** Wait at an armed point with the thread blocked: nothing else of the process runs until it is disarmed. */

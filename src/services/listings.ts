@@ -116,7 +116,7 @@ export class Listings {
     const live = this.workers?.liveWorkers() ?? [];
     const workers = live.map((w) => ({
       id: w.id, kind: w.kind, device: w.device, host: w.host, pid: w.pid, load: w.load, tasks: w.tasks.length,
-      last_seen_ms_ago: Math.max(0, now - w.lastSeenMs), devices: w.devices ?? null, loading: w.loading?.map((l) => l.model) ?? [],
+      last_seen_ms_ago: Math.max(0, now - w.lastSeenMs), devices: w.devices ?? null, loading: w.loading?.filter((l) => l.step === undefined).map((l) => l.model) ?? [],
     }));
     return {
       entity,
@@ -147,6 +147,6 @@ export function baseModelRow(id: string, manifest: Record<string, unknown>, work
     architecture: typeof manifest.architecture === 'string' ? manifest.architecture : typeof config.architecture === 'string' ? config.architecture : null,
     context_length: typeof config.maxPositionEmbeddings === 'number' ? config.maxPositionEmbeddings : null,
     loaded_on: inference.filter((w) => w.stats?.loadedModels?.includes(id)).map(place),
-    loading_on: inference.filter((w) => w.loading?.some((l) => l.model === id)).map(place),
+    loading_on: inference.filter((w) => w.loading?.some((l) => l.model === id && l.step === undefined)).map(place),
   };
 }

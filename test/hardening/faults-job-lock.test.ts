@@ -59,7 +59,7 @@ function spawnWorker(kind: 'inference' | 'training'): { child: ChildProcess; std
   const child = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', kind, '--redis', redisUrl], {
     env: {
       ...process.env, HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_QUEUE_PREFIX: prefix, HEARTH_HOME: s.home, HEARTH_MAX_CONTEXT: '1024',
-      HEARTH_FAULT_DIR: faultDir, HEARTH_JOB_LOCK_MS: String(LOCK_MS), HEARTH_LOAD_TIMEOUT: '60', LOG_LEVEL: 'warn',
+      HEARTH_FAULT_DIR: faultDir, HEARTH_JOB_LOCK_MS: String(LOCK_MS), HEARTH_LOAD_TIMEOUT: '60', HEARTH_HEARTBEAT_TIMEOUT: '2', LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -89,7 +89,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const point of ['inference-model-load', 'training-model-load']) fs.rmSync(path.join(faultDir, point), { force: true });
+  for (const point of ['inference-model-load', 'training-model-load', 'training-step']) fs.rmSync(path.join(faultDir, point), { force: true });
   for (const c of children) c.kill('SIGKILL');
   for (const w of watchers) await w.close().catch(() => {});
   await s?.close();
@@ -156,4 +156,45 @@ describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s Bull
     expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
     expect(w.stderr()).not.toMatch(LOCK_ERRORS);
   }, TEST_TIMEOUT_MS + 30_000);
+});
+
+describe('training steps longer than the heartbeat timeout (2 s) and the BullMQ job lock (Redis mode)', () => {
+  it('each long step is announced before it blocks: the worker stays live while silent, the job runs once and succeeds', async () => {
+    const STEP_MS = 4500;
+    const log = await watchQueue('training');
+    const w = spawnWorker('training');
+    await waitFor(() => s.ctx.queue!.liveWorkers('training').some((x) => x.pid === w.child.pid), 'the training worker', 30_000);
+    const model = (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name: 'long-steps', base_model: BASE } })).body;
+    const rows = Array.from({ length: 12 }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `Question ${i}?` }, { role: 'assistant', content: `Answer ${i}` }] }));
+    const upload = await s.call('POST', '/v1/preview/datasets?project=p&name=steps', { key, rawBody: rows.join('\n'), headers: { 'content-type': 'application/x-ndjson' } });
+    expect(upload.status).toBe(200);
+    const arm = path.join(faultDir, 'training-step');
+    fs.writeFileSync(arm, String(STEP_MS)); // every step blocks the worker's thread this long
+    try {
+      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: model.id, training_data_url: upload.body.url, config: { batch_size: 4 } } });
+      expect(job.status).toBe(200);
+      // Watch the API's view while the job runs: the longest silence of the worker running it (this test's, or the
+      // one the test before left) while it was live in an announced step.
+      let silentInStep = 0;
+      const seenSteps = new Set<number>();
+      const events = await waitFor(async () => {
+        const x = s.ctx.queue!.liveWorkers('training').find((v) => v.tasks.includes(job.body.id));
+        for (const l of x?.loading ?? []) if (l.step !== undefined) { seenSteps.add(l.step); silentInStep = Math.max(silentInStep, Date.now() - x!.lastSeenMs); }
+        const e = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}/events?limit=100`, { key })).body.data as { type: string }[];
+        return e.some((v) => v.type === 'training_failed' || v.type === 'training_ended') ? e : null;
+      }, 'the job to end', 120_000, 100);
+      expect(events.at(-1), JSON.stringify(events.at(-1))).toMatchObject({ type: 'training_ended' });
+      expect(events.filter((e) => e.type === 'gradient_step')).toHaveLength(3);
+      expect(events.filter((e) => e.type === 'training_started')).toHaveLength(1);
+      expect(silentInStep).toBeGreaterThan(2000); // past the heartbeat timeout, and still live
+      expect([...seenSteps].sort()).toEqual([2, 3, 4]); // 4: the tail after the last step (checkpoint), announced as well
+      expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('succeeded');
+    } finally {
+      fs.rmSync(arm, { force: true });
+    }
+    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
+    await new Promise((r) => setTimeout(r, 2 * LOCK_MS));
+    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
+    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+  }, 180_000);
 });

@@ -1,7 +1,8 @@
-// The API's view of worker liveness: the heartbeat timeout, and the longer load timeout for a worker that
-// announced a model load (its event loop is blocked while it loads, so it cannot beat).
+// The API's view of worker liveness: the heartbeat timeout, the longer load timeout for a worker that announced a
+// model load (its event loop is blocked while it loads, so it cannot beat), and the expected time of an announced
+// long training step.
 import { describe, expect, it } from 'vitest';
-import { loadingModels, WorkerRegistry } from '../../src/queue/worker-directory.js';
+import { allowedSilenceMs, blockedBy, WorkerRegistry } from '../../src/queue/worker-directory.js';
 import type { WorkerInfo } from '../../src/queue/port.js';
 
 const worker = (id: string, loading?: string[]): WorkerInfo => ({
@@ -38,10 +39,24 @@ describe('WorkerRegistry', () => {
     expect(r.isLive('w', Date.now() + 4000)).toBe(true);
   });
 
-  it('names the models being loaded', () => {
-    expect(loadingModels(worker('w'))).toBeNull();
-    expect(loadingModels(undefined)).toBeNull();
-    expect(loadingModels(worker('w', ['a/b']))).toBe('model a/b');
-    expect(loadingModels(worker('w', ['a/b', 'c/d']))).toBe('models a/b, c/d');
+  it('gives an announced training step its expected time (at least the heartbeat timeout), not the load timeout', () => {
+    const step = (expectedMs: number) => ({ loading: [{ model: 'a/b', sinceMs: 0, step: 2, expectedMs }] });
+    expect(allowedSilenceMs(step(400_000), 15_000, 600_000)).toBe(400_000);
+    expect(allowedSilenceMs(step(900_000), 15_000, 600_000)).toBe(900_000); // a step longer than the load timeout
+    expect(allowedSilenceMs(step(2_000), 15_000, 600_000)).toBe(15_000);
+    expect(allowedSilenceMs({ loading: [...step(2_000).loading, { model: 'c/d', sinceMs: 0 }] }, 15_000, 600_000)).toBe(600_000);
+    expect(allowedSilenceMs({}, 15_000, 600_000)).toBe(15_000);
+    const r = new WorkerRegistry(1000, 60_000);
+    r.update({ ...worker('w'), ...step(5000) });
+    expect(r.isLive('w', Date.now() + 4900)).toBe(true);
+    expect(r.isLive('w', Date.now() + 5100)).toBe(false);
+  });
+
+  it('says what blocked a worker: models being loaded, a training step', () => {
+    expect(blockedBy(worker('w'))).toBeNull();
+    expect(blockedBy(undefined)).toBeNull();
+    expect(blockedBy(worker('w', ['a/b']))).toBe('loading model a/b');
+    expect(blockedBy(worker('w', ['a/b', 'c/d']))).toBe('loading models a/b, c/d');
+    expect(blockedBy({ ...worker('w'), loading: [{ model: 'a/b', sinceMs: 0, step: 3, expectedMs: 1000 }] })).toBe('running training step 3 of model a/b');
   });
 });

@@ -23,7 +23,7 @@ describe('LoadAwareLockManager', () => {
   it('renews for the load lock while a load is under way and for the normal lock otherwise', async () => {
     const loads = new ModelLoads();
     const { worker, extended } = fakeWorker();
-    const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, 600_000, () => loads.current().length > 0);
+    const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, () => loads.blockingMs(600_000));
     loads.onChange(() => locks.renewAll());
     locks.trackJob('a', 'token-a', Date.now());
     expect(extended).toEqual([]); // no load: BullMQ's own timer renews it
@@ -41,9 +41,25 @@ describe('LoadAwareLockManager', () => {
     expect(extended).toHaveLength(3);
   });
 
+  it('holds the locks for an announced training step\'s expected time, and for the load lock while a load is also under way', async () => {
+    const loads = new ModelLoads();
+    const { worker, extended } = fakeWorker();
+    const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, () => loads.blockingMs(600_000));
+    loads.onChange(() => locks.renewAll());
+    locks.trackJob('a', 'token-a', Date.now());
+    const endStep = await loads.begin('m', { step: 2, expectedMs: 240_000 });
+    expect(extended.at(-1)).toEqual({ ids: ['a'], duration: 240_000 });
+    const endLoad = await loads.begin('n');
+    expect(extended.at(-1)).toEqual({ ids: ['a'], duration: 600_000 });
+    endLoad();
+    await vi.waitFor(() => expect(extended.at(-1)).toEqual({ ids: ['a'], duration: 240_000 }));
+    endStep();
+    await vi.waitFor(() => expect(extended.at(-1)).toEqual({ ids: ['a'], duration: 30_000 }));
+  });
+
   it('never shortens below the normal lock', async () => {
     const { worker, extended } = fakeWorker();
-    const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, 5_000, () => true);
+    const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, () => 5_000);
     locks.trackJob('a', 't', Date.now());
     await Promise.resolve();
     expect(extended).toEqual([{ ids: ['a'], duration: 30_000 }]);

@@ -8,8 +8,10 @@ import { executionProvidersFor } from '../../src/runtime/runner.js';
 import { parseDevice } from '../../src/domain/device-name.js';
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers, type TrainingContext } from '../handlers.js';
-import { faultPointBlocking } from '../../src/runtime/fault-points.js';
+import { faultDelayBlocking, faultPointBlocking } from '../../src/runtime/fault-points.js';
+import { positiveIntSetting } from '../../src/domain/positive-int-setting.js';
 import { ModelLoads } from '../model-loads.js';
+import { StepAnnouncements } from './step-announcements.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
 import { runTrainingJob, type NativeOptimizerSettings, type TrainingJobSpec } from './job.js';
 import { TrainingCancelledError, type TrainingEvent } from './loop.js';
@@ -64,11 +66,12 @@ export async function localizeTask(task: TrainingTask, artifacts: LocalArtifacts
 }
 
 /**
- * @param loads where the job's load is announced. From the job's start to its `training_started` event (backend
- *   start, reading and decoding the base model and the checkpoint it continues from, building the model, RL's
- *   reference logprobs) the worker's event loop is blocked for long stretches, as an inference worker's is by its
- *   model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the BullMQ transport holds the job's
- *   lock that long (worker/job-locks.ts).
+ * @param loads where the job's load and its long steps are announced. From the job's start to the end of its first
+ *   step (backend start, reading and decoding the base model and the checkpoint it continues from, building the
+ *   model, RL's reference logprobs, the first step's warm-up) the worker's event loop is blocked for long stretches,
+ *   as an inference worker's is by its model load: the API waits HEARTH_LOAD_TIMEOUT for its next heartbeat, and the
+ *   BullMQ transport holds the job's lock that long (worker/job-locks.ts). Later steps are announced when long
+ *   (step-announcements.ts).
  */
 export async function createHandlers(device: string, log: (m: string) => void, loads = new ModelLoads(), artifacts = LocalArtifacts.fromEnv(process.env, log)): Promise<Handlers> {
   // On a GPU, the frozen base's products (forward and dx, most of a LoRA step's FLOPs) run on the device with
@@ -76,6 +79,9 @@ export async function createHandlers(device: string, log: (m: string) => void, l
   // TF.js backend, which says in one log line what it chose (tfjs-node-gpu stays optional, not the GPU path).
   // The graph engine (LoRA without dropout, the default) loads its layer and head graphs on the device; where
   // ONNX Runtime cannot load them there, graph-session.ts says so in one line and trains on the CPU.
+  // The API's heartbeat timeout (the same variable on every host: docs/configuration.md): steps longer than a third of
+  // it are announced before they block.
+  const heartbeatTimeoutMs = positiveIntSetting(process.env, 'HEARTH_HEARTBEAT_TIMEOUT', 15) * 1000;
   if (device !== 'cpu') {
     const providers = executionProvidersFor(parseDevice(device));
     setFrozenProductsDevice(new DeviceFrozenProducts(device, providers));
@@ -89,23 +95,25 @@ export async function createHandlers(device: string, log: (m: string) => void, l
     // A folder left at this host's output path by a crash before its upload: the API has no row for this step.
     if (!artifacts.sharesStorage(apiTask)) fs.rmSync(task.outputDir, { recursive: true, force: true });
     const spec = specFromTask(task);
-    const endLoad = await loads.begin(task.baseModel);
+    const announcements = new StepAnnouncements(loads, task.baseModel, heartbeatTimeoutMs);
+    await announcements.start();
     try {
       faultPointBlocking('training-model-load');
       // After each event, yield to the event loop: the steps are synchronous compute, and without a macrotask
       // break the worker would send no heartbeats and hear no cancel or parent exit until the job ends.
       const emit = async (event: TrainingEvent) => {
-        endLoad(); // the first event is training_started: loading is over
         // A measuring job's token logprobs travel in its one gradient_step (src/protocol/token-logprobs.ts).
         ctx.emit(event.type, event.type === 'gradient_step' && event.tokenLogprobs ? { ...event.data, token_logprobs: event.tokenLogprobs } : event.data);
+        await announcements.after(event.type); // a long step: the next one is announced before it blocks
         await new Promise((resolve) => setImmediate(resolve));
+        if (event.type === 'training_started' || event.type === 'gradient_step') faultDelayBlocking('training-step');
       };
       await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });
     } catch (err) {
       if (err instanceof TrainingCancelledError) throw new CancelledError();
       throw err;
     } finally {
-      endLoad();
+      announcements.stop();
     }
     if (spec.forwardOnly) return;
     if (!fs.existsSync(task.outputDir)) throw new Error(`training finished but wrote no checkpoint at ${task.outputDir}`);
