@@ -118,6 +118,8 @@ export class GraphEngine {
   private readonly layers: GraphSession[] = [];
   private readonly head: GraphSession;
   private readonly uploader: DeviceUploader;
+  /** The token embeddings the inputs graph is fed (a float table), or null when they are its initializer. */
+  private readonly embeddingTable: DeviceTensor | null;
   private readonly saved: { name: string; rank: number }[];
   /** The head graph's vocabulary chunks (0 … k−1). */
   private readonly headChunks: number[];
@@ -135,7 +137,11 @@ export class GraphEngine {
       if (!t) throw new Error(`weight ${name} is missing`);
       return t;
     };
-    this.inputs = GraphSession.load(buildInputsGraph(config, frozenData(tensor('model.embed_tokens.weight'))), { ...sessionOpts, deviceOutputs: INPUTS_GRAPH_OUTPUTS });
+    const embedding = frozenData(tensor('model.embed_tokens.weight'));
+    this.inputs = GraphSession.load(buildInputsGraph(config, embedding), { ...sessionOpts, deviceOutputs: INPUTS_GRAPH_OUTPUTS });
+    this.uploader = new DeviceUploader(this.inputs.providers, this.transfers);
+    // A float table is fed to the inputs graph: the base's own array on the CPU, one copy on the device.
+    this.embeddingTable = embedding.kind === 'float' ? this.uploader.upload({ table: { data: embedding.data(), dims: [embedding.N, embedding.K] } }, false).table : null;
     const layerDeviceOutputs = ['out', ...this.saved.map(({ name }) => `saved_out.${name}`)];
     for (let l = 0; l < config.numLayers; l++) {
       const prefix = `model.layers.${l}.`;
@@ -153,7 +159,6 @@ export class GraphEngine {
     const onWebGpu = (opts.providers ?? []).some((p) => (typeof p === 'string' ? p : p.name) === 'webgpu');
     this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu }),
       { ...sessionOpts, deviceOutputs: ['lse_out', 'dx', ...this.headChunks.map((i) => `saved_probs_out.${i}`)] });
-    this.uploader = new DeviceUploader(this.head.providers, this.transfers);
     opts.onProgress?.('head');
   }
 
@@ -170,6 +175,7 @@ export class GraphEngine {
       segments: { data: BigInt64Array.from(batch.segmentIds, (t) => BigInt(t)), dims: [batch.rows, batch.length] },
       cos: { data: cos, dims: [M, 1, hd] },
       sin: { data: sin, dims: [M, 1, hd] },
+      ...(this.embeddingTable ? { table: this.embeddingTable } : {}),
     });
     const state: ForwardState = {
       batch, rows, inputs: { mask: made.device('mask'), cos: made.device('cos_out'), sin: made.device('sin_out') },
@@ -339,6 +345,7 @@ export class GraphEngine {
 
   dispose(): void {
     this.disposeAdapters();
+    this.embeddingTable?.dispose();
     this.inputs.dispose();
     for (const s of this.layers) s.dispose();
     this.head.dispose();

@@ -219,9 +219,10 @@ export class DeviceUploader {
   private readonly graphs = new Map<string, GraphSession>();
   constructor(private readonly providers: Providers, private readonly counter: TransferCounter) {}
 
-  upload(values: Record<string, { data: Float32Array; dims: number[] }>): Record<string, DeviceTensor> {
+  /** `counted` false: a transfer of loading (as the weights in initializers), not of a step. */
+  upload(values: Record<string, { data: Float32Array; dims: number[] }>, counted = true): Record<string, DeviceTensor> {
     const names = Object.keys(values);
-    for (const name of names) this.counter.toDevice += values[name].data.byteLength;
+    if (counted) for (const name of names) this.counter.toDevice += values[name].data.byteLength;
     if (!bindsDeviceMemory(this.providers)) return Object.fromEntries(names.map((n) => [n, new DeviceTensor(hostTensor(values[n]))]));
     const ranks = names.map((n) => values[n].dims.length);
     const key = ranks.join(',');

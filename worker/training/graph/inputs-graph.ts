@@ -4,7 +4,10 @@
 // micro-batch; its outputs stay on the device for every layer's forward and backward (graph-engine.ts), so what
 // crosses from the host is ids and the [M, hd] tables, not [M, d] activations or a [rows, T, T] mask.
 //
-// Inputs: ids int64 [M] (rows × length, flattened), segments int64 [rows, length], cos / sin [M, 1, hd].
+// Inputs: ids int64 [M] (rows × length, flattened), segments int64 [rows, length], cos / sin [M, 1, hd], and for a
+// float table `table` [vocab, d]: fed, not an initializer, so that the engine hands ONNX Runtime the base's own
+// array on the CPU (no copy: a tied 0.5B's table is 545 MB) and a copy put on the device once elsewhere. A table
+// stored in blocks is an initializer (the repacked blocks, which nothing else keeps).
 // Outputs: x [M, d], mask [rows, 1, 1, length, length] (0 where key j is visible from query i: same segment,
 // j ≤ i, within the sliding window; −1e9 elsewhere, as attention-mask.ts), cos_out / sin_out.
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
@@ -21,8 +24,8 @@ export function buildInputsGraph(config: ModelConfig, embedding: FrozenMatrixDat
   const segments = g.input('segments', DataType.INT64, ['rows', 'length']);
   const cos = g.input('cos', DataType.FLOAT, ['M', 1, hd]);
   const sin = g.input('sin', DataType.FLOAT, ['M', 1, hd]);
-  const table = new FrozenMatrix(g, 'model.embed_tokens', embedding);
-  g.node('Identity', [table.rows(g, ids)], { outputs: ['x'] });
+  if (embedding.kind === 'float') g.node('Gather', [g.input('table', DataType.FLOAT, [V, D]), ids], { outputs: ['x'], attrs: { axis: 0 } });
+  else g.node('Identity', [new FrozenMatrix(g, 'model.embed_tokens', embedding).rows(g, ids)], { outputs: ['x'] });
 
   // mask[b, 0, 0, i, j]: segments[b, i] = segments[b, j], j ≤ i, and j > i − window. Compared as float32 (exact
   // below 2^24): WebGPU has no int64 comparisons, and ONNX Runtime would build the [rows, T, T] mask on the CPU.

@@ -7,7 +7,8 @@
 //   frozenData picks: MatMulNBits' repacked blocks (codes + a float32 scale per block, + a float32 offset per block
 //   for the formats with a minimum) where the ggml type has one and the row length is a multiple of 256, else
 //   float32; norms and biases float32. A tied embedding is also the head's initializer: stored twice.
-// - the token embeddings as the inputs graph's initializer (inputs-graph.ts): the same blocks (or float32) once more.
+// - the token embeddings of the inputs graph (inputs-graph.ts): its initializer when stored in blocks (the same blocks
+//   once more); a float table is fed from JS, the held float base's own array (else t.f32()'s).
 // - a float base handed in as `weights` (HF checkpoints: job.ts) stays alive beside the graphs (the job's spec
 //   holds it): the graphs' float initializers are a copy of it.
 // - adapters: A and B float32, with the tape's gradient, the accumulated sum and its clipped copy (TF.js).
@@ -89,7 +90,7 @@ export interface GraphMemoryInput {
 export interface GraphMemoryPlan {
   /** Frozen tensors as ORT initializers (every layer graph and the head). */
   weights: number;
-  /** The embedding table of the inputs graph (inputs-graph.ts): a copy of the stored blocks or float32. */
+  /** The embedding table of the inputs graph (inputs-graph.ts): 0 when it is the held float base's own array. */
   embedding: number;
   /** A float base the job holds beside the graphs. */
   floatBase: number;
@@ -153,7 +154,7 @@ export function graphMemoryPlan(input: GraphMemoryInput): GraphMemoryPlan {
   const headStored = storedTensorBytes(head);
   weights += headStored.bytes + storedTensorBytes(need('model.norm.weight')).bytes;
   const embedStored = storedTensorBytes(embed);
-  const embedding = embedStored.bytes;
+  const embedding = embedStored.blocks || !input.floatBaseHeld ? embedStored.bytes : 0;
   let floatBase = 0;
   if (input.floatBaseHeld) for (const t of tensors.values()) floatBase += t.shape.reduce((a, b) => a * b, 1) * 4;
 
