@@ -46,7 +46,7 @@
 // (on a shared 2-core box spinning OpenMP threads slowed PyTorch 3x: 15.7 vs 45 tok/s).
 // On a shared machine absolute numbers drift minute to minute; the same-run ratios are the result.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statfsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -267,7 +267,37 @@ const OPENBLAS_OPENMP = '/usr/lib/x86_64-linux-gnu/openblas-openmp';
 function torchEnv(threads: number): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(threads), OMP_WAIT_POLICY: process.env.OMP_WAIT_POLICY ?? 'PASSIVE' };
   if (!env.LD_LIBRARY_PATH && existsSync(OPENBLAS_OPENMP)) env.LD_LIBRARY_PATH = OPENBLAS_OPENMP;
+  if (openblasCore?.forced) env.OPENBLAS_CORETYPE = openblasCore.forced;
   return env;
+}
+
+/**
+ * The OpenBLAS kernel the peer's torch uses, and the one forced when OpenBLAS does not know this CPU. Debian 12's
+ * OpenBLAS 0.3.21 takes an Emerald Rapids Xeon (model 207) for a "Prescott" and runs its SSE3 kernels: a 1024²
+ * SGEMM on 2 threads at 22–53 GFLOP/s instead of 255–268 with OPENBLAS_CORETYPE=SAPPHIRERAPIDS (2026-11-28), which
+ * made PyTorch look 2–3.4× slower than Hearth. Then the closest kernel the CPU's flags allow is forced, and said.
+ */
+let openblasCore: { detected: string; forced: string | null } | null = null;
+
+/** OpenBLAS's best kernel for these /proc/cpuinfo flags (x86-64), null where the generic one is right. */
+function openblasCoreForFlags(flags: ReadonlySet<string>): string | null {
+  if (flags.has('amx_tile') && flags.has('avx512_bf16')) return 'SAPPHIRERAPIDS';
+  if (flags.has('avx512_bf16')) return 'COOPERLAKE';
+  if (flags.has('avx512f') && flags.has('avx512bw')) return 'SKYLAKEX';
+  if (flags.has('avx2')) return 'HASWELL';
+  return null;
+}
+
+function detectOpenblasCore(python: string, threads: number): void {
+  const r = spawnSync(python, ['-c', 'import torch; torch.ones(64, 64) @ torch.ones(64, 64)'], { env: { ...torchEnv(threads), OPENBLAS_VERBOSE: '2' }, encoding: 'utf8' });
+  const detected = /Core: (\S+)/.exec(`${r.stdout}${r.stderr}`)?.[1] ?? 'unknown';
+  let forced: string | null = null;
+  if (!process.env.OPENBLAS_CORETYPE && /^(Prescott|Core2|Nehalem|Katmai|unknown)$/.test(detected) && existsSync('/proc/cpuinfo')) {
+    const flags = new Set((/^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? '').trim().split(/\s+/));
+    forced = openblasCoreForFlags(flags);
+  }
+  openblasCore = { detected, forced };
+  if (forced) process.stderr.write(`bench-train: OpenBLAS took this CPU for a ${detected}; the PyTorch peer runs with OPENBLAS_CORETYPE=${forced}\n`);
 }
 
 /** A python3 that imports torch, or null. */
@@ -275,7 +305,10 @@ function findTorchPython(threads: number): string | null {
   for (const python of [process.env.HEARTH_BENCH_PYTHON, 'python3', '/usr/bin/python3']) {
     if (!python) continue;
     const r = spawnSync(python, ['-c', 'import torch'], { env: torchEnv(threads), stdio: 'ignore' });
-    if (r.status === 0) return python;
+    if (r.status === 0) {
+      detectOpenblasCore(python, threads);
+      return python;
+    }
   }
   return null;
 }
@@ -442,6 +475,7 @@ async function main(): Promise<void> {
     threads,
     engines,
     pytorch: python ?? 'not installed (apt-get install python3-torch libopenblas0-openmp)',
+    ...(openblasCore ? { pytorch_openblas_core: openblasCore.forced ? `${openblasCore.forced} (forced: OpenBLAS detected ${openblasCore.detected})` : openblasCore.detected } : {}),
     parameters: { '20m': countParameters(config20m), qwen05b: countParameters(configQwen05b), ...(phases.includes('8b_q4k_lora') ? { '8b': countParameters(shapeConfig('8b')) } : {}) },
     results,
     summary,
