@@ -2,7 +2,7 @@
 // SwiftShader's Vulkan driver, shipped in Debian's chromium package (which CI installs for the console's
 // browser tests): pointed at it before ONNX Runtime starts Dawn, the WebGPU provider runs every kernel on it.
 // Without any adapter these tests are skipped and say so; the placement summary is tested everywhere.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,13 +15,9 @@ import type { ResidentSequenceKv } from '../../src/runtime/resident-kv.js';
 import { LORA_GROUPS, loraGroupDims, type LoraAdapter } from '../../src/runtime/lora.js';
 import { sharedPath } from '../helpers/shared.js';
 import { onnxCuda } from '../helpers/hardware.js';
+import { useSwiftShaderUnlessNamed, webgpuAdapterProblem } from '../helpers/webgpu.js';
 
-// The Vulkan loader reads these when Dawn creates its instance (the first WebGPU session of this process).
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-if (!process.env.VK_ICD_FILENAMES && !process.env.VK_DRIVER_FILES && existsSync(SWIFTSHADER_ICD)) {
-  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
-}
+useSwiftShaderUnlessNamed();
 
 describe('placement from an ORT profile', () => {
   it('counts each node once and lists the operators that ran on the CPU', () => {
@@ -43,8 +39,7 @@ describe('ORT provider probes on this machine', () => {
   });
 });
 
-const adapterProblem = await ortDeviceProbes().webgpu();
-if (adapterProblem) console.log(`runtime-webgpu: WebGPU tests SKIPPED, no adapter (${adapterProblem}); install chromium (SwiftShader's Vulkan ICD) and libvulkan1 to run them`);
+const adapterProblem = await webgpuAdapterProblem('runtime-webgpu');
 
 describe.skipIf(adapterProblem !== null)('stories260K on webgpu:0 (a real WebGPU adapter)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'hearth-webgpu-'));

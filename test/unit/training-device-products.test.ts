@@ -2,7 +2,6 @@
 // TF.js reference, through the CPU provider everywhere and through the WebGPU provider on a real adapter
 // (SwiftShader's Vulkan driver where chromium is installed, as in runtime-webgpu.test.ts; skipped, saying so,
 // without one).
-import { existsSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs-core';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { initTrainingBackend } from '../../worker/training/backend.js';
@@ -10,13 +9,10 @@ import { DeviceFrozenProducts } from '../../worker/training/device-products.js';
 import { frozenLinear, setFrozenProductsDevice } from '../../worker/training/frozen-linear.js';
 import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
 import { relL2 } from './training-helpers.js';
+import { useSwiftShaderUnlessNamed } from '../helpers/webgpu.js';
 import { HEAD_CHUNK_ROWS, headTokenLogprobs } from '../../worker/training/head-logprobs.js';
 
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-if (!process.env.VK_ICD_FILENAMES && !process.env.VK_DRIVER_FILES && existsSync(SWIFTSHADER_ICD)) {
-  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
-}
+useSwiftShaderUnlessNamed();
 
 beforeAll(async () => {
   await initTrainingBackend({ log: () => {} });

@@ -4,11 +4,9 @@
 // and the adapters' gradients. No activation, saved tensor, mask or logit crosses: the test fails if one does.
 // On webgpu:0 (SwiftShader's Vulkan driver where there is no GPU, as runtime-webgpu.test.ts) it also checks that
 // what the forward keeps lives in GPU memory and that the backward frees all of it.
-import { existsSync } from 'node:fs';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { weightsSource } from '../../src/runtime/weight-source.js';
-import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
 import { GraphEngine, projectionPath, type AdapterFactors, type AdapterSet, type ForwardState } from '../../worker/training/graph/graph-engine.js';
@@ -16,14 +14,9 @@ import type { DeviceTensor } from '../../worker/training/graph/graph-session.js'
 import { savedTensors } from '../../worker/training/graph/layer-graph.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { packedSequences, seededLora, tinyConfig } from './training-helpers.js';
+import { webgpuAdapterProblem } from '../helpers/webgpu.js';
 
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-if (!process.env.VK_ICD_FILENAMES && !process.env.VK_DRIVER_FILES && existsSync(SWIFTSHADER_ICD)) {
-  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
-}
-const adapterProblem = await ortDeviceProbes().webgpu();
-if (adapterProblem) console.log(`training-graph-residency: WebGPU tests SKIPPED, no adapter (${adapterProblem}); install chromium (SwiftShader's Vulkan ICD) and libvulkan1 to run them`);
+const adapterProblem = await webgpuAdapterProblem('training-graph-residency');
 
 beforeAll(async () => {
   await initTrainingBackend({ log: () => {} });

@@ -3,29 +3,21 @@
 // blocks dequantized in the graph), within 1e-4 relative L2. On a machine without a GPU the adapter is SwiftShader's
 // Vulkan driver from Debian's chromium package (as in runtime-webgpu.test.ts); without any adapter the tests are
 // skipped and say so.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { weightsSource, type WeightSource } from '../../src/runtime/weight-source.js';
 import { openGguf } from '../../src/runtime/gguf-model.js';
-import { ortDeviceProbes } from '../../src/runtime/device-choice.js';
 import { writeGgufModel } from '../../src/synthetic-models/tiny-gguf.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { microBatchGradients, relL2, seededLora, tinyConfig } from './training-helpers.js';
+import { webgpuAdapterProblem } from '../helpers/webgpu.js';
 
-// The Vulkan loader reads these when Dawn creates its instance (the first WebGPU session of this process).
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-if (!process.env.VK_ICD_FILENAMES && !process.env.VK_DRIVER_FILES && existsSync(SWIFTSHADER_ICD)) {
-  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
-}
-
-const adapterProblem = await ortDeviceProbes().webgpu();
-if (adapterProblem) console.log(`training-graph-webgpu: WebGPU tests SKIPPED, no adapter (${adapterProblem}); install chromium (SwiftShader's Vulkan ICD) and libvulkan1 to run them`);
+const adapterProblem = await webgpuAdapterProblem('training-graph-webgpu');
 
 const dir = mkdtempSync(join(tmpdir(), 'hearth-graph-webgpu-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
