@@ -7,6 +7,7 @@
 // timeout otherwise. The BullMQ transport listens too: it extends its job locks for the load (worker/job-locks.ts).
 
 import { withDeadline } from '../src/domain/deadline.js';
+import { longestBlockingMs } from '../src/protocol/blocking-announcements.js';
 
 /** Longest a load waits for its announcement to leave (Redis reconnecting): the load goes ahead after it. */
 const ANNOUNCE_WAIT_MS = 5000;
@@ -49,9 +50,7 @@ export class ModelLoads {
    * training step; 0 when nothing is announced.
    */
   blockingMs(loadMs: number): number {
-    let ms = 0;
-    for (const l of this.underway.values()) ms = Math.max(ms, l.step !== undefined && l.expectedMs !== undefined ? l.expectedMs : loadMs);
-    return ms;
+    return longestBlockingMs(this.underway.values(), loadMs);
   }
 
   /**

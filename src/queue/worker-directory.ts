@@ -1,6 +1,7 @@
 // Who is alive: the last heartbeat of every worker, whichever adapter carried it.
 import type { WorkerInfo } from './port.js';
 import type { WorkerKind } from '../protocol/messages.js';
+import { longestBlockingMs } from '../protocol/blocking-announcements.js';
 
 export class WorkerRegistry {
   private readonly workers = new Map<string, WorkerInfo>();
@@ -59,9 +60,7 @@ export class WorkerRegistry {
  * heartbeat timeout), so a host lost mid-step is noticed after about one step, not after the load timeout.
  */
 export function allowedSilenceMs(w: Pick<WorkerInfo, 'loading'>, timeoutMs: number, loadTimeoutMs: number): number {
-  let allowed = timeoutMs;
-  for (const l of w.loading ?? []) allowed = Math.max(allowed, l.step !== undefined && l.expectedMs !== undefined ? l.expectedMs : loadTimeoutMs);
-  return allowed;
+  return Math.max(timeoutMs, longestBlockingMs(w.loading ?? [], loadTimeoutMs));
 }
 
 /**

@@ -78,6 +78,22 @@ async function armAndReach(point: 'inference-model-load' | 'training-model-load'
   return { arm, reachedAt: Date.now() };
 }
 
+/** A model to train and an SFT dataset of `rows` two-message rows for it; the dataset's URL. */
+async function sftInputs(name: string, rows: number): Promise<{ modelId: string; dataUrl: string }> {
+  const model = (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name, base_model: BASE } })).body;
+  const lines = Array.from({ length: rows }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `Question ${i}?` }, { role: 'assistant', content: `Answer ${i}` }] }));
+  const upload = await s.call('POST', `/v1/preview/datasets?project=p&name=${name}`, { key, rawBody: lines.join('\n'), headers: { 'content-type': 'application/x-ndjson' } });
+  expect(upload.status).toBe(200);
+  return { modelId: model.id, dataUrl: upload.body.url };
+}
+
+/** A `hearth worker --redis` of the training kind, once the API lists it live. */
+async function liveTrainingWorker(): Promise<ReturnType<typeof spawnWorker>> {
+  const w = spawnWorker('training');
+  await waitFor(() => s.ctx.queue!.liveWorkers('training').some((x) => x.pid === w.child.pid), 'the training worker', 30_000);
+  return w;
+}
+
 beforeAll(async () => {
   const home = tempHome();
   await ensureDemoModel(home);
@@ -122,16 +138,11 @@ describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s Bull
 
   it('training: the job runs once and succeeds with one checkpoint; it announced its load to the API meanwhile', async () => {
     const log = await watchQueue('training');
-    const w = spawnWorker('training');
-    await waitFor(() => s.ctx.queue!.liveWorkers('training').some((x) => x.pid === w.child.pid), 'the training worker', 30_000);
-
-    const model = (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name: 'long-load', base_model: BASE } })).body;
-    const rows = Array.from({ length: 4 }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `Question ${i}?` }, { role: 'assistant', content: `Answer ${i}` }] }));
-    const upload = await s.call('POST', '/v1/preview/datasets?project=p&name=lock', { key, rawBody: rows.join('\n'), headers: { 'content-type': 'application/x-ndjson' } });
-    expect(upload.status).toBe(200);
+    const w = await liveTrainingWorker();
+    const { modelId, dataUrl } = await sftInputs('long-load', 4);
     let job!: Awaited<ReturnType<TestServer['call']>>;
     const { arm, reachedAt } = await armAndReach('training-model-load', () => {
-      void s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: model.id, training_data_url: upload.body.url, config: { batch_size: 4 } } }).then((r) => (job = r));
+      void s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } }).then((r) => (job = r));
     });
     // Silent past the heartbeat timeout (2 s), still live: its last heartbeat announced the load.
     await waitFor(() => Date.now() - reachedAt > 4000, 'the heartbeat timeout to pass', 10_000, 100);
@@ -148,7 +159,7 @@ describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s Bull
     expect(events.at(-1)).toMatchObject({ type: 'training_ended' });
     expect(events.filter((e) => e.type === 'training_started')).toHaveLength(1);
     expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('succeeded');
-    expect(s.store.checkpoints.all(model.id).map((c) => c.step)).toEqual([1]);
+    expect(s.store.checkpoints.all(modelId).map((c) => c.step)).toEqual([1]);
     await waitFor(() => s.ctx.queue!.liveWorkers('training').find((x) => x.pid === w.child.pid && !x.loading), 'a heartbeat without the load', 10_000);
 
     await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
@@ -162,16 +173,12 @@ describe('training steps longer than the heartbeat timeout (2 s) and the BullMQ 
   it('each long step is announced before it blocks: the worker stays live while silent, the job runs once and succeeds', async () => {
     const STEP_MS = 4500;
     const log = await watchQueue('training');
-    const w = spawnWorker('training');
-    await waitFor(() => s.ctx.queue!.liveWorkers('training').some((x) => x.pid === w.child.pid), 'the training worker', 30_000);
-    const model = (await s.call('POST', '/v1/preview/models', { key, body: { project: 'p', name: 'long-steps', base_model: BASE } })).body;
-    const rows = Array.from({ length: 12 }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `Question ${i}?` }, { role: 'assistant', content: `Answer ${i}` }] }));
-    const upload = await s.call('POST', '/v1/preview/datasets?project=p&name=steps', { key, rawBody: rows.join('\n'), headers: { 'content-type': 'application/x-ndjson' } });
-    expect(upload.status).toBe(200);
+    const w = await liveTrainingWorker();
+    const { modelId, dataUrl } = await sftInputs('long-steps', 12);
     const arm = path.join(faultDir, 'training-step');
     fs.writeFileSync(arm, String(STEP_MS)); // every step blocks the worker's thread this long
     try {
-      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: model.id, training_data_url: upload.body.url, config: { batch_size: 4 } } });
+      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
       expect(job.status).toBe(200);
       // Watch the API's view while the job runs: the longest silence of the worker running it (this test's, or the
       // one the test before left) while it was live in an announced step.

@@ -19,13 +19,19 @@ function fakeWorker() {
   return { worker, extended };
 }
 
+/** A lock manager following `loads` (load lock 600 s, normal 30 s), renewed on each announcement, holding job `a`. */
+function lockedJob() {
+  const loads = new ModelLoads();
+  const { worker, extended } = fakeWorker();
+  const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, () => loads.blockingMs(600_000));
+  loads.onChange(() => locks.renewAll());
+  locks.trackJob('a', 'token-a', Date.now());
+  return { loads, locks, extended };
+}
+
 describe('LoadAwareLockManager', () => {
   it('renews for the load lock while a load is under way and for the normal lock otherwise', async () => {
-    const loads = new ModelLoads();
-    const { worker, extended } = fakeWorker();
-    const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, () => loads.blockingMs(600_000));
-    loads.onChange(() => locks.renewAll());
-    locks.trackJob('a', 'token-a', Date.now());
+    const { loads, locks, extended } = lockedJob();
     expect(extended).toEqual([]); // no load: BullMQ's own timer renews it
 
     const end = await loads.begin('m');
@@ -42,11 +48,7 @@ describe('LoadAwareLockManager', () => {
   });
 
   it('holds the locks for an announced training step\'s expected time, and for the load lock while a load is also under way', async () => {
-    const loads = new ModelLoads();
-    const { worker, extended } = fakeWorker();
-    const locks = new LoadAwareLockManager(worker, { lockRenewTime: 15_000, lockDuration: 30_000, workerId: 'w' }, () => loads.blockingMs(600_000));
-    loads.onChange(() => locks.renewAll());
-    locks.trackJob('a', 'token-a', Date.now());
+    const { loads, extended } = lockedJob();
     const endStep = await loads.begin('m', { step: 2, expectedMs: 240_000 });
     expect(extended.at(-1)).toEqual({ ids: ['a'], duration: 240_000 });
     const endLoad = await loads.begin('n');

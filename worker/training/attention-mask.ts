@@ -1,4 +1,5 @@
-// The additive attention mask of a token batch, as plain numbers (both engines read it).
+// The additive attention mask of a token batch, as plain numbers (the TF.js engine's; the graph engine makes the same
+// mask on the device: graph/inputs-graph.ts).
 import type { TokenBatch } from './model.js';
 
 /**

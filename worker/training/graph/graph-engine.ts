@@ -24,7 +24,7 @@ import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWei
 import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph, VOCAB_CHUNK } from './head-graph.js';
 import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
-import { DeviceTensor, DeviceUploader, GraphSession, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
+import { DeviceTensor, DeviceUploader, GraphSession, onWebGpu, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
 
 /** One adapted projection's factors in lora.ts's layout: A transposed [in, r], B transposed [r, out]. */
 export interface AdapterFactors { a: Float32Array; b: Float32Array; inDim: number; outDim: number; rank: number }
@@ -156,8 +156,7 @@ export class GraphEngine {
       opts.onProgress?.(`layer ${l + 1}/${config.numLayers}`);
     }
     const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
-    const onWebGpu = (opts.providers ?? []).some((p) => (typeof p === 'string' ? p : p.name) === 'webgpu');
-    this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu }),
+    this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']) }),
       { ...sessionOpts, deviceOutputs: ['lse_out', 'dx', ...this.headChunks.map((i) => `saved_probs_out.${i}`)] });
     opts.onProgress?.('head');
   }

@@ -70,7 +70,6 @@ export class DeviceTensor {
   get dims(): readonly number[] { return this.tensor.dims; }
   /** 'gpu-buffer' where it lives in GPU memory, 'cpu' on the host. */
   get location(): string { return this.tensor.location; }
-  get byteLength(): number { return 4 * this.tensor.dims.reduce((a, d) => a * d, 1); }
   dispose(): void {
     if (this.released) return;
     this.released = true;
@@ -108,8 +107,11 @@ export interface GraphSessionOptions {
   deviceOutputs?: string[];
 }
 
-/** Whether a session on these providers can leave outputs in device memory (the binding's IO binding: WebGPU). */
-const bindsDeviceMemory = (providers: Providers) => providerName(providers[0]) === 'webgpu';
+/**
+ * Whether these providers run the graphs on WebGPU: the one device where a session can leave outputs in device
+ * memory (the binding's IO binding), and whose kernels the head graph is built for (head-graph.ts).
+ */
+export const onWebGpu = (providers: Providers) => providerName(providers[0]) === 'webgpu';
 
 export class GraphSession {
   private readonly deviceOutputs: Set<string>;
@@ -119,7 +121,7 @@ export class GraphSession {
   }
 
   /** Whether device outputs live in GPU memory (else they are host tensors: the CPU, or a provider without IO binding). */
-  get resident(): boolean { return bindsDeviceMemory(this.providers); }
+  get resident(): boolean { return onWebGpu(this.providers); }
 
   /**
    * Loads on `opts.providers` (default the CPU); where ONNX Runtime cannot (see failedProviders), on the CPU.
@@ -158,7 +160,7 @@ export class GraphSession {
     const deviceOutputs = opts.deviceOutputs ?? [];
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
       executionProviders: providers,
-      ...(bindsDeviceMemory(providers) && deviceOutputs.length > 0 ? { preferredOutputLocation: Object.fromEntries(deviceOutputs.map((o) => [o, 'gpu-buffer' as const])) } : {}),
+      ...(onWebGpu(providers) && deviceOutputs.length > 0 ? { preferredOutputLocation: Object.fromEntries(deviceOutputs.map((o) => [o, 'gpu-buffer' as const])) } : {}),
       logSeverityLevel: 3,
       intraOpNumThreads: opts.threads ?? trainingThreads(),
       interOpNumThreads: 1,
@@ -223,7 +225,7 @@ export class DeviceUploader {
   upload(values: Record<string, { data: Float32Array; dims: number[] }>, counted = true): Record<string, DeviceTensor> {
     const names = Object.keys(values);
     if (counted) for (const name of names) this.counter.toDevice += values[name].data.byteLength;
-    if (!bindsDeviceMemory(this.providers)) return Object.fromEntries(names.map((n) => [n, new DeviceTensor(hostTensor(values[n]))]));
+    if (!onWebGpu(this.providers)) return Object.fromEntries(names.map((n) => [n, new DeviceTensor(hostTensor(values[n]))]));
     const ranks = names.map((n) => values[n].dims.length);
     const key = ranks.join(',');
     let session = this.graphs.get(key);
