@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { GGML_TYPE } from '../../src/runtime/gguf-dequant.js';
-import { frozenData } from '../../worker/training/graph/graph-engine.js';
+import { arenasAffordable, frozenData } from '../../worker/training/graph/graph-engine.js';
 import { adapterParameters, assertGraphPlanFits, graphMemoryPlan, storedTensorBytes, type PlannedTensor } from '../../worker/training/graph/memory-plan.js';
 import { ALL_LORA_TARGETS } from '../../worker/training/lora.js';
 import { assertGraphJobFits } from '../../worker/training/loop.js';
@@ -69,6 +69,20 @@ describe('graph engine memory plan', () => {
     // Attention grows with length², the rest with length.
     const long = graphMemoryPlan({ config, tensors: tensorsOf(config, GGML_TYPE.Q4_K), floatBaseHeld: false, lora, microBatch: { rows: 1, length: 4096 } });
     expect(long.layerTransient).toBeGreaterThan(4 * 4096 * 4096 * 4);
+  });
+
+  it('keeps memory arenas where the layer sessions\' peaks and the head session\'s fit an eighth of the machine', () => {
+    // The rule: numLayers layer peaks and one head peak (not numLayers + 1 of the larger).
+    expect(arenasAffordable(6, { layerTransient: 0.25 * GiB, headTransient: 1.5 * GiB }, 24 * GiB)).toBe(true); // 3 GiB
+    expect(arenasAffordable(6, { layerTransient: 0.25 * GiB, headTransient: 1.5 * GiB + 1 }, 24 * GiB)).toBe(false);
+    // bench:train's RL micro-batch (20M, 16 × 127 tokens) keeps them on 24 GiB; the 0.5B at 1 × 512 does not.
+    const m20 = tinyConfig({ vocabSize: 32000, hiddenSize: 288, intermediateSize: 768, numLayers: 6, numHeads: 6, numKvHeads: 2, headDim: 48, tieWordEmbeddings: false });
+    const rl = graphMemoryPlan({ config: m20, tensors: tensorsOf(m20), floatBaseHeld: true, lora, microBatch: { rows: 16, length: 127 } });
+    expect(7 * Math.max(rl.layerTransient, rl.headTransient)).toBeGreaterThan(3 * GiB); // what the old rule counted
+    expect(arenasAffordable(m20.numLayers, rl, 24 * GiB)).toBe(true);
+    const q05 = tinyConfig({ architecture: 'qwen2', vocabSize: 151936, hiddenSize: 896, intermediateSize: 4864, numLayers: 24, numHeads: 14, numKvHeads: 2, headDim: 64, tieWordEmbeddings: true, attentionBias: true });
+    const big = graphMemoryPlan({ config: q05, tensors: tensorsOf(q05), floatBaseHeld: true, lora, microBatch: { rows: 1, length: 512 } });
+    expect(arenasAffordable(q05.numLayers, big, 24 * GiB)).toBe(false);
   });
 
   it('fits an 8B Q4_K base at 1 × 256 tokens in 14 GiB', () => {

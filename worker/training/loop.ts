@@ -221,7 +221,7 @@ export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: st
   }
   const started = performance.now();
   // ONNX Runtime's arenas (twice as fast on large tensors, one peak kept per session) where the plan says they fit.
-  const arena = plan !== null && arenasAffordable(spec.config.numLayers, Math.max(plan.layerTransient, plan.headTransient));
+  const arena = plan !== null && arenasAffordable(spec.config.numLayers, plan);
   const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers, arena });
   // Read after the build: a device whose provider failed to load has fallen back to the CPU (graph-session.ts).
   const { device, fellBackFrom } = trainingProviders();

@@ -97,8 +97,8 @@ export interface GraphSessionOptions {
   /**
    * ONNX Runtime's memory arena for the session's intermediate tensors. With it a run reuses memory it has touched
    * (a 20M RL step: 2.2 s; without, 4.3 s: every large tensor is a fresh mmap, page-faulted in), but every session
-   * keeps its own arena at its peak for good, so an engine of L + 1 sessions holds L + 1 peaks (graph-engine.ts
-   * decides from the memory there is). Default off.
+   * keeps its own arena at its peak for good, so an engine holds every layer's peak and the head's
+   * (graph-engine.ts's arenasAffordable decides from the memory there is). Default off.
    */
   arena?: boolean;
   providers?: ort.InferenceSession.ExecutionProviderConfig[];
@@ -133,7 +133,7 @@ export class GraphSession {
    * initializers only) at load and keep the float32 result as a new initializer in each If branch: a 0.25B Q4_K
    * model's graphs held 5.6 GB instead of 0.8 GB (scripts/measure-train-memory.ts), and loading took 14–30 s
    * instead of 3.4 s. The other level-'all' rewrites stay.
-   * CPU arena (opts.arena, off unless the engine can afford it): each of the numLayers + 1 sessions keeps its own
+   * CPU arena (opts.arena, off unless the engine can afford it): each of the engine's sessions keeps its own
    * arena at its peak, so a step's transients are held once per layer: a 0.25B Q4_K model's RSS grew 3.7 → 7.0 GB
    * over two steps with it, and stayed at 1.1 GB (peak 1.4 GB) without it. Without it each large tensor is a fresh
    * mmap, page-faulted in: a 20M RL step took 4.3 s instead of 2.2 s (same minute).
