@@ -22,7 +22,7 @@ import { ropeTables } from '../rope.js';
 import type { FrozenMatrixData } from './frozen-matrix.js';
 import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWeights } from './layer-graph.js';
 import { freemem, totalmem } from 'node:os';
-import { buildHeadGraph, VOCAB_CHUNK } from './head-graph.js';
+import { buildHeadGraph } from './head-graph.js';
 import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
 import { DeviceTensor, DeviceUploader, GraphSession, onWebGpu, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
 
@@ -48,9 +48,8 @@ export interface ForwardState {
   layerInputs: (DeviceTensor | null)[];
   /** Each layer's saved activations (by savedTensors name), or null where its backward recomputes them. */
   layerSaved: (Map<string, DeviceTensor> | null)[];
-  lse: DeviceTensor | null;
-  /** The head's softmax by vocabulary chunk, kept for its backward, or null where it computes the logits again. */
-  headProbs: DeviceTensor[] | null;
+  /** Each trained row's expected row of the LM head under its softmax [n, d] (head-graph.ts), for the backward. */
+  headExpected: DeviceTensor | null;
   scale: number;
   /** The adapters' version the forward ran with (its backward must use the same). */
   adapterVersion: object;
@@ -124,8 +123,6 @@ export class GraphEngine {
   /** The token embeddings the inputs graph is fed (a float table), or null when they are its initializer. */
   private readonly embeddingTable: DeviceTensor | null;
   private readonly saved: { name: string; rank: number }[];
-  /** The head graph's vocabulary chunks (0 … k−1). */
-  private readonly headChunks: number[];
   /** The adapters on the device: their version and, per layer, the graph inputs (lora.<target>.a / .b). */
   private adapters: { version: object; perLayer: Record<string, DeviceTensor>[] } | null = null;
 
@@ -133,7 +130,6 @@ export class GraphEngine {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
     this.transfers = opts.counter ?? new TransferCounter();
     this.saved = savedTensors(config, targets);
-    this.headChunks = Array.from({ length: Math.ceil(config.vocabSize / VOCAB_CHUNK) }, (_, i) => i);
     const sessionOpts = { ...opts, counter: this.transfers };
     const tensor = (name: string) => {
       const t = source.get(name);
@@ -160,7 +156,7 @@ export class GraphEngine {
     }
     const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
     this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']) }),
-      { ...sessionOpts, deviceOutputs: ['lse_out', 'dx', ...this.headChunks.map((i) => `saved_probs_out.${i}`)] });
+      { ...sessionOpts, deviceOutputs: ['expected_out', 'dx'] });
     opts.onProgress?.('head');
   }
 
@@ -181,16 +177,12 @@ export class GraphEngine {
     });
     const state: ForwardState = {
       batch, rows, inputs: { mask: made.device('mask'), cos: made.device('cos_out'), sin: made.device('sin_out') },
-      layerInputs: [made.device('x')], layerSaved: [], lse: null, headProbs: null, scale, adapterVersion: adapters.version,
+      layerInputs: [made.device('x')], layerSaved: [], headExpected: null, scale, adapterVersion: adapters.version,
     };
     try {
       const onDevice = this.adaptersFor(adapters);
       const perLayer = layerSavedBytes(this.config, batch.rows, batch.length, this.rank(), this.targets.length);
-      // The head's softmax first (keeping it saves a product with the largest matrix), then layers in order.
-      let budget = backwardFollows ? savedActivationBudget() : 0;
-      const headProbBytes = 4 * rows.index.length * this.config.vocabSize;
-      const saveHead = headProbBytes <= budget;
-      if (saveHead) budget -= headProbBytes;
+      const budget = backwardFollows ? savedActivationBudget() : 0;
       for (let l = 0; l < this.layers.length; l++) {
         const save = perLayer * (l + 1) <= budget;
         const out = this.layers[l].run(this.layerFeeds(state, onDevice[l], state.layerInputs[l]!, null, save ? 'save' : null));
@@ -200,15 +192,10 @@ export class GraphEngine {
         // A forward without a backward keeps nothing of the layers before.
         if (!backwardFollows) { state.layerInputs[l]!.dispose(); state.layerInputs[l] = null; }
       }
-      const head = this.head.run({
-        ...this.headFeeds(state, false, saveHead, null),
-        ...this.savedProbFeeds(null),
-      });
+      // The head's expected rows ([n, d]: a backward's whole need of the head) whenever a backward follows.
+      const head = this.head.run(this.headFeeds(state, false, backwardFollows, null));
       head.device('dx').dispose(); // empty in a forward
-      state.lse = head.device('lse_out');
-      const probs = this.headChunks.map((i) => head.device(`saved_probs_out.${i}`));
-      if (saveHead) state.headProbs = probs;
-      else for (const p of probs) p.dispose();
+      state.headExpected = head.device('expected_out');
       const result = { logp: head.host('logp').data, entropy: head.host('entropy').data, state };
       if (!backwardFollows) this.release(state);
       return result;
@@ -223,10 +210,7 @@ export class GraphEngine {
     try {
       if (this.adapters?.version !== state.adapterVersion) throw new Error('the adapters changed between a forward and its backward');
       const onDevice = this.adapters.perLayer;
-      const head = this.head.run({
-        ...this.headFeeds(state, true, state.headProbs !== null, dlogp),
-        ...this.savedProbFeeds(state.headProbs),
-      });
+      const head = this.head.run(this.headFeeds(state, true, false, dlogp));
       let dy = head.device('dx');
       this.disposeHeadState(state);
       const grads = new Map<string, { a: Float32Array; b: Float32Array }>();
@@ -262,10 +246,8 @@ export class GraphEngine {
   }
 
   private disposeHeadState(state: ForwardState): void {
-    state.lse?.dispose();
-    state.lse = null;
-    for (const p of state.headProbs ?? []) p.dispose();
-    state.headProbs = null;
+    state.headExpected?.dispose();
+    state.headExpected = null;
   }
 
   /** The adapters on the device for `set`'s version: uploaded once per version, the previous version freed. */
@@ -302,20 +284,16 @@ export class GraphEngine {
   private headFeeds(state: ForwardState, backward: boolean, save: boolean, dlogp: Float32Array | null): Record<string, HostFeed | DeviceTensor> {
     const { rows } = state;
     const n = rows.index.length;
+    if (backward && !state.headExpected) throw new Error('this forward kept nothing for a backward');
     return {
       x: state.layerInputs[state.layerInputs.length - 1]!,
       rows: { data: BigInt64Array.from(rows.index, (i) => BigInt(i)) },
       targets: { data: BigInt64Array.from(rows.targets, (t) => BigInt(t)) },
       backward: { data: backward },
       save: { data: save },
-      lse: backward ? state.lse! : { data: new Float32Array(0), dims: [0, 1] },
       dlogp: dlogp ? { data: dlogp, dims: [n, 1] } : { data: new Float32Array(0), dims: [0, 1] },
+      expected: backward ? state.headExpected! : { data: new Float32Array(0), dims: [0, this.config.hiddenSize] },
     };
-  }
-
-  /** The head's saved-softmax inputs: the kept chunks, or empties. */
-  private savedProbFeeds(probs: DeviceTensor[] | null): Record<string, HostFeed | DeviceTensor> {
-    return Object.fromEntries(this.headChunks.map((i) => [`saved_probs.${i}`, probs ? probs[i] : { data: new Float32Array(0), dims: [0, 0] }]));
   }
 
   /**

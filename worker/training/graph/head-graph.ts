@@ -2,18 +2,20 @@
 // under an If on `backward`, over vocabulary chunks: the [n, vocab] logits never exist whole (a chunk of
 // VOCAB_CHUNK rows of the head at a time, dequantized there when the head is stored in blocks).
 //
-// Forward: logp = logit[target] − lse, entropy = lse − Σ softmax · logits, lse (kept for the backward).
-// Backward (dlogp given): dlogits = dlogp · (onehot(target) − softmax), dn = Σ_chunks dlogits · W_chunk, then
-// the norm's backward. With `save` the forward returns each chunk's softmax and the backward takes it back;
-// without, the backward computes the logits again: [n, vocab] floats kept (0.5B at 4,096 tokens: 2.5 GB) against
-// one more product of the head (the engine decides, graph-engine.ts).
+// Forward: logp = logit[target] − lse, entropy = lse − Σ softmax · logits.
+// Backward: the loss reaches the head only through logp, so for row i dlogits = dlogp_i · (onehot(target_i) −
+// softmax_i) and dn_i = dlogp_i · (W[target_i] − Σ_v softmax_iv · W_v). The second term, the softmax's expected
+// row of W ([n, d]), is made by a forward that a backward follows (`save`), while its softmax is at hand: the
+// backward is then the target rows of W and the norm's backward, and nothing of [n, vocab] is kept or computed
+// again. The product softmax · W is the one the backward would otherwise do (the same FLOPs, moved): keeping the
+// softmax instead cost the 20M RL micro-batch 131 MB out of and back into ONNX Runtime, and recomputing it a
+// product with the largest matrix.
 //
 // Inputs: x [M, d] (the last layer's output, every token), rows int64 [n] (the trained rows, distinct), targets
-// int64 [n], backward bool [], save bool [], lse [n, 1] and dlogp [n, 1] (backward; [0, 1] otherwise),
-// saved_probs.<chunk> [n, chunk] (backward with save; [0, 0] otherwise). Outputs (all rank 2; [0, 0] where a
-// branch makes none): logp, entropy, lse_out [n, 1] (forward); dx [M, d] (backward: zero at untrained rows);
-// saved_probs_out.<chunk> (forward with save). The rows are gathered and the gradient scattered in the graph,
-// so x and dx stay on the device (graph-engine.ts).
+// int64 [n], backward bool [], save bool [], dlogp [n, 1] and expected [n, d] (backward; [0, 1] and [0, d]
+// otherwise). Outputs (all rank 2; [0, 0] where a branch makes none): logp, entropy (forward), expected_out
+// [n, d] (forward with save), dx [M, d] (backward: zero at untrained rows). The rows are gathered and the
+// gradient scattered in the graph, so x and dx stay on the device (graph-engine.ts).
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { FrozenMatrix, frozenRows, type FrozenMatrixData } from './frozen-matrix.js';
@@ -44,13 +46,13 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   const targets = root.input('targets', DataType.INT64, ['n']);
   const backward = root.input('backward', DataType.BOOL, []);
   const save = root.input('save', DataType.BOOL, []);
-  const lseIn = root.input('lse', DataType.FLOAT, ['bn', 1]);
   const dlogp = root.input('dlogp', DataType.FLOAT, ['bn', 1]);
+  const expectedIn = root.input('expected', DataType.FLOAT, ['bn', D]);
   const wNorm = root.floats('model.norm.weight', [D], normWeight);
-  const chunks: { from: number; matrix: FrozenMatrix; size: number; savedIn: string }[] = [];
-  for (let from = 0, i = 0; from < V; from += chunk, i++) {
+  const chunks: { from: number; matrix: FrozenMatrix; size: number }[] = [];
+  for (let from = 0; from < V; from += chunk) {
     const to = Math.min(V, from + chunk);
-    chunks.push({ from, size: to - from, matrix: new FrozenMatrix(root, `lm_head.${from}`, frozenRows(head, from, to)), savedIn: root.input(`saved_probs.${i}`, DataType.FLOAT, [`sl${i}_n`, `sl${i}_v`]) });
+    chunks.push({ from, size: to - from, matrix: new FrozenMatrix(root, `lm_head.${from}`, frozenRows(head, from, to)) });
   }
   /**
    * Where each target falls in a chunk: its clamped index [n, 1] (int64) and 1 where it is in the chunk, else 0
@@ -63,8 +65,7 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   };
   const rowSum = (g: GraphBuilder, t: string) => g.op('ReduceSum', [t, g.int64s([1])], { keepdims: 1 });
   const sum = (g: GraphBuilder, ts: string[]) => ts.reduce((a, t) => g.op('Add', [a, t]));
-  const savedNames = chunks.map((_, i) => `saved_probs_out.${i}`);
-  const outputs: BranchOutputs = { names: ['logp', 'entropy', 'lse_out', 'dx', ...savedNames], ranks: [2, 2, 2, 2, ...chunks.map(() => 2)] };
+  const outputs: BranchOutputs = { names: ['logp', 'entropy', 'expected_out', 'dx'], ranks: [2, 2, 2, 2] };
 
   const forward = (g: GraphBuilder, keep: boolean) => {
     const { y: n } = rmsNorm(g, x, wNorm, eps);
@@ -98,36 +99,29 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
     const shares = lses.map((l) => (lses.length === 1 ? null : g.op('Exp', [g.op('Sub', [l, lse])])));
     // Σ softmax · logits over the vocabulary = Σ_chunks share · E_chunk[logit].
     const mean = sum(g, expected.map((m, i) => (shares[i] ? g.op('Mul', [m, shares[i]!]) : m)));
-    if (keep) local.forEach((p, i) => out.set(savedNames[i], shares[i] ? g.op('Mul', [p, shares[i]!]) : p)); // the softmax, kept for the backward
+    // Σ_v softmax_v · W_v: each chunk's softmax (its share of the whole) times its rows of W.
+    if (keep) out.set('expected_out', sum(g, chunks.map((c, i) => c.matrix.backward(g, shares[i] ? g.op('Mul', [local[i], shares[i]!]) : local[i]))));
     out.set('logp', g.op('Sub', [sum(g, picked), lse]));
     out.set('entropy', g.op('Sub', [lse, mean]));
-    out.set('lse_out', lse);
     return out;
   };
 
-  // dlogits = dlogp · (onehot − softmax): the softmax part per chunk as a product, the one-hot part as the target
-  // rows of W (gathered) times dlogp. `probsOf` gives a chunk's softmax: kept from the forward, or computed again.
-  const backwardPass = (g: GraphBuilder, probsOf: (c: (typeof chunks)[number], n: string) => string) => {
-    const { y: n, r } = rmsNorm(g, x, wNorm, eps);
-    const negDlogp = g.op('Neg', [dlogp]);
-    const parts: string[] = [];
-    for (const c of chunks) {
-      const probs = probsOf(c, n);
-      parts.push(c.matrix.backward(g, g.op('Mul', [probs, negDlogp])));
+  // dn = dlogp · (W[target] − expected): each target's row from the chunk holding it.
+  const backwardPass = (g: GraphBuilder) => {
+    const { r } = rmsNorm(g, x, wNorm, eps);
+    const targetRows = sum(g, chunks.map((c) => {
       const t = targetIn(g, c.from, c.size);
-      const rows = c.matrix.rows(g, g.op('Squeeze', [t.index, g.int64s([1])])); // [n, d]
-      parts.push(g.op('Mul', [rows, g.op('Mul', [dlogp, t.inside])]));
-    }
-    const dSelected = rmsNormBackward(g, x, r, wNorm, sum(g, parts));
+      return g.op('Mul', [c.matrix.rows(g, g.op('Squeeze', [t.index, g.int64s([1])])), t.inside]); // [n, d]
+    }));
+    const dSelected = rmsNormBackward(g, x, r, wNorm, g.op('Mul', [g.op('Sub', [targetRows, expectedIn]), dlogp]));
     const zeros = g.op('Expand', [g.scalarFloat(0), g.op('Shape', [all])]); // (WebGPU has no ConstantOfShape)
     return new Map([['dx', g.op('ScatterND', [zeros, g.op('Unsqueeze', [rows, g.int64s([1])]), dSelected])]]);
   };
 
   const forwardSaving = leafBranch(root, outputs, 'fs', (g) => forward(g, true));
   const forwardOnly = leafBranch(root, outputs, 'fp', (g) => forward(g, false));
-  const backwardFromSaved = leafBranch(root, outputs, 'bs', (g) => backwardPass(g, (c) => c.savedIn));
-  const backwardRecomputing = leafBranch(root, outputs, 'br', (g) => backwardPass(g, (c, n) => g.op('Exp', [g.op('Sub', [c.matrix.forward(g, n), lseIn])])));
-  rootIf(root, outputs, backward, ifBranch(root, outputs, 'b', save, backwardFromSaved, backwardRecomputing), ifBranch(root, outputs, 'f', save, forwardSaving, forwardOnly),
+  const backwardBranch = leafBranch(root, outputs, 'b', backwardPass);
+  rootIf(root, outputs, backward, backwardBranch, ifBranch(root, outputs, 'f', save, forwardSaving, forwardOnly),
     (name) => [`${name}_0`, `${name}_1`]);
   return root.toModelBytes('hearth_train_head');
 }

@@ -20,8 +20,9 @@
 //   ffn-wide activations of the recomputed forward and of the backward, and, when the layer is stored in blocks,
 //   the layer's matrices dequantized to float32 (each is made once in the branch and read by the recomputed
 //   forward and by the backward, so all of them are live at the backward's start) plus the Cast/Div/Floor
-//   temporaries of the one being dequantized. The head's backward: per vocabulary chunk of VOCAB_CHUNK rows its
-//   logits, probabilities and their gradient for the n trained rows, and the chunk dequantized.
+//   temporaries of the one being dequantized. The head's forward (its backward is [n, d] only): per vocabulary
+//   chunk of VOCAB_CHUNK rows its logits, log-softmax, softmax and the softmax's share for the n trained rows, and
+//   the chunk dequantized.
 // - the process itself: Node, TF.js, ONNX Runtime's code and thread pools.
 //
 // Calibration (peak RSS, `process.resourceUsage().maxRSS`, of real steps on this 2-core CPU box: see
@@ -54,7 +55,7 @@ export const HIDDEN_TENSORS = 8;
 export const FFN_TENSORS = 8;
 /** float32 copies of the largest matrix alive while it is dequantized (Cast, Floor/Sub, Concat, Mul/Add). */
 export const DEQUANT_TEMPORARIES = 4;
-/** [n, VOCAB_CHUNK] float tensors of the head's backward live at once (logits, probs, one-hot, dlogits). */
+/** [n, VOCAB_CHUNK] float tensors of the head's forward live at once (logits, log-softmax, softmax, its share). */
 export const HEAD_CHUNK_TENSORS = 4;
 /** The process without a model: Node, TF.js's backend, ONNX Runtime's code and pools (0.14 GB at start, TF.js's wasm heap and ORT's pools on top). */
 export const RUNTIME_BYTES = 0.6e9;
@@ -102,7 +103,7 @@ export interface GraphMemoryPlan {
   activations: number;
   /** The peak transient of one layer's backward graph. */
   layerTransient: number;
-  /** The peak transient of the head's backward graph. */
+  /** The peak transient of the head's graph (its forward, by vocabulary chunk). */
   headTransient: number;
   runtime: number;
   total: number;
