@@ -220,12 +220,12 @@ export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: st
     return buildTrainingModel(spec, seed);
   }
   const started = performance.now();
-  // ONNX Runtime's arenas (twice as fast on large tensors, one peak kept per session) where the plan says they fit.
-  const arena = plan !== null && arenasAffordable(spec.config.numLayers, plan);
-  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers, arena });
+  // ONNX Runtime's arenas (no page faults on large tensors, one peak kept per session) where the plan says they fit.
+  const arenas = plan !== null ? arenasAffordable(spec.config.numLayers, plan) : { head: false, layers: false };
+  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers, arenas });
   // Read after the build: a device whose provider failed to load has fallen back to the CPU (graph-session.ts).
   const { device, fellBackFrom } = trainingProviders();
-  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arena ? ' (with memory arenas)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arenas.layers ? ' (with memory arenas)' : arenas.head ? ' (a memory arena for the head)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return model;
 }
 

@@ -97,19 +97,29 @@ export function layerSavedBytes(config: ModelConfig, rows: number, length: numbe
   return 4 * (M * perToken + rows * H * length * length);
 }
 
+/** Which of the engine's sessions keep ONNX Runtime's memory arena (graph-session.ts). */
+export interface EngineArenas { head: boolean; layers: boolean }
+
 /**
- * Whether the sessions may keep ONNX Runtime's memory arenas (graph-session.ts: a third faster on a 20M RL step's
- * forward, but each session keeps its peak for good): when what they would hold fits in an eighth of the machine's
- * memory. Each of the numLayers layer sessions holds a layer's backward at the job's largest micro-batch
- * (memory-plan.ts's layerTransient), the head's session its own (headTransient, the vocabulary chunks): a 20M RL
- * micro-batch of 2,032 tokens holds 6 × 0.13 + 0.53 GB, where counting the head's peak for every session (as
- * this did before) came to 3.7 GB and turned the arenas off, costing its forward 570 ms instead of 420.
+ * Which sessions may keep ONNX Runtime's memory arenas (graph-session.ts: without one every tensor over glibc's
+ * 32 MB mmap ceiling is a fresh mapping, page-faulted in), within an eighth of the machine's memory, since each
+ * keeps its peak for good: first the head's (one session, headTransient: its vocabulary chunks are the step's
+ * largest tensors), then the numLayers layer sessions' (layerTransient each) if they fit beside it.
+ * - 20M RL micro-batch of 2,032 tokens: 0.53 + 6 × 0.13 GB, both. Counting the head's peak for every session (the
+ *   first rule) came to 3.7 GB and turned them all off: its forward took 570 ms instead of 420.
+ * - 0.5B at 1 × 512: the head's 0.14 GB only (24 layer peaks are 4.1 GB). Without it the head's [511, 16,384]
+ *   chunks (33.5 MB) were fresh mappings: their Mul, LogSoftmax and Exp took 41, 28 and 13 ms a chunk.
  */
-export function arenasAffordable(numLayers: number, transient: { layerTransient: number; headTransient: number }, total = totalmem()): boolean {
-  return numLayers * transient.layerTransient + transient.headTransient <= total / 8;
+export function arenasAffordable(numLayers: number, transient: { layerTransient: number; headTransient: number }, total = totalmem()): EngineArenas {
+  const budget = total / 8;
+  const head = transient.headTransient <= budget;
+  const layers = (head ? transient.headTransient : 0) + numLayers * transient.layerTransient <= budget;
+  return { head, layers };
 }
 
-export interface GraphEngineOptions extends GraphSessionOptions {
+export interface GraphEngineOptions extends Omit<GraphSessionOptions, 'arena'> {
+  /** Which sessions keep a memory arena (arenasAffordable; default none). */
+  arenas?: EngineArenas;
   /** Called as each graph is built and loaded (`layer 3/32`). */
   onProgress?: (what: string) => void;
 }
@@ -130,7 +140,8 @@ export class GraphEngine {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
     this.transfers = opts.counter ?? new TransferCounter();
     this.saved = savedTensors(config, targets);
-    const sessionOpts = { ...opts, counter: this.transfers };
+    const { arenas, ...rest } = opts;
+    const sessionOpts = { ...rest, counter: this.transfers, arena: arenas?.layers ?? false };
     const tensor = (name: string) => {
       const t = source.get(name);
       if (!t) throw new Error(`weight ${name} is missing`);
@@ -156,7 +167,7 @@ export class GraphEngine {
     }
     const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
     this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']) }),
-      { ...sessionOpts, deviceOutputs: ['expected_out', 'dx'] });
+      { ...sessionOpts, arena: arenas?.head ?? false, deviceOutputs: ['expected_out', 'dx'] });
     opts.onProgress?.('head');
   }
 

@@ -70,7 +70,7 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   const forward = (g: GraphBuilder, keep: boolean) => {
     const { y: n } = rmsNorm(g, x, wNorm, eps);
     // Per chunk: the log-softmax (fused where the provider has it), then exp and one weighted sum (the entropy's term).
-    const lses: string[] = [], picked: string[] = [], expected: string[] = [], local: string[] = [];
+    const lses: string[] = [], picked: string[] = [], expected: string[] = [], rowsOfW: string[] = [];
     const out = new Map<string, string>();
     const firstColumn = (t: string) => g.op('Slice', [t, g.int64s([0]), g.int64s([1]), g.int64s([1])]);
     chunks.forEach((c) => {
@@ -88,7 +88,8 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
       }
       const probs = g.op('Exp', [logSoftmax]); // softmax within the chunk
       lses.push(lse);
-      local.push(probs);
+      // The chunk's softmax times its rows of W ([n, d]), made here so that no [n, chunk] tensor outlives its chunk.
+      if (keep) rowsOfW.push(c.matrix.backward(g, probs));
       // Σ softmax_chunk · logits = Σ softmax_chunk · logSoftmax + lse_chunk
       expected.push(g.op('Add', [rowSum(g, g.op('Mul', [probs, logSoftmax])), lse]));
       const t = targetIn(g, c.from, c.size);
@@ -99,8 +100,8 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
     const shares = lses.map((l) => (lses.length === 1 ? null : g.op('Exp', [g.op('Sub', [l, lse])])));
     // Σ softmax · logits over the vocabulary = Σ_chunks share · E_chunk[logit].
     const mean = sum(g, expected.map((m, i) => (shares[i] ? g.op('Mul', [m, shares[i]!]) : m)));
-    // Σ_v softmax_v · W_v: each chunk's softmax (its share of the whole) times its rows of W.
-    if (keep) out.set('expected_out', sum(g, chunks.map((c, i) => c.matrix.backward(g, shares[i] ? g.op('Mul', [local[i], shares[i]!]) : local[i]))));
+    // Σ_v softmax_v · W_v = Σ_chunks share · (the chunk's softmax · its rows of W).
+    if (keep) out.set('expected_out', sum(g, rowsOfW.map((e, i) => (shares[i] ? g.op('Mul', [e, shares[i]!]) : e))));
     out.set('logp', g.op('Sub', [sum(g, picked), lse]));
     out.set('entropy', g.op('Sub', [lse, mean]));
     return out;
