@@ -72,9 +72,12 @@ describe('graph engine memory plan', () => {
   });
 
   it('keeps memory arenas within an eighth of the machine: the head session\'s first, then every layer session\'s beside it', () => {
-    expect(arenasAffordable(6, { layerTransient: 0.25 * GiB, headTransient: 1.5 * GiB }, 24 * GiB)).toEqual({ head: true, layers: true }); // 3 GiB
-    expect(arenasAffordable(6, { layerTransient: 0.25 * GiB, headTransient: 1.5 * GiB + 1 }, 24 * GiB)).toEqual({ head: true, layers: false });
-    expect(arenasAffordable(6, { layerTransient: 0.01 * GiB, headTransient: 3 * GiB + 1 }, 24 * GiB)).toEqual({ head: false, layers: true });
+    const float = { layerDequantizing: 0, headDequantizing: 0 };
+    expect(arenasAffordable(6, { ...float, layerTransient: 0.25 * GiB, headTransient: 1.5 * GiB }, 24 * GiB)).toEqual({ head: true, layers: true }); // 3 GiB
+    expect(arenasAffordable(6, { ...float, layerTransient: 0.25 * GiB, headTransient: 1.5 * GiB + 1 }, 24 * GiB)).toEqual({ head: true, layers: false });
+    expect(arenasAffordable(6, { ...float, layerTransient: 0.01 * GiB, headTransient: 3 * GiB + 1 }, 24 * GiB)).toEqual({ head: false, layers: true });
+    // A peak that is mostly dequantized weights keeps no arena, however small.
+    expect(arenasAffordable(6, { layerTransient: 0.01 * GiB, headTransient: 0.1 * GiB, layerDequantizing: 0.006 * GiB, headDequantizing: 0.04 * GiB }, 24 * GiB)).toEqual({ head: true, layers: false });
     // bench:train's RL micro-batch (20M, 16 × 127 tokens) keeps them all on 24 GiB; the 0.5B at 1 × 512 the head's.
     const m20 = tinyConfig({ vocabSize: 32000, hiddenSize: 288, intermediateSize: 768, numLayers: 6, numHeads: 6, numKvHeads: 2, headDim: 48, tieWordEmbeddings: false });
     const rl = graphMemoryPlan({ config: m20, tensors: tensorsOf(m20), floatBaseHeld: true, lora, microBatch: { rows: 16, length: 127 } });
@@ -83,6 +86,10 @@ describe('graph engine memory plan', () => {
     const q05 = tinyConfig({ architecture: 'qwen2', vocabSize: 151936, hiddenSize: 896, intermediateSize: 4864, numLayers: 24, numHeads: 14, numKvHeads: 2, headDim: 64, tieWordEmbeddings: true, attentionBias: true });
     const big = graphMemoryPlan({ config: q05, tensors: tensorsOf(q05), floatBaseHeld: true, lora, microBatch: { rows: 1, length: 512 } });
     expect(arenasAffordable(q05.numLayers, big, 24 * GiB)).toEqual({ head: true, layers: false });
+    // The 8B Q4_K (Q6_K head) at 1 × 256: its head's peak is its dequantized chunks; none.
+    const q4k = graphMemoryPlan({ config: llama8b, tensors: tensorsOf(llama8b, GGML_TYPE.Q4_K, GGML_TYPE.Q6_K), floatBaseHeld: false, lora, microBatch: { rows: 1, length: 256 } });
+    expect(q4k.headTransient).toBeLessThan(3 * GiB);
+    expect(arenasAffordable(llama8b.numLayers, q4k, 24 * GiB)).toEqual({ head: false, layers: false });
   });
 
   it('fits an 8B Q4_K base at 1 × 256 tokens in 14 GiB', () => {

@@ -9,7 +9,7 @@ import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { weightsSource } from '../../src/runtime/weight-source.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
-import { GraphEngine, projectionPath, type AdapterFactors, type AdapterSet, type ForwardState } from '../../worker/training/graph/graph-engine.js';
+import { GraphEngine, layerSavedBytes, projectionPath, type AdapterFactors, type AdapterSet, type ForwardState } from '../../worker/training/graph/graph-engine.js';
 import type { DeviceTensor } from '../../worker/training/graph/graph-session.js';
 import { savedTensors } from '../../worker/training/graph/layer-graph.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
@@ -69,11 +69,15 @@ function run(providers: ('cpu' | 'webgpu')[], savedBytes: string | undefined) {
   const inputs = 8 * M + 8 * M + 2 * 4 * M * config.headDim + 2 * (8 * n + 8 * n) + 4 * n;
   const scalars = 2 * config.numLayers * (16 + 4 + 4 + 4) + 2 * (4 + 4);
   const results: { toDevice: number; fromDevice: number; locations: Set<string>; keptCount: number; freedAfter: boolean }[] = [];
+  let savedLayerBytes = 0;
   for (let step = 0; step < 3; step++) {
     if (step === 2) version = { version: {}, factors: () => factors }; // the optimizer changed them
     engine.transfers.reset();
     const { state } = engine.forward(mb.batch, at, version, lora.scale, true);
     const tensors = kept(state).map((t) => t.tensor);
+    // What a layer keeps is what the saved-activation budget counts it at.
+    const firstLayer = state.layerSaved[0];
+    if (firstLayer) savedLayerBytes = [...firstLayer.values()].reduce((sum, t) => sum + 4 * t.dims.reduce((a, d) => a * d, 1), 0);
     const locations = new Set(tensors.map((t) => t.location));
     engine.backward(state, dlogp);
     const freedAfter = tensors.every((t) => t.location === 'none' || t.location === 'cpu');
@@ -90,7 +94,8 @@ function run(providers: ('cpu' | 'webgpu')[], savedBytes: string | undefined) {
   engine.dispose();
   lora.dispose();
   const gradients = adapterBytes; // one gradient per adapter factor, same shapes
-  return { results, afterForwardOnly, savedPerLayer: savedTensors(config, lora.config.targetModules).length, expected: { first: { toDevice: adapterBytes + inputs + scalars, fromDevice: 8 * n + gradients }, steady: { toDevice: inputs + scalars, fromDevice: 8 * n + gradients } }, resident: engine.resident, adapterBytes, n, M };
+  const rank = lora.config.rank;
+  return { results, afterForwardOnly, savedLayerBytes, plannedLayerBytes: layerSavedBytes(config, mb.batch.rows, mb.batch.length, rank, lora.config.targetModules.length), savedPerLayer: savedTensors(config, lora.config.targetModules).length, expected: { first: { toDevice: adapterBytes + inputs + scalars, fromDevice: 8 * n + gradients }, steady: { toDevice: inputs + scalars, fromDevice: 8 * n + gradients } }, resident: engine.resident, adapterBytes, n, M };
 }
 
 function check(name: string, providers: ('cpu' | 'webgpu')[], savedBytes: string | undefined) {
@@ -112,6 +117,7 @@ describe('graph engine: host↔device bytes of a step', () => {
     // Layer inputs and the last output, mask / cos / sin, the head's expected rows (whatever the budget), and each
     // layer's saved activations when they fit.
     expect(saving.results[1].keptCount).toBe(config.numLayers + 1 + 3 + 1 + config.numLayers * saving.savedPerLayer);
+    expect(saving.savedLayerBytes).toBe(saving.plannedLayerBytes);
     const recomputing = check('cpu, recomputed', ['cpu'], '0');
     expect(recomputing.results[1].keptCount).toBe(config.numLayers + 1 + 3 + 1);
   }, 120_000);

@@ -93,27 +93,36 @@ const SAVED_RESERVE_BYTES = 2 * 2 ** 30;
 export function layerSavedBytes(config: ModelConfig, rows: number, length: number, rank: number, adapted: number): number {
   const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, intermediateSize: F } = config;
   const M = rows * length;
-  const perToken = 2 * D + H * hd + D + 2 /* r1, r2 */ + 4 * F + (H + 2 * KV) * hd + adapted * rank + (config.qkNorm ? (H + KV) * (hd + 1) : 0);
+  // h, context, r1 and r2, gate and up, q/k/v, x·A per adapter (layer-graph.ts savedTensors).
+  const perToken = D + H * hd + 2 + 2 * F + (H + 2 * KV) * hd + adapted * rank + (config.qkNorm ? (H + KV) * (hd + 1) : 0);
   return 4 * (M * perToken + rows * H * length * length);
 }
 
 /** Which of the engine's sessions keep ONNX Runtime's memory arena (graph-session.ts). */
 export interface EngineArenas { head: boolean; layers: boolean }
 
+/** The parts of a memory plan (memory-plan.ts) the arenas are decided from. */
+export interface ArenaInputs { layerTransient: number; headTransient: number; layerDequantizing: number; headDequantizing: number }
+
 /**
  * Which sessions may keep ONNX Runtime's memory arenas (graph-session.ts: without one every tensor over glibc's
  * 32 MB mmap ceiling is a fresh mapping, page-faulted in), within an eighth of the machine's memory, since each
- * keeps its peak for good: first the head's (one session, headTransient: its vocabulary chunks are the step's
+ * keeps its peak for good: first the head's (one session, headTransient: its vocabulary chunks are a step's
  * largest tensors), then the numLayers layer sessions' (layerTransient each) if they fit beside it.
  * - 20M RL micro-batch of 2,032 tokens: 0.53 + 6 × 0.13 GB, both. Counting the head's peak for every session (the
  *   first rule) came to 3.7 GB and turned them all off: its forward took 570 ms instead of 420.
  * - 0.5B at 1 × 512: the head's 0.14 GB only (24 layer peaks are 4.1 GB). Without it the head's [511, 16,384]
  *   chunks (33.5 MB) were fresh mappings: their Mul, LogSoftmax and Exp took 41, 28 and 13 ms a chunk.
+ * - No arena for a session whose peak is mostly dequantized weights: those float copies are made again each run
+ *   whatever holds them, and an arena would keep them for good. The 8B Q4_K's head (1.33 GB planned, 1.34 of it
+ *   its Q6_K chunks dequantized) raised the job's peak RSS from 10.95 to 13.5 GiB for page faults worth under 1%
+ *   of its 142 s step.
  */
-export function arenasAffordable(numLayers: number, transient: { layerTransient: number; headTransient: number }, total = totalmem()): EngineArenas {
+export function arenasAffordable(numLayers: number, plan: ArenaInputs, total = totalmem()): EngineArenas {
   const budget = total / 8;
-  const head = transient.headTransient <= budget;
-  const layers = (head ? transient.headTransient : 0) + numLayers * transient.layerTransient <= budget;
+  const worthIt = (transient: number, dequantizing: number) => dequantizing < transient / 2;
+  const head = worthIt(plan.headTransient, plan.headDequantizing) && plan.headTransient <= budget;
+  const layers = worthIt(plan.layerTransient, plan.layerDequantizing) && (head ? plan.headTransient : 0) + numLayers * plan.layerTransient <= budget;
   return { head, layers };
 }
 

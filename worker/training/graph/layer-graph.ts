@@ -4,8 +4,9 @@
 // attention softmax (GQA without repeating K/V), SwiGLU, the LoRA terms; the base's matrices get no gradient.
 //
 // Two ways through the backward, chosen per layer and run by the engine (`save`):
-// - saved: the forward also returns what the backward reads (norms, q/k/v, attention probabilities, MLP
-//   activations, x·A of each adapter) and the backward takes them back: a step costs ~2 forwards, as PyTorch's;
+// - saved: the forward also returns what the backward reads (the norms' scales, q/k/v, attention probabilities and
+//   context, the residual h, gate and up, x·A of each adapter) and the backward takes them back, making the rest
+//   again with elementwise passes: a step costs ~2 forwards, as PyTorch's;
 // - recomputed: the forward returns only y, and the backward runs the layer's forward again first: a step keeps
 //   one [M, d] input per layer (0.5B at 4,096 tokens: 350 MB, where the saved activations would be 22 GB: the
 //   attention probabilities alone are rows·heads·T² floats) for one more forward of the layer.
@@ -54,14 +55,17 @@ interface Saved {
 
 /** The activations a saving forward returns, with their ranks (the engine feeds empties of these ranks). */
 export function savedTensors(config: ModelConfig, targets: readonly LoraTarget[]): { name: string; rank: number }[] {
-  const list: [string, number][] = [['r1', 2], ['n1', 2], ['q5', 5], ['k5', 5], ['v5', 5], ['probs', 5], ['context', 2], ['h', 2], ['r2', 2], ['n2', 2], ['gate', 2], ['up', 2], ['sigGate', 2], ['act', 2]];
+  // Not kept (the backward makes them again from what is, a few elementwise passes): the norms' outputs n1 and n2,
+  // σ(gate) and the SwiGLU product, 17 of a 20M layer's 45 MB at 2,032 tokens, so a budget keeps more layers. The
+  // step's time did not move (20M RL micro-batch forward + backward 725 against 738 ms).
+  const list: [string, number][] = [['r1', 2], ['q5', 5], ['k5', 5], ['v5', 5], ['probs', 5], ['context', 2], ['h', 2], ['r2', 2], ['gate', 2], ['up', 2]];
   if (config.qkNorm) list.push(['q3', 3], ['k3', 3], ['rq', 3], ['rk', 3]);
   for (const t of targets) list.push([`xa.${t}`, 2]);
   return list.map(([name, rank]) => ({ name, rank }));
 }
 
 function savedRecord(s: Saved, targets: readonly LoraTarget[]): Map<string, string> {
-  const m = new Map<string, string>(Object.entries({ r1: s.r1, n1: s.n1, q5: s.q5, k5: s.k5, v5: s.v5, probs: s.probs, context: s.context, h: s.h, r2: s.r2, n2: s.n2, gate: s.gate, up: s.up, sigGate: s.sigGate, act: s.act }));
+  const m = new Map<string, string>(Object.entries({ r1: s.r1, q5: s.q5, k5: s.k5, v5: s.v5, probs: s.probs, context: s.context, h: s.h, r2: s.r2, gate: s.gate, up: s.up }));
   if (s.rq && s.rk) { m.set('q3', s.q3); m.set('k3', s.k3); m.set('rq', s.rq); m.set('rk', s.rk); }
   for (const t of targets) m.set(`xa.${t}`, s.xa.get(t)!);
   return m;
@@ -214,9 +218,12 @@ export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targ
   const forwardOnly = leafBranch(root, outputs, 'fp', (g) => new Map([['out', forward(g, x).y]]));
   const backwardFromSaved = leafBranch(root, outputs, 'bs', (g) => {
     const v = (name: string) => savedInputs.get(name)!;
+    // What the forward did not keep, made again as it made them.
+    const normed = (input: string, r: string, w: string) => g.op('Mul', [g.op('Mul', [input, r]), w]);
+    const sigGate = g.op('Sigmoid', [v('gate')]);
     const s: Saved = {
-      x, r1: v('r1'), n1: v('n1'), q5: v('q5'), k5: v('k5'), v5: v('v5'), probs: v('probs'), context: v('context'), h: v('h'), r2: v('r2'), n2: v('n2'),
-      gate: v('gate'), up: v('up'), sigGate: v('sigGate'), act: v('act'),
+      x, r1: v('r1'), n1: normed(x, v('r1'), wIn), q5: v('q5'), k5: v('k5'), v5: v('v5'), probs: v('probs'), context: v('context'), h: v('h'), r2: v('r2'),
+      n2: normed(v('h'), v('r2'), wPost), gate: v('gate'), up: v('up'), sigGate, act: g.op('Mul', [g.op('Mul', [v('gate'), sigGate]), v('up')]),
       q3: config.qkNorm ? v('q3') : '', k3: config.qkNorm ? v('k3') : '', rq: config.qkNorm ? v('rq') : null, rk: config.qkNorm ? v('rk') : null,
       xa: new Map(targets.map((t) => [t, v(`xa.${t}`)])),
     };

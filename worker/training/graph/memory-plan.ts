@@ -105,6 +105,9 @@ export interface GraphMemoryPlan {
   layerTransient: number;
   /** The peak transient of the head's graph (its forward, by vocabulary chunk). */
   headTransient: number;
+  /** Of layerTransient and headTransient, the float copies of block-stored weights and their temporaries. */
+  layerDequantizing: number;
+  headDequantizing: number;
   runtime: number;
   total: number;
   /** Of these, what ONNX Runtime holds (on the device when the graphs run on a GPU): weights and transients. */
@@ -166,17 +169,17 @@ export function graphMemoryPlan(input: GraphMemoryInput): GraphMemoryPlan {
   const activations = ((L + 3) * M * d + 2 * M * hd + rows * length * length) * 4;
 
   const widths = d + H * hd + 2 * KV * hd;
-  const layerTransient = 4 * (ATTENTION_TENSORS * rows * H * length * length + M * (HIDDEN_TENSORS * widths + FFN_TENSORS * F))
-    + layerDequantized + DEQUANT_TEMPORARIES * layerWidest * 4;
+  const layerDequantizing = layerDequantized + DEQUANT_TEMPORARIES * layerWidest * 4;
+  const layerTransient = 4 * (ATTENTION_TENSORS * rows * H * length * length + M * (HIDDEN_TENSORS * widths + FFN_TENSORS * F)) + layerDequantizing;
   const trained = M; // every token of the micro-batch may be a trained row
   const chunk = Math.min(V, VOCAB_CHUNK);
-  const headTransient = 4 * (HEAD_CHUNK_TENSORS * trained * chunk + 4 * trained * d)
-    + (headStored.blocks ? (1 + DEQUANT_TEMPORARIES) * chunk * d * 4 : 0);
+  const headDequantizing = headStored.blocks ? (1 + DEQUANT_TEMPORARIES) * chunk * d * 4 : 0;
+  const headTransient = 4 * (HEAD_CHUNK_TENSORS * trained * chunk + 4 * trained * d) + headDequantizing;
 
   const runtime = RUNTIME_BYTES;
   const transient = Math.max(layerTransient, headTransient);
   const total = weights + embedding + floatBase + adapters + moments + activations + transient + runtime;
-  return { weights, embedding, floatBase, adapters, moments, activations, layerTransient, headTransient, runtime, total, runtimeHeld: weights + transient };
+  return { weights, embedding, floatBase, adapters, moments, activations, layerTransient, headTransient, layerDequantizing, headDequantizing, runtime, total, runtimeHeld: weights + transient };
 }
 
 const gb = (b: number) => (b / 1e9).toFixed(1);
