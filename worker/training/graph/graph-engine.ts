@@ -115,8 +115,8 @@ export interface ArenaInputs { layerTransient: number; headTransient: number; la
  *   chunks (33.5 MB) were fresh mappings: their Mul, LogSoftmax and Exp took 41, 28 and 13 ms a chunk.
  * - No arena for a session whose peak is mostly dequantized weights: those float copies are made again each run
  *   whatever holds them, and an arena would keep them for good. The 8B Q4_K's head (1.33 GB planned, 1.34 of it
- *   its Q6_K chunks dequantized) raised the job's peak RSS from 10.95 to 13.5 GiB for page faults worth under 1%
- *   of its 142 s step.
+ *   its Q6_K chunks dequantized) raised bench:train's 8B step from 11.1 to 13.5 GiB peak RSS, at no gain (142 s
+ *   with it, 134 s without, in the same hour).
  */
 export function arenasAffordable(numLayers: number, plan: ArenaInputs, total = totalmem()): EngineArenas {
   const budget = total / 8;
@@ -150,6 +150,9 @@ export class GraphEngine {
     this.transfers = opts.counter ?? new TransferCounter();
     this.saved = savedTensors(config, targets);
     const { arenas, ...rest } = opts;
+    // MatMulNBits for the forward products of block-stored matrices on the CPU (frozen-matrix.ts); GPU providers
+    // keep the standard-op dequantization every provider has.
+    const onCpu = (opts.providers ?? ['cpu']).every((p) => (typeof p === 'string' ? p : p.name) === 'cpu');
     const sessionOpts = { ...rest, counter: this.transfers, arena: arenas?.layers ?? false };
     const tensor = (name: string) => {
       const t = source.get(name);
@@ -171,11 +174,11 @@ export class GraphEngine {
         if (local.endsWith('_proj.weight')) weights.matrices.set(local.slice(0, -'.weight'.length), frozenData(t));
         else weights.vectors.set(local, t.f32());
       }
-      this.layers.push(GraphSession.load(buildLayerGraph(config, weights, targets), { ...sessionOpts, deviceOutputs: layerDeviceOutputs }));
+      this.layers.push(GraphSession.load(buildLayerGraph(config, weights, targets, { nbitsForward: onCpu }), { ...sessionOpts, deviceOutputs: layerDeviceOutputs }));
       opts.onProgress?.(`layer ${l + 1}/${config.numLayers}`);
     }
     const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
-    this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']) }),
+    this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']), nbitsForward: onCpu }),
       { ...sessionOpts, arena: arenas?.head ?? false, deviceOutputs: ['expected_out', 'dx'] });
     opts.onProgress?.('head');
   }

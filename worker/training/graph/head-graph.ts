@@ -34,9 +34,11 @@ export interface HeadGraphOptions {
    * every chunk's logits to the host and back.
    */
   fusedLogSoftmax?: boolean;
+  /** The head's products by MatMulNBits where it is stored in blocks (frozen-matrix.ts; CPU providers). */
+  nbitsForward?: boolean;
 }
 
-export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, normWeight: Float32Array, { chunk = VOCAB_CHUNK, fusedLogSoftmax = true }: HeadGraphOptions = {}): Uint8Array {
+export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, normWeight: Float32Array, { chunk = VOCAB_CHUNK, fusedLogSoftmax = true, nbitsForward = false }: HeadGraphOptions = {}): Uint8Array {
   const { hiddenSize: D, vocabSize: V, rmsNormEps: eps } = config;
   if (head.N !== V || head.K !== D) throw new Error(`LM head is [${head.N}, ${head.K}], expected [${V}, ${D}]`);
   const root = new GraphBuilder();
@@ -52,7 +54,7 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
   const chunks: { from: number; matrix: FrozenMatrix; size: number }[] = [];
   for (let from = 0; from < V; from += chunk) {
     const to = Math.min(V, from + chunk);
-    chunks.push({ from, size: to - from, matrix: new FrozenMatrix(root, `lm_head.${from}`, frozenRows(head, from, to)) });
+    chunks.push({ from, size: to - from, matrix: new FrozenMatrix(root, `lm_head.${from}`, frozenRows(head, from, to), { nbitsForward }) });
   }
   /**
    * Where each target falls in a chunk: its clamped index [n, 1] (int64) and 1 where it is in the chunk, else 0

@@ -71,7 +71,8 @@ function savedRecord(s: Saved, targets: readonly LoraTarget[]): Map<string, stri
   return m;
 }
 
-export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targets: readonly LoraTarget[]): Uint8Array {
+/** `nbitsForward`: block-stored matrices' forward products by MatMulNBits (frozen-matrix.ts; CPU providers). */
+export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targets: readonly LoraTarget[], opts: { nbitsForward?: boolean } = {}): Uint8Array {
   const { hiddenSize: D, numHeads: H, numKvHeads: KV, headDim: hd, rmsNormEps: eps } = config;
   const rep = H / KV;
   const root = new GraphBuilder();
@@ -95,7 +96,7 @@ export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targ
   const matrices = new Map(PROJECTIONS.map(({ path, target }) => {
     const m = weights.matrices.get(path);
     if (!m) throw new Error(`layer weights lack ${path}`);
-    return [target, new FrozenMatrix(root, path, m)] as const;
+    return [target, new FrozenMatrix(root, path, m, opts)] as const;
   }));
   const vector = (name: string) => {
     const v = weights.vectors.get(name);
