@@ -2,8 +2,10 @@
 // ggml blocks repacked to MatMulNBits' layout (src/runtime/gguf-repack.ts, the bytes serving reads). One copy
 // of each matrix: the forward product x·Wᵀ and the backward product dy·W both read it.
 //
-// Why the stored blocks are dequantized inside the graph (a block at a time into a float [N, K] that lives only
-// for the branch that needs it) instead of MatMulNBits forward and a second, transposed 4-bit copy backward:
+// The forward product x·Wᵀ of stored blocks is MatMulNBits on the CPU (`nbitsForward`), unpacked: its kernel
+// dequantizes the blocks in one pass into its own buffer and runs the same float32 SGEMM. Elsewhere, and for every
+// backward product dy·W, the blocks are dequantized inside the graph (a block at a time into a float [N, K] that
+// lives only for the branch that needs it). Why not MatMulNBits' packed form, or a transposed 4-bit copy:
 // - dy·W contracts over N, and a 4-bit block of Wᵀ would have one scale per element: no transposed copy is exact;
 // - MatMulNBits' prepacked form is a second copy of the weights beside the initializer the backward reads
 //   (the sessions load with prepacking off: graph-session.ts), which an 8B model cannot afford on 24 GiB;
