@@ -69,8 +69,7 @@ export class FrozenMatrix {
       const t = this.initializers();
       const y = g.op('MatMulNBits', [x, t.packed, t.scales], { K: m.K, N: m.N, bits: t.bits, block_size: t.block, accuracy_level: 0 }, 'com.microsoft');
       if (!t.offsets) return y;
-      const blockSums = g.op('ReduceSum', [g.op('Reshape', [x, g.int64s([0, m.K / t.block, t.block])]), g.int64s([-1])], { keepdims: 0 }); // [M, K/block]
-      return g.op('Add', [y, g.op('Gemm', [blockSums, t.offsets], { transB: 1 })]);
+      return g.op('Add', [y, g.op('Gemm', [blockSums(g, x, m.K, t.block), t.offsets], { transB: 1 })]);
     }
     return g.op('Gemm', [x, this.matrix(g)], { transB: 1 });
   }
@@ -118,6 +117,22 @@ export class FrozenMatrix {
     cached = null; // the graph holds the bytes now (the getter above runs at most once per initializer)
     return this.blocks;
   }
+}
+
+/** Block sums already made, per graph and input: q, k and v (gate and up, the head's chunks) share one. */
+const madeBlockSums = new WeakMap<GraphBuilder, Map<string, string>>();
+
+/** Σ over each block of `x` [M, K] → [M, K/block], made once per (sub)graph and input. */
+function blockSums(g: GraphBuilder, x: string, K: number, block: number): string {
+  let made = madeBlockSums.get(g);
+  if (!made) madeBlockSums.set(g, (made = new Map()));
+  const key = `${x}/${block}`;
+  let sums = made.get(key);
+  if (!sums) {
+    sums = g.op('ReduceSum', [g.op('Reshape', [x, g.int64s([0, K / block, block])]), g.int64s([-1])], { keepdims: 0 });
+    made.set(key, sums);
+  }
+  return sums;
 }
 
 /**

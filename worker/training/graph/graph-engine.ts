@@ -24,7 +24,7 @@ import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWei
 import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph } from './head-graph.js';
 import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
-import { DeviceTensor, DeviceUploader, GraphSession, onWebGpu, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
+import { cpuOnly, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
 
 /** One adapted projection's factors in lora.ts's layout: A transposed [in, r], B transposed [r, out]. */
 export interface AdapterFactors { a: Float32Array; b: Float32Array; inDim: number; outDim: number; rank: number }
@@ -152,7 +152,7 @@ export class GraphEngine {
     const { arenas, ...rest } = opts;
     // MatMulNBits for the forward products of block-stored matrices on the CPU (frozen-matrix.ts); GPU providers
     // keep the standard-op dequantization every provider has.
-    const onCpu = (opts.providers ?? ['cpu']).every((p) => (typeof p === 'string' ? p : p.name) === 'cpu');
+    const onCpu = cpuOnly(opts.providers ?? ['cpu']);
     const sessionOpts = { ...rest, counter: this.transfers, arena: arenas?.layers ?? false };
     const tensor = (name: string) => {
       const t = source.get(name);

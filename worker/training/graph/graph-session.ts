@@ -113,6 +113,9 @@ export interface GraphSessionOptions {
  */
 export const onWebGpu = (providers: Providers) => providerName(providers[0]) === 'webgpu';
 
+/** Whether these providers are the CPU's alone (the graphs may then use CPU-only kernels: frozen-matrix.ts). */
+export const cpuOnly = (providers: Providers) => providers.every((p) => providerName(p) === 'cpu');
+
 export class GraphSession {
   private readonly deviceOutputs: Set<string>;
 
@@ -143,7 +146,7 @@ export class GraphSession {
    */
   static load(model: Uint8Array, opts: GraphSessionOptions = {}): GraphSession {
     const asked = opts.providers ?? ['cpu'];
-    if (asked.every((p) => providerName(p) === 'cpu')) return GraphSession.loadWith(model, asked, opts);
+    if (cpuOnly(asked)) return GraphSession.loadWith(model, asked, opts);
     const key = providersKey(asked);
     if (!failedProviders.has(key)) {
       try {

@@ -19,7 +19,7 @@
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { FrozenMatrix, frozenRows, type FrozenMatrixData } from './frozen-matrix.js';
-import { rmsNorm, rmsNormBackward } from './rms-norm.js';
+import { rmsNorm, rmsNormBackward, rmsScale } from './rms-norm.js';
 import { ifBranch, leafBranch, rootIf, type BranchOutputs } from './branches.js';
 
 /** Vocabulary rows per chunk: 16,384 × 4,096 floats (an 8B head) is a 256 MB chunk. */
@@ -111,7 +111,7 @@ export function buildHeadGraph(config: ModelConfig, head: FrozenMatrixData, norm
 
   // dn = dlogp · (W[target] − expected): each target's row from the chunk holding it.
   const backwardPass = (g: GraphBuilder) => {
-    const { r } = rmsNorm(g, x, wNorm, eps);
+    const r = rmsScale(g, x, eps);
     const targetRows = sum(g, chunks.map((c) => {
       const t = targetIn(g, c.from, c.size);
       return g.op('Mul', [c.matrix.rows(g, g.op('Squeeze', [t.index, g.int64s([1])])), t.inside]); // [n, d]

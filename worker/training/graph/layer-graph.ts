@@ -22,7 +22,7 @@ import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import type { LoraTarget } from '../lora.js';
 import { FrozenMatrix, type FrozenMatrixData } from './frozen-matrix.js';
-import { rmsNorm, rmsNormBackward } from './rms-norm.js';
+import { rmsNorm, rmsNormBackward, rmsNormed } from './rms-norm.js';
 import { rotary, rotaryBackward } from './rotary.js';
 import { ifBranch, leafBranch, rootIf, type BranchOutputs } from './branches.js';
 
@@ -220,11 +220,10 @@ export function buildLayerGraph(config: ModelConfig, weights: LayerWeights, targ
   const backwardFromSaved = leafBranch(root, outputs, 'bs', (g) => {
     const v = (name: string) => savedInputs.get(name)!;
     // What the forward did not keep, made again as it made them.
-    const normed = (input: string, r: string, w: string) => g.op('Mul', [g.op('Mul', [input, r]), w]);
     const sigGate = g.op('Sigmoid', [v('gate')]);
     const s: Saved = {
-      x, r1: v('r1'), n1: normed(x, v('r1'), wIn), q5: v('q5'), k5: v('k5'), v5: v('v5'), probs: v('probs'), context: v('context'), h: v('h'), r2: v('r2'),
-      n2: normed(v('h'), v('r2'), wPost), gate: v('gate'), up: v('up'), sigGate, act: g.op('Mul', [g.op('Mul', [v('gate'), sigGate]), v('up')]),
+      x, r1: v('r1'), n1: rmsNormed(g, x, v('r1'), wIn), q5: v('q5'), k5: v('k5'), v5: v('v5'), probs: v('probs'), context: v('context'), h: v('h'), r2: v('r2'),
+      n2: rmsNormed(g, v('h'), v('r2'), wPost), gate: v('gate'), up: v('up'), sigGate, act: g.op('Mul', [g.op('Mul', [v('gate'), sigGate]), v('up')]),
       q3: config.qkNorm ? v('q3') : '', k3: config.qkNorm ? v('k3') : '', rq: config.qkNorm ? v('rq') : null, rk: config.qkNorm ? v('rk') : null,
       xa: new Map(targets.map((t) => [t, v(`xa.${t}`)])),
     };

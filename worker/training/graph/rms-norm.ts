@@ -3,9 +3,19 @@ import type { GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 
 /** y = x · r · w; returns y and r (kept for the backward). */
 export function rmsNorm(g: GraphBuilder, x: string, weight: string, eps: number): { y: string; r: string } {
+  const r = rmsScale(g, x, eps);
+  return { y: rmsNormed(g, x, r, weight), r };
+}
+
+/** r = 1 / sqrt(mean(x²) + eps) over the last axis. */
+export function rmsScale(g: GraphBuilder, x: string, eps: number): string {
   const meanSquare = g.op('ReduceMean', [g.op('Mul', [x, x])], { axes: { ints: [-1] }, keepdims: 1 });
-  const r = g.op('Reciprocal', [g.op('Sqrt', [g.op('Add', [meanSquare, g.scalarFloat(eps)])])]);
-  return { y: g.op('Mul', [g.op('Mul', [x, r]), weight]), r };
+  return g.op('Reciprocal', [g.op('Sqrt', [g.op('Add', [meanSquare, g.scalarFloat(eps)])])]);
+}
+
+/** y = x · r · w from a scale r already made (a backward making the norm's output again from the kept r). */
+export function rmsNormed(g: GraphBuilder, x: string, r: string, weight: string): string {
+  return g.op('Mul', [g.op('Mul', [x, r]), weight]);
 }
 
 /**
