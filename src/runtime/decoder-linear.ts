@@ -19,7 +19,6 @@ export type Linear = (name: string, input: string, wOutIn: () => Float32Array, N
  * With `headsPadded` (GQA with head_dim % 16 ≠ 0) the stored blocks do not hold the padded rows: float32 then.
  */
 export function linearLayer(g: GraphBuilder, weights: WeightSource, opts: GraphOptions, headsPadded: boolean): Linear {
-  const blockSums = new Map<string, string>();
   return (name, input, wOutIn, N, K, parts, output) => {
     const block = opts.weightType === 'q4' ? q4BlockFor(K, opts.q4Block) : null;
     if (block !== null) {
@@ -34,7 +33,7 @@ export function linearLayer(g: GraphBuilder, weights: WeightSource, opts: GraphO
     const runs = (opts.weightType ?? 'stored') === 'stored' && !headsPadded ? ggmlRuns(parts.map((n) => weights.get(n)!), opts.half ?? false) : null;
     if (!runs) return g.node('MatMul', [input, g.floats(name + '_t', [K, N], () => transpose(wOutIn(), N, K))], { outputs: output ? [output] : 1 })[0];
     const ys = runs.map((run) => {
-      if (run.type !== null) return nbitsMatMul(g, input, run.tensors, K, blockSums, opts.nbitsAccuracy ?? 4);
+      if (run.type !== null) return nbitsMatMul(g, input, run.tensors, K, opts.nbitsAccuracy ?? 4);
       const n = run.tensors.reduce((a, t) => a + t.shape[0], 0);
       if (opts.half && run.tensors.every((t) => t.f16)) {
         const wT = g.halves(`f16.${run.tensors.map(tensorKey).join('+')}_t`, [K, n], () => transpose(concat(run.tensors.map((t) => t.f16!())), n, K));

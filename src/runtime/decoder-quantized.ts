@@ -5,6 +5,7 @@ import { DataType, type GraphBuilder } from './onnx-proto.js';
 import type { SourceTensor } from './weight-source.js';
 import { nbitsLayout, repackGgml, type NBitsWeights } from './gguf-repack.js';
 import { transpose } from './decoder-weights.js';
+import { nbitsProduct } from './nbits-product.js';
 
 /** Consecutive source tensors of one ggml type with a MatMulNBits form (type null: float32), or null if none has one. */
 export function ggmlRuns(tensors: SourceTensor[], half: boolean): { type: number | null; tensors: SourceTensor[] }[] | null {
@@ -38,26 +39,18 @@ export function repackStacked(tensors: SourceTensor[], K: number): NBitsWeights 
 }
 
 /**
- * input [B, S, K] · Wᵀ on the file's own blocks: MatMulNBits, plus Σ_block(input) · offsets for formats
- * with per-block minimums (see gguf-repack.ts). Initializers are named after the stacked source tensors.
+ * input [B, S, K] · Wᵀ on the file's own blocks (nbits-product.ts). Initializers are named after the stacked
+ * source tensors; offsets are stored transposed ([K/block, N]) for a MatMul over any batch shape.
  */
-export function nbitsMatMul(g: GraphBuilder, input: string, tensors: SourceTensor[], K: number, blockSums: Map<string, string>, accuracyLevel: number): string {
+export function nbitsMatMul(g: GraphBuilder, input: string, tensors: SourceTensor[], K: number, accuracyLevel: number): string {
   const N = tensors.reduce((a, t) => a + t.shape[0], 0);
   const { bits, block, hasOffsets } = nbitsLayout(tensors[0].ggml!.type)!;
   const name = `nbits.${tensors.map(tensorKey).join('+')}`;
   const repacked = () => repackStacked(tensors, K);
   const packed = g.initializer(name, DataType.UINT8, [N, K / block, (block * bits) / 8], () => repacked().packed);
   const scales = g.floats(name + '.scales', [N * (K / block)], () => repacked().scales);
-  const y = g.op('MatMulNBits', [input, packed, scales], { K, N, bits, block_size: block, accuracy_level: accuracyLevel }, 'com.microsoft');
-  if (!hasOffsets) return y;
-  const sumKey = `${input}/${block}`;
-  let sums = blockSums.get(sumKey);
-  if (!sums) {
-    sums = g.op('ReduceSum', [g.op('Reshape', [input, g.int64s([0, 0, K / block, block])]), g.int64s([-1])], { keepdims: 0 });
-    blockSums.set(sumKey, sums);
-  }
-  const offsetsT = g.floats(name + '.offsets_t', [K / block, N], () => transpose(repacked().offsets!, N, K / block));
-  return g.op('Add', [y, g.op('MatMul', [sums, offsetsT])]);
+  const offsets = hasOffsets ? { name: g.floats(name + '.offsets_t', [K / block, N], () => transpose(repacked().offsets!, N, K / block)), layout: 'kn' as const } : null;
+  return nbitsProduct(g, input, 3, { N, K, bits, block, packed, scales, offsets }, accuracyLevel);
 }
 
 /** A stable name for a source tensor within one graph build (object identity → counter). */

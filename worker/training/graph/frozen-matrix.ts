@@ -13,6 +13,7 @@
 //   forward and backward products are plain float32 GEMMs over the served weights (MLAS, every core).
 import { DataType, type GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import type { NBitsWeights } from '../../../src/runtime/gguf-repack.js';
+import { nbitsProduct } from '../../../src/runtime/nbits-product.js';
 
 /** A frozen [N, K] matrix (HF layout: N outputs, K inputs) as a training graph reads it. */
 export type FrozenMatrixData =
@@ -67,9 +68,8 @@ export class FrozenMatrix {
     const m = this.data;
     if (m.kind === 'nbits' && this.opts.nbitsForward) {
       const t = this.initializers();
-      const y = g.op('MatMulNBits', [x, t.packed, t.scales], { K: m.K, N: m.N, bits: t.bits, block_size: t.block, accuracy_level: 0 }, 'com.microsoft');
-      if (!t.offsets) return y;
-      return g.op('Add', [y, g.op('Gemm', [blockSums(g, x, m.K, t.block), t.offsets], { transB: 1 })]);
+      const offsets = t.offsets ? { name: t.offsets, layout: 'nk' as const } : null;
+      return nbitsProduct(g, x, 2, { N: m.N, K: m.K, bits: t.bits, block: t.block, packed: t.packed, scales: t.scales, offsets }, 0);
     }
     return g.op('Gemm', [x, this.matrix(g)], { transB: 1 });
   }
@@ -117,22 +117,6 @@ export class FrozenMatrix {
     cached = null; // the graph holds the bytes now (the getter above runs at most once per initializer)
     return this.blocks;
   }
-}
-
-/** Block sums already made, per graph and input: q, k and v (gate and up, the head's chunks) share one. */
-const madeBlockSums = new WeakMap<GraphBuilder, Map<string, string>>();
-
-/** Σ over each block of `x` [M, K] → [M, K/block], made once per (sub)graph and input. */
-function blockSums(g: GraphBuilder, x: string, K: number, block: number): string {
-  let made = madeBlockSums.get(g);
-  if (!made) madeBlockSums.set(g, (made = new Map()));
-  const key = `${x}/${block}`;
-  let sums = made.get(key);
-  if (!sums) {
-    sums = g.op('ReduceSum', [g.op('Reshape', [x, g.int64s([0, K / block, block])]), g.int64s([-1])], { keepdims: 0 });
-    made.set(key, sums);
-  }
-  return sums;
 }
 
 /**
