@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { GGML_TYPE } from '../../src/runtime/gguf-dequant.js';
-import { arenasAffordable, frozenData } from '../../worker/training/graph/graph-engine.js';
+import { totalmem } from 'node:os';
+import { arenasAffordable, frozenData, savedActivationBudget } from '../../worker/training/graph/graph-engine.js';
 import { adapterParameters, assertGraphPlanFits, graphMemoryPlan, storedTensorBytes, type PlannedTensor } from '../../worker/training/graph/memory-plan.js';
 import { ALL_LORA_TARGETS } from '../../worker/training/lora.js';
 import { assertGraphJobFits } from '../../worker/training/loop.js';
@@ -90,6 +91,22 @@ describe('graph engine memory plan', () => {
     const q4k = graphMemoryPlan({ config: llama8b, tensors: tensorsOf(llama8b, GGML_TYPE.Q4_K, GGML_TYPE.Q6_K), floatBaseHeld: false, lora, microBatch: { rows: 1, length: 256 } });
     expect(q4k.headTransient).toBeLessThan(3 * GiB);
     expect(arenasAffordable(llama8b.numLayers, q4k, 24 * GiB)).toEqual({ head: false, layers: false });
+  });
+
+  it('saves activations where they stay: host memory, a GPU that keeps outputs (within its free memory), never on one whose outputs cross to the host', () => {
+    const free = 20 * GiB;
+    const host = Math.min(totalmem() / 4, free - 2 * GiB);
+    expect(savedActivationBudget({}, free)).toBe(host);
+    expect(savedActivationBudget({}, free, { kind: 'host' })).toBe(host);
+    expect(savedActivationBudget({}, 1 * GiB)).toBe(0); // under the transients' reserve
+    expect(savedActivationBudget({}, free, { kind: 'device' })).toBe(host); // device memory unknown: the host's rule
+    expect(savedActivationBudget({}, free, { kind: 'device', free: 3 * GiB })).toBe(Math.min(host, 1 * GiB));
+    expect(savedActivationBudget({}, free, { kind: 'device', free: 1 * GiB })).toBe(0);
+    expect(savedActivationBudget({}, free, { kind: 'crossing' })).toBe(0);
+    // HEARTH_TRAIN_SAVED_BYTES decides wherever they live (a GPU check can measure saving on CUDA too).
+    expect(savedActivationBudget({ HEARTH_TRAIN_SAVED_BYTES: '12345' }, free, { kind: 'crossing' })).toBe(12345);
+    expect(savedActivationBudget({ HEARTH_TRAIN_SAVED_BYTES: '0' }, free)).toBe(0);
+    expect(savedActivationBudget({ HEARTH_TRAIN_SAVED_BYTES: 'lots' }, free)).toBe(host);
   });
 
   it('fits an 8B Q4_K base at 1 × 256 tokens in 14 GiB', () => {

@@ -10,7 +10,7 @@ import { weightsSource } from '../../src/runtime/weight-source.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { buildMicroBatch, trainedPositions } from '../../worker/training/data.js';
 import { GraphEngine, layerSavedBytes, projectionPath, type AdapterFactors, type AdapterSet, type ForwardState } from '../../worker/training/graph/graph-engine.js';
-import type { DeviceTensor } from '../../worker/training/graph/graph-session.js';
+import { outputsCrossToHost, type DeviceTensor } from '../../worker/training/graph/graph-session.js';
 import { savedTensors } from '../../worker/training/graph/layer-graph.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { packedSequences, seededLora, tinyConfig } from './training-helpers.js';
@@ -121,6 +121,14 @@ describe('graph engine: host↔device bytes of a step', () => {
     const recomputing = check('cpu, recomputed', ['cpu'], '0');
     expect(recomputing.results[1].keptCount).toBe(config.numLayers + 1 + 3 + 1);
   }, 120_000);
+
+  it('counts DeviceTensors as crossing on a GPU whose outputs the binding brings back to the host (CUDA), not on the CPU or WebGPU', () => {
+    expect(outputsCrossToHost(['cpu'])).toBe(false);
+    expect(outputsCrossToHost([{ name: 'cpu' }])).toBe(false);
+    expect(outputsCrossToHost(['webgpu', 'cpu'])).toBe(false);
+    expect(outputsCrossToHost([{ name: 'cuda', deviceId: 0 }, 'cpu'])).toBe(true);
+    expect(outputsCrossToHost(['cuda'])).toBe(true);
+  });
 
   it.skipIf(adapterProblem !== null)('on webgpu:0: the same bytes, and what the forward keeps lives in GPU memory until its backward frees it', () => {
     for (const saved of [undefined, '0']) {

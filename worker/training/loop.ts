@@ -213,7 +213,7 @@ export function jobEngine(spec: JobEngineInputs): ReturnType<typeof chooseTraini
  * The model a job trains, on the engine engine-choice.ts picks (one log line says which and why): LoRA on
  * ONNX Runtime graphs over the stored base, or the TF.js decoder.
  */
-export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void, plan: GraphMemoryPlan | null = null): TrainingModel {
+export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: string) => void, plan: GraphMemoryPlan | null = null, deviceMemory?: DeviceMemory): TrainingModel {
   const choice = jobEngine(spec);
   if (choice.engine === 'tfjs') {
     log?.(`[training] engine: TF.js (${choice.reason})`);
@@ -222,10 +222,13 @@ export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: st
   const started = performance.now();
   // ONNX Runtime's arenas (no page faults on large tensors, one peak kept per session) where the plan says they fit.
   const arenas = plan !== null ? arenasAffordable(spec.config.numLayers, plan) : { head: false, layers: false };
-  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers, arenas });
+  // On a GPU that keeps the saved activations: its memory the plan leaves free.
+  const deviceFreeForSaving = plan !== null && deviceMemory ? Math.max(0, deviceMemory.freeMiB * 2 ** 20 - plan.runtimeHeld) : undefined;
+  const model = GraphLoraModel.build(spec.config, spec.source ?? weightsSource(floatWeights(spec)), jobAdapters(spec, seed), { providers: trainingProviders().providers, arenas, deviceFreeForSaving });
   // Read after the build: a device whose provider failed to load has fallen back to the CPU (graph-session.ts).
   const { device, fellBackFrom } = trainingProviders();
-  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arenas.layers ? ' (with memory arenas)' : arenas.head ? ' (a memory arena for the head)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const recomputes = model.engine.savedActivationsPlace.kind === 'crossing' ? '; every layer recomputes its forward in the backward (this device\'s outputs come back to the host: saving would move them down and up again)' : '';
+  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arenas.layers ? ' (with memory arenas)' : arenas.head ? ' (a memory arena for the head)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s${recomputes}`);
   return model;
 }
 
@@ -359,7 +362,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const { batches, learningRates } = planSftBatches(job);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
   const plan = assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
-  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan, deps.deviceMemory);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
@@ -410,7 +413,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
 async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: TrainingBackend): Promise<TrainingResult> {
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
   const plan = assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
-  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan, deps.deviceMemory);
   const optimizer = new AdamW([], DEFAULT_ADAMW);
   try {
     await emit({ type: 'training_started', data: { num_sequences: 1 } });
@@ -461,7 +464,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const learningRate = rlLearningRate(settings, job.rewardStdDevHistory ?? [], new Set(trajectoryOf).size, deps.log);
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
   const plan = assertFits(deps.model, sequences, budget, backend, deps.deviceMemory);
-  const model = buildJobModel(deps.model, deps.seed, deps.log, plan);
+  const model = buildJobModel(deps.model, deps.seed, deps.log, plan, deps.deviceMemory);
   const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {

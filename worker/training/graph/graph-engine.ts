@@ -24,7 +24,7 @@ import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWei
 import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph } from './head-graph.js';
 import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
-import { cpuOnly, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
+import { cpuOnly, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, outputsCrossToHost, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
 
 /** One adapted projection's factors in lora.ts's layout: A transposed [in, r], B transposed [r, out]. */
 export interface AdapterFactors { a: Float32Array; b: Float32Array; inDim: number; outDim: number; rank: number }
@@ -74,16 +74,34 @@ export function projectionPath(layer: number, target: LoraTarget): string {
   return `model.layers.${layer}.${parent}.${target}`;
 }
 
+/** Where a step's saved activations would live, for their budget (savedActivationBudget). */
+export type SavedActivationsPlace =
+  /** Host memory: the CPU's sessions, whose outputs are the host tensors the next run reads. */
+  | { kind: 'host' }
+  /** GPU memory the outputs stay in (webgpu:0, IO binding); `free`: what the job's plan leaves of it, when known. */
+  | { kind: 'device'; free?: number }
+  /**
+   * A GPU whose outputs the binding brings back to the host (CUDA: onnxruntime-node 1.30 binds device outputs for
+   * WebGPU only): a saved tensor would cross down after the forward and up again for the backward, about 80 MB a
+   * layer for the 0.5B at 512 tokens (2 GB a micro-batch over 24 layers, ~0.2 s over PCIe), while recomputing a
+   * layer's forward there is ~15 GFLOP (well under a millisecond of a datacenter GPU's matrix units). So nothing is
+   * saved and each layer's backward recomputes its forward; only the layers' inputs and outputs cross.
+   */
+  | { kind: 'crossing' };
+
 /**
  * Bytes of saved activations a step may keep: HEARTH_TRAIN_SAVED_BYTES, or a quarter of the machine's memory, and
  * never more than what is free now less a reserve for the step's transients (memory-plan.ts checks a job against
- * what it needs without saving anything, so saving only ever uses what is left). Layers are saved in order while
- * their activations fit; the rest recompute their forward.
+ * what it needs without saving anything, so saving only ever uses what is left), nor, on a GPU that keeps them,
+ * than its free memory less the same reserve; nothing where they would cross to the host and back (see
+ * SavedActivationsPlace). Layers are saved in order while their activations fit; the rest recompute their forward.
  */
-export function savedActivationBudget(env: Record<string, string | undefined> = process.env, free = process.availableMemory?.() ?? freemem()): number {
+export function savedActivationBudget(env: Record<string, string | undefined> = process.env, free = process.availableMemory?.() ?? freemem(), place: SavedActivationsPlace = { kind: 'host' }): number {
   const asked = env.HEARTH_TRAIN_SAVED_BYTES;
   if (asked !== undefined && asked !== '' && Number.isFinite(Number(asked)) && Number(asked) >= 0) return Number(asked);
-  return Math.max(0, Math.min(totalmem() / 4, free - SAVED_RESERVE_BYTES));
+  if (place.kind === 'crossing') return 0;
+  const host = Math.max(0, Math.min(totalmem() / 4, free - SAVED_RESERVE_BYTES));
+  return place.kind === 'device' && place.free !== undefined ? Math.min(host, Math.max(0, place.free - SAVED_RESERVE_BYTES)) : host;
 }
 
 /** What saving leaves free for the step's transients (a layer's backward, the head's chunks). */
@@ -129,6 +147,8 @@ export function arenasAffordable(numLayers: number, plan: ArenaInputs, total = t
 export interface GraphEngineOptions extends Omit<GraphSessionOptions, 'arena'> {
   /** Which sessions keep a memory arena (arenasAffordable; default none). */
   arenas?: EngineArenas;
+  /** On a GPU that keeps outputs (webgpu:0): its memory the job's plan leaves free, which saved activations may use. */
+  deviceFreeForSaving?: number;
   /** Called as each graph is built and loaded (`layer 3/32`). */
   onProgress?: (what: string) => void;
 }
@@ -144,12 +164,14 @@ export class GraphEngine {
   private readonly saved: { name: string; rank: number }[];
   /** The adapters on the device: their version and, per layer, the graph inputs (lora.<target>.a / .b). */
   private adapters: { version: object; perLayer: Record<string, DeviceTensor>[] } | null = null;
+  /** Where saved activations would live (savedActivationBudget), from where the sessions really loaded. */
+  readonly savedActivationsPlace: SavedActivationsPlace;
 
   constructor(readonly config: ModelConfig, source: WeightSource, readonly targets: readonly LoraTarget[], opts: GraphEngineOptions = {}) {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
     this.transfers = opts.counter ?? new TransferCounter();
     this.saved = savedTensors(config, targets);
-    const { arenas, ...rest } = opts;
+    const { arenas, deviceFreeForSaving, ...rest } = opts;
     // MatMulNBits for the forward products of block-stored matrices on the CPU (frozen-matrix.ts); GPU providers
     // keep the standard-op dequantization every provider has.
     const onCpu = cpuOnly(opts.providers ?? ['cpu']);
@@ -181,6 +203,8 @@ export class GraphEngine {
     this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']), nbitsForward: onCpu }),
       { ...sessionOpts, arena: arenas?.head ?? false, deviceOutputs: ['expected_out', 'dx'] });
     opts.onProgress?.('head');
+    // Read from the loaded sessions: a GPU provider that failed to load has fallen back to the CPU.
+    this.savedActivationsPlace = outputsCrossToHost(this.head.providers) ? { kind: 'crossing' } : this.head.resident ? { kind: 'device', free: deviceFreeForSaving } : { kind: 'host' };
   }
 
   /** Whether activations live in GPU memory between runs (webgpu:0), rather than on the host. */
@@ -205,7 +229,7 @@ export class GraphEngine {
     try {
       const onDevice = this.adaptersFor(adapters);
       const perLayer = layerSavedBytes(this.config, batch.rows, batch.length, this.rank(), this.targets.length);
-      const budget = backwardFollows ? savedActivationBudget() : 0;
+      const budget = backwardFollows ? savedActivationBudget(process.env, undefined, this.savedActivationsPlace) : 0;
       for (let l = 0; l < this.layers.length; l++) {
         const save = perLayer * (l + 1) <= budget;
         const out = this.layers[l].run(this.layerFeeds(state, onDevice[l], state.layerInputs[l]!, null, save ? 'save' : null));

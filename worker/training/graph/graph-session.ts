@@ -5,11 +5,11 @@
 // back to later runs by reference. On webgpu:0 that is GPU memory (preferredOutputLocation 'gpu-buffer', the
 // binding's IO binding, as src/runtime/resident-kv.ts does for the KV cache); on the CPU it is the same host
 // tensor, so the engine's dataflow is one on every device. onnxruntime-node 1.30 binds device memory for WebGPU
-// only: on CUDA the outputs come back to the host and are sent again (the counter shows it).
+// only: on CUDA the outputs come back to the host and are sent again (outputsCrossToHost; the counter counts it).
 //
 // The TransferCounter counts what crosses: host arrays handed to a run or uploaded, and host outputs read back;
-// DeviceTensors fed back are not counted. On a GPU these bytes cross between host and device; on the CPU they show
-// what would.
+// DeviceTensors fed back are not counted, except on CUDA, where they are host tensors sent again by every run. On
+// a GPU these bytes cross between host and device; on the CPU they show what would on one that keeps outputs.
 import * as ort from 'onnxruntime-node';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { newNativeSession, trainingThreads, type NativeSession } from '../ort-compute.js';
@@ -116,6 +116,13 @@ export const onWebGpu = (providers: Providers) => providerName(providers[0]) ===
 /** Whether these providers are the CPU's alone (the graphs may then use CPU-only kernels: frozen-matrix.ts). */
 export const cpuOnly = (providers: Providers) => providers.every((p) => providerName(p) === 'cpu');
 
+/**
+ * Whether a session on these providers computes on a GPU but hands every output back in host memory (CUDA:
+ * onnxruntime-node 1.30 binds device outputs for WebGPU only), so that a DeviceTensor is a host tensor the next
+ * run sends up again: every such output and feed crosses, and the counter counts each.
+ */
+export const outputsCrossToHost = (providers: Providers) => !cpuOnly(providers) && !onWebGpu(providers);
+
 export class GraphSession {
   private readonly deviceOutputs: Set<string>;
 
@@ -187,9 +194,15 @@ export class GraphSession {
    */
   run(feeds: Record<string, HostFeed | DeviceTensor>): RunOutputs {
     const tensors: Record<string, ort.Tensor> = {};
+    // On CUDA, DeviceTensors are host tensors: sent up again by every run that reads them (outputsCrossToHost).
+    const crossing = outputsCrossToHost(this.providers);
     let sent = 0;
     for (const [name, feed] of Object.entries(feeds)) {
-      if (feed instanceof DeviceTensor) { tensors[name] = feed.tensor; continue; }
+      if (feed instanceof DeviceTensor) {
+        tensors[name] = feed.tensor;
+        if (crossing && feed.location !== 'gpu-buffer') sent += byteLength(feed.tensor);
+        continue;
+      }
       tensors[name] = hostTensor(feed);
       sent += typeof feed.data === 'object' ? feed.data.byteLength : 4;
     }
@@ -198,7 +211,11 @@ export class GraphSession {
     const out: Record<string, Output | DeviceTensor> = {};
     let received = 0;
     for (const [name, r] of Object.entries(results)) {
-      if (this.deviceOutputs.has(name)) { out[name] = new DeviceTensor(r); continue; }
+      if (this.deviceOutputs.has(name)) {
+        out[name] = new DeviceTensor(r);
+        if (crossing && r.location !== 'gpu-buffer') received += byteLength(r);
+        continue;
+      }
       const data = r.data as Float32Array;
       out[name] = { data, dims: [...r.dims] };
       received += data.byteLength;
@@ -212,6 +229,8 @@ export class GraphSession {
     this.session.dispose();
   }
 }
+
+const byteLength = (t: ort.Tensor) => (t.data as ArrayBufferView).byteLength;
 
 function hostTensor({ data, dims }: HostFeed): ort.Tensor {
   if (typeof data === 'boolean') return new ort.Tensor('bool', new Uint8Array([data ? 1 : 0]), []);
