@@ -14,6 +14,12 @@ import { outputsCrossToHost, type DeviceTensor } from '../../worker/training/gra
 import { savedTensors } from '../../worker/training/graph/layer-graph.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { packedSequences, seededLora, tinyConfig } from './training-helpers.js';
+import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
+import { DEFAULT_ADAMW } from '../../worker/training/optimizer.js';
+import { optimizerStep } from '../../worker/training/train-step.js';
+import { weightedNll } from '../../worker/training/losses.js';
+import { logprobsAt } from '../../worker/training/token-logprobs.js';
+import type { MicroBatch } from '../../worker/training/data.js';
 import { webgpuAdapterProblem } from '../helpers/webgpu.js';
 
 const adapterProblem = await webgpuAdapterProblem('training-graph-residency');
@@ -111,7 +117,77 @@ function check(name: string, providers: ('cpu' | 'webgpu')[], savedBytes: string
   return r;
 }
 
+/**
+ * Optimizer steps with the job's optimizer on the device (device-adamw.ts), two micro-batches each: what crosses
+ * per step, and where the adapters and moments live.
+ */
+function optimizerSteps(providers: ('cpu' | 'webgpu')[]) {
+  delete process.env.HEARTH_TRAIN_SAVED_BYTES;
+  const lora = seededLora(config);
+  const model = GraphLoraModel.build(config, weightsSource(randomWeights(config, 3)), lora, { providers });
+  const optimizer = model.startDeviceOptimizer(DEFAULT_ADAMW);
+  const adapterBytes = lora.variables().reduce((s, v) => s + 4 * v.size, 0);
+  const startBytes = { toDevice: model.engine.transfers.toDevice, fromDevice: model.engine.transfers.fromDevice };
+  const sequences = packedSequences(config.vocabSize);
+  const mbs = [sequences.slice(0, 2), sequences.slice(2)].map((part, k) => buildMicroBatch(part, part.map((_, i) => 2 * k + i)));
+  const lossOf = (mb: MicroBatch) => {
+    const at = trainedPositions(mb);
+    return weightedNll(logprobsAt(model, mb, at, true), Float32Array.from(at.index, (_, j) => ((j % 3) - 0.7) / at.index.length));
+  };
+  const perMicroBatch = mbs.map((mb) => {
+    const n = trainedPositions(mb).index.length;
+    const M = mb.batch.rows * mb.batch.length;
+    const inputs = 8 * M + 8 * M + 2 * 4 * M * config.headDim + 2 * (8 * n + 8 * n) + 4 * n;
+    const scalars = 2 * config.numLayers * (16 + 4 + 4 + 4) + 2 * (4 + 4);
+    return { toDevice: inputs + scalars, fromDevice: 8 * n };
+  });
+  const steps: { toDevice: number; fromDevice: number; locations: Set<string> }[] = [];
+  const before = lora.variables().map((v) => Float32Array.from(v.dataSync() as Float32Array));
+  for (let step = 0; step < 3; step++) {
+    model.engine.transfers.reset();
+    optimizerStep(optimizer, mbs, lossOf, { learningRate: 1e-2, maxGradNorm: 1 });
+    const { perLayer } = optimizer.adapters(config.numLayers);
+    steps.push({ toDevice: model.engine.transfers.toDevice, fromDevice: model.engine.transfers.fromDevice, locations: new Set(perLayer.flatMap((l) => Object.values(l).map((t) => t.location))) });
+  }
+  // The TF.js variables are the record: unchanged until readBack brings the device's values (adapterBytes down).
+  const unchanged = lora.variables().every((v, i) => (v.dataSync() as Float32Array).every((x, j) => x === before[i][j]));
+  model.engine.transfers.reset();
+  optimizer.readBack();
+  const readBackBytes = model.engine.transfers.fromDevice;
+  const moved = lora.variables().some((v, i) => (v.dataSync() as Float32Array).some((x, j) => x !== before[i][j]));
+  optimizer.dispose();
+  model.dispose();
+  const expectedStep = {
+    // Both micro-batches' inputs and scalars, and the update's four scalars (lr, c1, c2, clip).
+    toDevice: perMicroBatch[0].toDevice + perMicroBatch[1].toDevice + 16,
+    // Each micro-batch's logprobs and entropies, and the gradients' sum of squares.
+    fromDevice: perMicroBatch[0].fromDevice + perMicroBatch[1].fromDevice + 4,
+  };
+  return { startBytes, adapterBytes, steps, expectedStep, unchanged, readBackBytes, moved };
+}
+
+function checkOptimizerSteps(name: string, providers: ('cpu' | 'webgpu')[]) {
+  const r = optimizerSteps(providers);
+  console.log(`training-graph-residency ${name}, optimizer on the device: start ${r.startBytes.toDevice} bytes up; each step ${r.steps.map((s) => `${s.toDevice} / ${s.fromDevice}`).join(', ')} (adapters ${r.adapterBytes} bytes); adapters in ${[...r.steps[2].locations].join(', ')}`);
+  expect(r.startBytes).toEqual({ toDevice: r.adapterBytes, fromDevice: 0 }); // the adapters go up once, for the job
+  for (const step of r.steps) expect({ toDevice: step.toDevice, fromDevice: step.fromDevice }).toEqual(r.expectedStep);
+  expect(r.unchanged).toBe(true);
+  expect(r.moved).toBe(true);
+  expect(r.readBackBytes).toBe(r.adapterBytes);
+  return r;
+}
+
 describe('graph engine: host↔device bytes of a step', () => {
+  it('with the optimizer on the device: the adapters go up once; a step sends inputs and scalars and reads logprobs, entropies and one norm', () => {
+    const r = checkOptimizerSteps('cpu', ['cpu']);
+    expect([...r.steps[2].locations]).toEqual(['cpu']);
+  }, 120_000);
+
+  it.skipIf(adapterProblem !== null)('on webgpu:0 with the optimizer there: the same bytes; adapters and moments live in GPU memory', () => {
+    const r = checkOptimizerSteps('webgpu', ['webgpu']);
+    expect([...r.steps[2].locations]).toEqual(['gpu-buffer']);
+  }, 300_000);
+
   it('on the CPU: adapters once per version, inputs and scalars to the device; logprobs, entropies and gradients back', () => {
     const saving = check('cpu, saved activations', ['cpu'], undefined);
     // Layer inputs and the last output, mask / cos / sin, the head's expected rows (whatever the budget), and each

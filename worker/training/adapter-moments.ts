@@ -3,6 +3,9 @@
 // layout, so it can be checked against adapter_model.safetensors name for name and shape for shape.
 import type { LoraAdapters } from './lora.js';
 import type { AdamW } from './optimizer.js';
+
+/** What carries moments: TF.js's AdamW or the graph engine's on the device (graph/device-adamw.ts). */
+export type MomentsCarrier = Pick<AdamW, 'variables' | 'exportMoments' | 'restoreMoments'>;
 import type { OptimizerState } from '../../src/runtime/optimizer-state.js';
 import { transpose2d } from './tensor-utils.js';
 
@@ -15,7 +18,7 @@ interface Slot {
 }
 
 /** Where each adapter tensor sits among the optimizer's variables; every variable must be an adapter's. */
-function slots(lora: LoraAdapters, optimizer: AdamW): Slot[] {
+function slots(lora: LoraAdapters, optimizer: MomentsCarrier): Slot[] {
   const out: Slot[] = [];
   const add = (name: string, v: { shape: number[] }) => {
     const index = optimizer.variables.indexOf(v as never);
@@ -30,7 +33,7 @@ function slots(lora: LoraAdapters, optimizer: AdamW): Slot[] {
   return out;
 }
 
-export function adapterMoments(lora: LoraAdapters, optimizer: AdamW): OptimizerState {
+export function adapterMoments(lora: LoraAdapters, optimizer: MomentsCarrier): OptimizerState {
   const { step, m, v } = optimizer.exportMoments();
   const state: OptimizerState = { step, m: new Map(), v: new Map() };
   for (const s of slots(lora, optimizer)) {
@@ -41,7 +44,7 @@ export function adapterMoments(lora: LoraAdapters, optimizer: AdamW): OptimizerS
 }
 
 /** Continue `optimizer` from a saved state (a fresh one, step 0, leaves it as it is). */
-export function restoreAdapterMoments(lora: LoraAdapters, optimizer: AdamW, state: OptimizerState): void {
+export function restoreAdapterMoments(lora: LoraAdapters, optimizer: MomentsCarrier, state: OptimizerState): void {
   if (state.step === 0) return;
   const all = slots(lora, optimizer);
   const m: Float32Array[] = new Array(all.length);

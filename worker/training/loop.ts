@@ -16,6 +16,7 @@ import { readAndDispose, weightedNll } from './losses.js';
 import { LlamaModel, type LayerRecomputation } from './model.js';
 import { chooseTrainingEngine } from './engine-choice.js';
 import { GraphLoraModel } from './graph/graph-model.js';
+import { DeviceAdamW } from './graph/device-adamw.js';
 import { trainingProviders } from './graph/graph-session.js';
 import { frozenProductsDevice } from './frozen-linear.js';
 import { assertGraphPlanFits, graphMemoryPlan, type GraphMemoryPlan, type PlannedTensor } from './graph/memory-plan.js';
@@ -288,9 +289,18 @@ export function assertGraphJobFits(
   return plan;
 }
 
+/**
+ * The job's AdamW: on the graph engine's device for its LoRA jobs (graph/device-adamw.ts: adapters, gradients and
+ * moments stay there), else TF.js's over the model's variables.
+ */
+function jobOptimizer(model: TrainingModel, config: AdamWConfig): AdamW | DeviceAdamW {
+  return model instanceof GraphLoraModel ? model.startDeviceOptimizer(config) : new AdamW(model.trainableVariables(), config);
+}
+
 /** What the job writes: the adapter (with AdamW's moments beside it where the run carries them) or the full weights. */
-function checkpointContents(model: TrainingModel, deps: TrainingDeps, optimizer: AdamW): CheckpointContents {
+function checkpointContents(model: TrainingModel, deps: TrainingDeps, optimizer: AdamW | DeviceAdamW): CheckpointContents {
   if (!model.lora) return { kind: 'full', weights: (model as LlamaModel).exportWeights() };
+  if (optimizer instanceof DeviceAdamW) optimizer.readBack(); // the adapters' values, from the device to their variables
   const optimizerState = deps.carryOptimizer ? adapterMoments(model.lora, optimizer) : undefined;
   return { kind: 'lora', lora: model.lora.config, tensors: model.lora.toPeftTensors(), baseModel: deps.model.baseModelName, ...(optimizerState ? { optimizer: optimizerState } : {}) };
 }
@@ -301,7 +311,7 @@ function adamwConfig(deps: TrainingDeps): AdamWConfig {
 }
 
 /** A native run's optim_step continues AdamW from the moments its parent version carries (fresh when it has none). */
-function continueCarriedMoments(model: TrainingModel, optimizer: AdamW, carry: TrainingDeps['carryOptimizer']): void {
+function continueCarriedMoments(model: TrainingModel, optimizer: AdamW | DeviceAdamW, carry: TrainingDeps['carryOptimizer']): void {
   if (!carry) return;
   if (!model.lora) throw new Error('the optimizer state is only carried for LoRA training');
   if (carry.from) restoreAdapterMoments(model.lora, optimizer, carry.from);
@@ -314,7 +324,7 @@ function engineReport(model: TrainingModel): TrainingResult['engine'] {
 }
 
 /** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */
-function release(model: TrainingModel, optimizer: AdamW): void {
+function release(model: TrainingModel, optimizer: AdamW | DeviceAdamW): void {
   try {
     optimizer.dispose();
     model.dispose();
@@ -363,7 +373,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
   const plan = assertFits(deps.model, job.sequences, budget, backend, deps.deviceMemory);
   const model = buildJobModel(deps.model, deps.seed, deps.log, plan, deps.deviceMemory);
-  const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
+  const optimizer = jobOptimizer(model, adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
     continueCarriedMoments(model, optimizer, deps.carryOptimizer);
@@ -465,7 +475,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const budget = deps.microBatchTokens ?? defaultMicroBatchTokens(deps.model.config, jobEngine(deps.model).engine);
   const plan = assertFits(deps.model, sequences, budget, backend, deps.deviceMemory);
   const model = buildJobModel(deps.model, deps.seed, deps.log, plan, deps.deviceMemory);
-  const optimizer = new AdamW(model.trainableVariables(), adamwConfig(deps));
+  const optimizer = jobOptimizer(model, adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
   try {
     continueCarriedMoments(model, optimizer, deps.carryOptimizer);

@@ -1,9 +1,10 @@
 // One optimizer step: gradients summed over micro-batches (gradient accumulation), global-norm
-// clipping, AdamW update. Losses are weighted sums, so summing micro-batch gradients gives the
+// clipping, AdamW update: in TF.js, or on the graph engine's device (graph/device-adamw.ts). Losses are weighted sums, so summing micro-batch gradients gives the
 // gradient of the whole step's loss.
 import * as tf from '@tensorflow/tfjs-core';
 import type { MicroBatch } from './data.js';
 import { clipByGlobalNorm, type AdamW } from './optimizer.js';
+import { DeviceAdamW } from './graph/device-adamw.js';
 
 /** Builds the scalar loss of one micro-batch (inside the gradient tape). */
 export type MicroBatchLoss = (mb: MicroBatch) => tf.Scalar;
@@ -16,11 +17,12 @@ export interface StepOutcome {
 }
 
 export function optimizerStep(
-  optimizer: AdamW,
+  optimizer: AdamW | DeviceAdamW,
   batches: MicroBatch[],
   lossOf: MicroBatchLoss,
   opts: { learningRate: number; maxGradNorm: number },
 ): StepOutcome {
+  if (optimizer instanceof DeviceAdamW) return deviceOptimizerStep(optimizer, batches, lossOf, opts);
   const vars = optimizer.variables;
   let summed: tf.Tensor[] | null = null;
   let loss = 0;
@@ -48,4 +50,24 @@ export function optimizerStep(
   tf.dispose(summed);
   if (clipped !== summed) tf.dispose(clipped);
   return { loss, gradNorm: norm };
+}
+
+/**
+ * The same step with the optimizer on the graph engine's device (graph/device-adamw.ts): the tape differentiates
+ * the optimizer's anchor, each micro-batch's custom gradient adds the adapters' gradients to the optimizer's sum
+ * there, and the clipping and update run there too.
+ */
+function deviceOptimizerStep(optimizer: DeviceAdamW, batches: MicroBatch[], lossOf: MicroBatchLoss, opts: { learningRate: number; maxGradNorm: number }): StepOutcome {
+  if (batches.length === 0) throw new Error('optimizer step without micro-batches');
+  let loss = 0;
+  try {
+    for (const mb of batches) {
+      const { value, grads } = tf.variableGrads(() => lossOf(mb), [optimizer.anchor]);
+      loss += value.dataSync()[0];
+      tf.dispose([value, ...Object.values(grads)]);
+    }
+    return { loss, gradNorm: optimizer.step(opts.learningRate, opts.maxGradNorm).gradNorm };
+  } finally {
+    optimizer.discardGradients(); // after a failed micro-batch; empty after a step
+  }
 }

@@ -8,11 +8,12 @@
 // every adapter's gradient. The loss between the two is the caller's (loop.ts keeps TF.js's losses over the
 // logprob vector), so every loss the trainer knows works unchanged.
 //
-// Residency (graph-session.ts): activations, saved tensors, the mask and tables, and a step's adapters stay where
-// the sessions compute (GPU memory on webgpu:0) and are fed from run to run by reference. What crosses from the
-// host per micro-batch is token and segment ids, the RoPE tables, the trained rows with their targets, dLoss/dlogp
-// and scalars, plus the adapters once per step (when they change); what comes back is each trained row's logprob
-// and entropy and the adapters' gradients. TransferCounter counts exactly that.
+// Residency (graph-session.ts): activations, saved tensors, the mask and tables, the adapters and their gradients
+// stay where the sessions compute (GPU memory on webgpu:0) and are fed from run to run by reference. What crosses
+// from the host per micro-batch is token and segment ids, the RoPE tables, the trained rows with their targets,
+// dLoss/dlogp and scalars; what comes back is each trained row's logprob and entropy. The adapters come from a
+// device optimizer (useAdapters, device-adamw.ts: a job's), or go up once per version (AdapterSet); gradients stay
+// for that optimizer (backwardOnDevice) or come to the host (backward). TransferCounter counts exactly that.
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import type { SourceTensor, WeightSource } from '../../../src/runtime/weight-source.js';
 import { nbitsLayout, repackGgml, type NBitsWeights } from '../../../src/runtime/gguf-repack.js';
@@ -24,7 +25,7 @@ import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWei
 import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph } from './head-graph.js';
 import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
-import { cpuOnly, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, outputsCrossToHost, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
+import { cpuOnly, DeviceReader, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, outputsCrossToHost, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
 
 /** One adapted projection's factors in lora.ts's layout: A transposed [in, r], B transposed [r, out]. */
 export interface AdapterFactors { a: Float32Array; b: Float32Array; inDim: number; outDim: number; rank: number }
@@ -149,6 +150,7 @@ export interface GraphEngineOptions extends Omit<GraphSessionOptions, 'arena'> {
   arenas?: EngineArenas;
   /** On a GPU that keeps outputs (webgpu:0): its memory the job's plan leaves free, which saved activations may use. */
   deviceFreeForSaving?: number;
+
   /** Called as each graph is built and loaded (`layer 3/32`). */
   onProgress?: (what: string) => void;
 }
@@ -162,8 +164,13 @@ export class GraphEngine {
   /** The token embeddings the inputs graph is fed (a float table), or null when they are its initializer. */
   private readonly embeddingTable: DeviceTensor | null;
   private readonly saved: { name: string; rank: number }[];
-  /** The adapters on the device: their version and, per layer, the graph inputs (lora.<target>.a / .b). */
-  private adapters: { version: object; perLayer: Record<string, DeviceTensor>[] } | null = null;
+  /**
+   * The adapters on the device: their version and, per layer, the graph inputs (lora.<target>.a / .b); `owned`
+   * when the engine uploaded them (and frees them), not when a device optimizer handed them in (useAdapters).
+   */
+  private adapters: { version: object; perLayer: Record<string, DeviceTensor>[]; owned: boolean } | null = null;
+  /** Brings gradients to the host for backward (TF.js's tape); backwardOnDevice leaves them where they are. */
+  private readonly reader: DeviceReader;
   /** Where saved activations would live (savedActivationBudget), from where the sessions really loaded. */
   readonly savedActivationsPlace: SavedActivationsPlace;
 
@@ -184,9 +191,11 @@ export class GraphEngine {
     const embedding = frozenData(tensor('model.embed_tokens.weight'));
     this.inputs = GraphSession.load(buildInputsGraph(config, embedding), { ...sessionOpts, deviceOutputs: INPUTS_GRAPH_OUTPUTS });
     this.uploader = new DeviceUploader(this.inputs.providers, this.transfers);
+    this.reader = new DeviceReader(this.inputs.providers, this.transfers);
     // A float table is fed to the inputs graph: the base's own array on the CPU, one copy on the device.
     this.embeddingTable = embedding.kind === 'float' ? this.uploader.upload({ table: { data: embedding.data(), dims: [embedding.N, embedding.K] } }, false).table : null;
-    const layerDeviceOutputs = ['out', ...this.saved.map(({ name }) => `saved_out.${name}`)];
+    const gradOutputs = targets.flatMap((t) => [loraGradOutput(t, 'a'), loraGradOutput(t, 'b')]);
+    const layerDeviceOutputs = ['out', ...this.saved.map(({ name }) => `saved_out.${name}`), ...gradOutputs];
     for (let l = 0; l < config.numLayers; l++) {
       const prefix = `model.layers.${l}.`;
       const weights: LayerWeights = { matrices: new Map(), vectors: new Map() };
@@ -206,6 +215,9 @@ export class GraphEngine {
     // Read from the loaded sessions: a GPU provider that failed to load has fallen back to the CPU.
     this.savedActivationsPlace = outputsCrossToHost(this.head.providers) ? { kind: 'crossing' } : this.head.resident ? { kind: 'device', free: deviceFreeForSaving } : { kind: 'host' };
   }
+
+  /** Where the sessions run (the CPU after a failed load on the device asked for). */
+  get providers(): GraphSessionOptions['providers'] & object { return this.head.providers; }
 
   /** Whether activations live in GPU memory between runs (webgpu:0), rather than on the host. */
   get resident(): boolean { return this.head.resident; }
@@ -236,6 +248,7 @@ export class GraphEngine {
         state.layerInputs.push(out.device('out'));
         state.layerSaved.push(save ? new Map(this.saved.map(({ name }) => [name, out.device(`saved_out.${name}`)])) : null);
         for (const { name } of this.saved) if (!save) out.device(`saved_out.${name}`).dispose(); // empties
+        for (const t of this.targets) for (const f of ['a', 'b'] as const) out.device(loraGradOutput(t, f)).dispose(); // empties
         // A forward without a backward keeps nothing of the layers before.
         if (!backwardFollows) { state.layerInputs[l]!.dispose(); state.layerInputs[l] = null; }
       }
@@ -254,13 +267,36 @@ export class GraphEngine {
 
   /** Every adapter's gradient ([in, r] and [r, out], by module path) from dLoss/dlogprob of each trained row. */
   backward(state: ForwardState, dlogp: Float32Array): Map<string, { a: Float32Array; b: Float32Array }> {
+    const grads = new Map<string, { a: Float32Array; b: Float32Array }>();
+    this.backwardWith(state, dlogp, (layer, onDevice) => {
+      // One read per layer, its device copies freed at once.
+      const values = this.reader.read(onDevice.flatMap(({ a, b }) => [a, b]));
+      for (const { a, b } of onDevice) { a.dispose(); b.dispose(); }
+      this.targets.forEach((target, i) => grads.set(projectionPath(layer, target), { a: values[2 * i], b: values[2 * i + 1] }));
+    });
+    return grads;
+  }
+
+  /** The same gradients left on the device, for a device optimizer (device-adamw.ts) to accumulate and apply. */
+  backwardOnDevice(state: ForwardState, dlogp: Float32Array): Map<string, { a: DeviceTensor; b: DeviceTensor }> {
+    const grads = new Map<string, { a: DeviceTensor; b: DeviceTensor }>();
+    try {
+      this.backwardWith(state, dlogp, (layer, onDevice) => this.targets.forEach((target, i) => grads.set(projectionPath(layer, target), onDevice[i])));
+    } catch (err) {
+      for (const g of grads.values()) { g.a.dispose(); g.b.dispose(); }
+      throw err;
+    }
+    return grads;
+  }
+
+  /** The backward from the head down; `take` gets each layer's adapter gradients (targets' order) as they come. */
+  private backwardWith(state: ForwardState, dlogp: Float32Array, take: (layer: number, grads: { a: DeviceTensor; b: DeviceTensor }[]) => void): void {
     try {
       if (this.adapters?.version !== state.adapterVersion) throw new Error('the adapters changed between a forward and its backward');
       const onDevice = this.adapters.perLayer;
       const head = this.head.run(this.headFeeds(state, true, false, dlogp));
       let dy = head.device('dx');
       this.disposeHeadState(state);
-      const grads = new Map<string, { a: Float32Array; b: Float32Array }>();
       for (let l = this.layers.length - 1; l >= 0; l--) {
         const saved = state.layerSaved[l];
         const out = this.layers[l].run(this.layerFeeds(state, onDevice[l], state.layerInputs[l]!, dy, saved));
@@ -272,10 +308,9 @@ export class GraphEngine {
         state.layerSaved[l] = null;
         for (const { name } of this.saved) out.device(`saved_out.${name}`).dispose(); // empties in a backward
         dy = out.device('out');
-        for (const target of this.targets) grads.set(projectionPath(l, target), { a: out.host(loraGradOutput(target, 'a')).data, b: out.host(loraGradOutput(target, 'b')).data });
+        take(l, this.targets.map((target) => ({ a: out.device(loraGradOutput(target, 'a')), b: out.device(loraGradOutput(target, 'b')) })));
       }
       dy.dispose(); // the embeddings' gradient: the base is frozen
-      return grads;
     } finally {
       this.release(state);
     }
@@ -297,6 +332,17 @@ export class GraphEngine {
     state.headExpected = null;
   }
 
+  /**
+   * Adapters already on the device (a device optimizer's parameters, per layer by graph input name), under
+   * `version`: the engine reads them until another version comes, and does not free them.
+   */
+  useAdapters(version: object, perLayer: Record<string, DeviceTensor>[]): void {
+    if (perLayer.length !== this.layers.length) throw new Error(`adapters for ${perLayer.length} layers, not ${this.layers.length}`);
+    if (this.adapters?.version === version) return;
+    this.disposeAdapters();
+    this.adapters = { version, perLayer, owned: false };
+  }
+
   /** The adapters on the device for `set`'s version: uploaded once per version, the previous version freed. */
   private adaptersFor(set: AdapterSet): Record<string, DeviceTensor>[] {
     if (this.adapters?.version === set.version) return this.adapters.perLayer;
@@ -313,7 +359,7 @@ export class GraphEngine {
       }
       perLayer.push(this.uploader.upload(values));
     }
-    this.adapters = { version: set.version, perLayer };
+    this.adapters = { version: set.version, perLayer, owned: true };
     return perLayer;
   }
 
@@ -324,7 +370,7 @@ export class GraphEngine {
   }
 
   private disposeAdapters(): void {
-    for (const layer of this.adapters?.perLayer ?? []) for (const t of Object.values(layer)) t.dispose();
+    if (this.adapters?.owned) for (const layer of this.adapters.perLayer) for (const t of Object.values(layer)) t.dispose();
     this.adapters = null;
   }
 
@@ -377,5 +423,6 @@ export class GraphEngine {
     for (const s of this.layers) s.dispose();
     this.head.dispose();
     this.uploader.dispose();
+    this.reader.dispose();
   }
 }

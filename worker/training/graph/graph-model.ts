@@ -1,13 +1,21 @@
-// The graph engine as the training loop sees a model: LoRA adapters as TF.js variables (the optimizer, clipping,
-// moments and checkpoints of loop.ts stay as they are) and one op, `logprobsAt`, whose value comes from the
-// engine's forward and whose gradient (a TF.js custom gradient) from its backward. Between the two sit TF.js's
-// losses over the logprob vector: n numbers per micro-batch, so every loss the trainer has works unchanged.
+// The graph engine as the training loop sees a model: LoRA adapters as TF.js variables (the job's record: resumed
+// from, and written to, checkpoints) and one op, `logprobsAt`, whose value comes from the engine's forward and
+// whose gradient (a TF.js custom gradient) from its backward. Between the two sit TF.js's losses over the logprob
+// vector: n numbers per micro-batch, so every loss the trainer has works unchanged.
+//
+// A job's optimizer lives on the device (startDeviceOptimizer, device-adamw.ts): the op then reads the adapters
+// there, and its custom gradient hands the adapters' gradients to that optimizer instead of to TF.js. The tape
+// differentiates a scalar anchor (the optimizer's), so TF.js never holds an adapter-sized gradient. Without one
+// (tests, the GPU check's gradient comparison) the gradients come to the host as TF.js tensors of the variables.
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import type { WeightSource } from '../../../src/runtime/weight-source.js';
 import type { MicroBatch } from '../data.js';
 import type { LoraAdapters } from '../lora.js';
 import { GraphEngine, projectionPath, type AdapterSet, type GraphEngineOptions } from './graph-engine.js';
+import { DeviceAdamW, type AdapterSlot } from './device-adamw.js';
+import { loraInput } from './layer-graph.js';
+import type { AdamWConfig } from '../optimizer.js';
 
 export class GraphLoraModel {
   private constructor(readonly config: ModelConfig, readonly engine: GraphEngine, public lora: LoraAdapters) {}
@@ -18,6 +26,25 @@ export class GraphLoraModel {
   }
 
   private version: { ids: object[]; token: object } | null = null;
+  /** The job's optimizer on the device, and the adapters it trains (other adapters, a KL reference's, go the TF.js way). */
+  private device: { optimizer: DeviceAdamW; lora: LoraAdapters } | null = null;
+
+  /**
+   * Train the current adapters with AdamW on the engine's device from now on (device-adamw.ts). The caller owns
+   * the optimizer (disposes it before the model); its readBack() brings the adapters' values to their variables.
+   */
+  startDeviceOptimizer(config: AdamWConfig): DeviceAdamW {
+    if (this.device) throw new Error('the model already has a device optimizer');
+    const slots: AdapterSlot[] = [];
+    this.adapterVariables(this.lora).forEach(({ a, b }, i) => {
+      const layer = Math.floor(i / this.engine.targets.length);
+      const target = this.engine.targets[i % this.engine.targets.length];
+      slots.push({ variable: a, layer, input: loraInput(target, 'a') }, { variable: b, layer, input: loraInput(target, 'b') });
+    });
+    const optimizer = new DeviceAdamW(slots, config, this.engine.providers, this.engine.transfers);
+    this.device = { optimizer, lora: this.lora };
+    return optimizer;
+  }
 
   /**
    * The adapters' version for the engine (uploaded once per version): the same token while the variables hold
@@ -51,6 +78,7 @@ export class GraphLoraModel {
    */
   logprobsAt(mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
     const lora = this.lora;
+    if (this.device && this.device.lora === lora) return this.logprobsOnDevice(this.device.optimizer, mb, at, training, onEntropy);
     const vars = this.adapterVariables(lora);
     const inputs = vars.flatMap((v) => [v.a, v.b]);
     const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
@@ -77,6 +105,30 @@ export class GraphLoraModel {
       };
     });
     return op(...inputs) as tf.Tensor1D;
+  }
+
+  /** logprobsAt over the device optimizer's adapters; the custom gradient accumulates into it. */
+  private logprobsOnDevice(optimizer: DeviceAdamW, mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
+    const lora = this.lora;
+    const op = tf.customGrad((anchor: tf.Tensor | tf.GradSaveFunc) => {
+      const { version, perLayer } = optimizer.adapters(this.config.numLayers);
+      this.engine.useAdapters(version, perLayer);
+      const adapters: AdapterSet = { version, factors: () => { throw new Error('the device optimizer holds these adapters'); } };
+      const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters, lora.enabled ? lora.scale : 0, training);
+      onEntropy?.(entropy);
+      return {
+        value: tf.tensor1d(logp),
+        gradFunc: (dy: tf.Tensor) => {
+          const grads = this.engine.backwardOnDevice(state, dy.dataSync() as Float32Array);
+          optimizer.accumulate(this.adapterVariables(lora).flatMap((v) => {
+            const g = grads.get(v.path)!;
+            return [g.a, g.b];
+          }));
+          return [tf.zerosLike(anchor as tf.Tensor)];
+        },
+      };
+    });
+    return op(optimizer.anchor) as tf.Tensor1D;
   }
 
   trainableVariables(): tf.Variable[] {

@@ -273,3 +273,35 @@ export class DeviceUploader {
     for (const s of this.graphs.values()) s.dispose();
   }
 }
+
+/**
+ * DeviceTensors brought to the host (a step's gradients for TF.js, a device optimizer's adapters and moments
+ * before a checkpoint): a graph of Identity nodes whose outputs come back (one graph per list of ranks), run
+ * synchronously like every other. Counted as they come back.
+ */
+export class DeviceReader {
+  private readonly graphs = new Map<string, GraphSession>();
+  constructor(private readonly providers: Providers, private readonly counter: TransferCounter) {}
+
+  read(tensors: DeviceTensor[]): Float32Array[] {
+    const ranks = tensors.map((t) => t.dims.length);
+    const key = ranks.join(',');
+    let session = this.graphs.get(key);
+    if (!session) {
+      const g = new GraphBuilder();
+      ranks.forEach((rank, i) => {
+        const dims = Array.from({ length: rank }, (_, k) => `d${i}_${k}`);
+        g.node('Identity', [g.input(`in.${i}`, DataType.FLOAT, dims)], { outputs: [`out.${i}`] });
+        g.output(`out.${i}`, DataType.FLOAT, dims);
+      });
+      session = GraphSession.load(g.toModelBytes('hearth_read'), { providers: this.providers, threads: 1, counter: this.counter });
+      this.graphs.set(key, session);
+    }
+    const out = session.run(Object.fromEntries(tensors.map((t, i) => [`in.${i}`, t])));
+    return tensors.map((_, i) => out.host(`out.${i}`).data);
+  }
+
+  dispose(): void {
+    for (const s of this.graphs.values()) s.dispose();
+  }
+}

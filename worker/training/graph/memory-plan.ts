@@ -11,7 +11,9 @@
 //   once more); a float table is fed from JS, the held float base's own array (else t.f32()'s).
 // - a float base handed in as `weights` (HF checkpoints: job.ts) stays alive beside the graphs (the job's spec
 //   holds it): the graphs' float initializers are a copy of it.
-// - adapters: A and B float32, with the tape's gradient, the accumulated sum and its clipped copy (TF.js).
+// - adapters: A and B float32, with a micro-batch's gradient, the accumulated sum and the update's new values
+//   (device-adamw.ts; TF.js's copies of A and B are the record). Counted against the host here, also when the
+//   graphs run on a GPU, where they live (a few hundred MB at 8B, rank 8).
 // - AdamW: two moments per adapter value.
 // - activations kept between a micro-batch's forward and backward: each layer's input [M, d] (numLayers + 1 of
 //   them), dy and the backward's dx, rotary tables and the [rows, length, length] mask.
