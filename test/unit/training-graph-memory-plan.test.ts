@@ -63,6 +63,11 @@ describe('graph engine memory plan', () => {
     expect(plan.moments).toBe(adapterParameters(config, 8, ALL_LORA_TARGETS) * 4 * 2);
     expect(plan.activations).toBe(((2 + 3) * 128 * 256 + 2 * 128 * 64 + 128 * 128) * 4);
     expect(plan.total).toBe(plan.weights + plan.embedding + plan.adapters + plan.moments + plan.activations + Math.max(plan.layerTransient, plan.headTransient) + plan.runtime);
+    // Where the graphs run (a GPU): the weights, the larger transient, and the device optimizer's values, summed
+    // gradients, a micro-batch's gradients and moments; the TF.js record of the adapters stays on the host.
+    const values = adapterParameters(config, 8, ALL_LORA_TARGETS) * 4;
+    expect(plan.runtimeHeld).toBe(plan.weights + Math.max(plan.layerTransient, plan.headTransient) + 3 * values + plan.moments);
+    expect(plan.total - plan.runtimeHeld).toBe(plan.embedding + values + plan.activations + plan.runtime);
     // The same base in float, held by the job: weights copied into the graphs, the embedding is the held array.
     const float = graphMemoryPlan({ config, tensors: tensorsOf(config), floatBaseHeld: true, lora, microBatch: { rows: 1, length: 128 } });
     expect(float.embedding).toBe(0);

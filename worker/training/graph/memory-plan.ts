@@ -11,10 +11,10 @@
 //   once more); a float table is fed from JS, the held float base's own array (else t.f32()'s).
 // - a float base handed in as `weights` (HF checkpoints: job.ts) stays alive beside the graphs (the job's spec
 //   holds it): the graphs' float initializers are a copy of it.
-// - adapters: A and B float32, with a micro-batch's gradient, the accumulated sum and the update's new values
-//   (device-adamw.ts; TF.js's copies of A and B are the record). Counted against the host here, also when the
-//   graphs run on a GPU, where they live (a few hundred MB at 8B, rank 8).
-// - AdamW: two moments per adapter value.
+// - adapters: A and B float32 as TF.js variables (the job's record, on the host) and, where the graphs run
+//   (device-adamw.ts), their values, the accumulated gradient sum and a micro-batch's gradient.
+// - AdamW: two moments per adapter value, where the graphs run. The update's new values and moments are made
+//   after the backward's transients are gone, and are smaller than them.
 // - activations kept between a micro-batch's forward and backward: each layer's input [M, d] (numLayers + 1 of
 //   them), dy and the backward's dx, rotary tables and the [rows, length, length] mask.
 // - transients, one graph at a time: a layer's backward branch (its forward recomputed, then the backward) holds the
@@ -97,9 +97,9 @@ export interface GraphMemoryPlan {
   embedding: number;
   /** A float base the job holds beside the graphs. */
   floatBase: number;
-  /** LoRA A and B with their gradients (tape, accumulated sum, clipped copy). */
+  /** LoRA A and B: the host's record, and the device optimizer's values, accumulated sum and a micro-batch's gradient. */
   adapters: number;
-  /** AdamW's two moments. */
+  /** AdamW's two moments (the device optimizer's). */
   moments: number;
   /** What a micro-batch's forward keeps for its backward (every layer's input) and the backward's dy/dx. */
   activations: number;
@@ -112,7 +112,7 @@ export interface GraphMemoryPlan {
   headDequantizing: number;
   runtime: number;
   total: number;
-  /** Of these, what ONNX Runtime holds (on the device when the graphs run on a GPU): weights and transients. */
+  /** Of these, what ONNX Runtime holds (on the device when the graphs run on a GPU): weights, transients, the optimizer's tensors. */
   runtimeHeld: number;
 }
 
@@ -165,8 +165,9 @@ export function graphMemoryPlan(input: GraphMemoryInput): GraphMemoryPlan {
   if (input.floatBaseHeld) for (const t of tensors.values()) floatBase += t.shape.reduce((a, b) => a * b, 1) * 4;
 
   const adapterValues = adapterParameters(config, input.lora.rank, input.lora.targets) * 4;
-  const adapters = adapterValues * 4; // values, the tape's gradient, the accumulated sum, its clipped copy
+  const adapters = adapterValues * 4; // the TF.js record; on the device: values, accumulated sum, a micro-batch's gradient
   const moments = adapterValues * 2;
+  const optimizerHeld = adapterValues * 3 + moments; // device-adamw.ts's tensors, where the graphs run
   // Layer inputs (numLayers + 1), dy and dx, rotary cos/sin [M, hd] each, the mask [rows, length, length].
   const activations = ((L + 3) * M * d + 2 * M * hd + rows * length * length) * 4;
 
@@ -181,7 +182,7 @@ export function graphMemoryPlan(input: GraphMemoryInput): GraphMemoryPlan {
   const runtime = RUNTIME_BYTES;
   const transient = Math.max(layerTransient, headTransient);
   const total = weights + embedding + floatBase + adapters + moments + activations + transient + runtime;
-  return { weights, embedding, floatBase, adapters, moments, activations, layerTransient, headTransient, layerDequantizing, headDequantizing, runtime, total, runtimeHeld: weights + transient };
+  return { weights, embedding, floatBase, adapters, moments, activations, layerTransient, headTransient, layerDequantizing, headDequantizing, runtime, total, runtimeHeld: weights + transient + optimizerHeld };
 }
 
 const gb = (b: number) => (b / 1e9).toFixed(1);
@@ -216,8 +217,8 @@ export function assertGraphPlanFits(plan: GraphMemoryPlan, memory: AvailableMemo
     const deviceFree = memory.device.freeMiB * 2 ** 20;
     if (plan.runtimeHeld > deviceFree) {
       throw new Error(
-        `${what} needs about ${gb(plan.runtimeHeld)} GB on ${memory.device.label} (${memory.device.name}) for weights as stored ${gb(plan.weights)} GB and ` +
-          `a layer's backward ${gb(plan.layerTransient)} GB / the head's ${gb(plan.headTransient)} GB, and the GPU has ${gb(deviceFree)} GB free of ` +
+        `${what} needs about ${gb(plan.runtimeHeld)} GB on ${memory.device.label} (${memory.device.name}) for weights as stored ${gb(plan.weights)} GB, ` +
+          `a layer's backward ${gb(plan.layerTransient)} GB / the head's ${gb(plan.headTransient)} GB and the optimizer's adapters and moments, and the GPU has ${gb(deviceFree)} GB free of ` +
           `${gb(memory.device.totalMiB * 2 ** 20)} GB (all parts: ${parts}); ${advice}`,
       );
     }
