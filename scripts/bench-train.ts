@@ -38,6 +38,8 @@
 // job's optimizer steps counting the warm-up step (result.steps); null for the TF.js engine, which does not
 // count them. An SFT step here is one micro-batch pass (microBatchTokens = rows x length); rl_step's one
 // optimizer step is as many passes as loop.ts's packing and default micro-batch budget make.
+// host_device_bytes_last_step: the job's last optimizer step alone (a steady step: without the job's one upload of
+// the adapters and the checkpoint's read-back of them and of the moments).
 //
 // The PyTorch peer (scripts/bench-train-torch.py) runs when some python3 imports torch (Debian:
 // apt-get install python3-torch libopenblas0-openmp); the OpenMP OpenBLAS is put on
@@ -132,6 +134,7 @@ function engineFields(result: TrainingResult) {
     optimizer_steps: result.steps,
     host_device_bytes_total: name === 'graph' ? hostDeviceBytes : null,
     host_device_bytes_per_optimizer_step: name === 'graph' && result.steps > 0 ? Math.round(hostDeviceBytes / result.steps) : null,
+    host_device_bytes_last_step: name === 'graph' ? result.engine.lastStepHostDeviceBytes : null,
   };
 }
 

@@ -279,7 +279,7 @@ async function trainChild(spec: Json): Promise<Json> {
     const step = events.at(-1) ?? {};
     return {
       engine: result.engine.name, device_used: result.engine.device, tokens: step.num_tokens, tokens_per_second: round(step.tokens_per_second ?? NaN), job_s: round(jobS, 2), loss: step.loss,
-      host_device_bytes: result.engine.hostDeviceBytes, host_device_gb_per_s: round(result.engine.hostDeviceBytes / 1e9 / jobS, 2),
+      host_device_bytes: result.engine.hostDeviceBytes, host_device_bytes_last_step: result.engine.lastStepHostDeviceBytes, host_device_gb_per_s: round(result.engine.hostDeviceBytes / 1e9 / jobS, 2),
       gpu_mem_before_mib: memBefore, gpu_mem_peak_mib: await peak.stop(),
     };
   };

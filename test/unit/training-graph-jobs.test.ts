@@ -55,6 +55,12 @@ function expectSameJobs(graph: Awaited<ReturnType<typeof onEngine>> & { events: 
   // The adapters after several AdamW steps: Adam's early steps move each element by about lr · sign(gradient), so an
   // element whose gradient is near zero can step either way on rounding alone; 1e-3 still fails any wrong backward.
   for (const [name, t] of tfjs.tensors) expect(relL2(graph.tensors.get(name)!.data, t.data), name).toBeLessThan(1e-3);
+  // A steady step moves inputs, scalars, logprobs and entropies: less than the adapters, which cross once per job
+  // (up at the start, down for the checkpoint) with the optimizer on the device.
+  const adapterBytes = [...graph.tensors.values()].reduce((a, x) => a + x.data.byteLength, 0);
+  expect(graph.result.engine.lastStepHostDeviceBytes).toBeGreaterThan(0);
+  expect(graph.result.engine.lastStepHostDeviceBytes).toBeLessThan(adapterBytes);
+  expect(graph.result.engine.hostDeviceBytes).toBeGreaterThan(2 * adapterBytes);
 }
 
 describe('jobs on the graph engine equal the TF.js engine', () => {

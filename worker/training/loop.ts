@@ -117,7 +117,7 @@ export interface TrainingResult {
    * worker, or cpu after a failed load there; TF.js: its frozen products' device, else cpu) and, for the graph engine,
    * the bytes its runs handed to and read back from ONNX Runtime.
    */
-  engine: { name: 'graph' | 'tfjs'; device: string; hostDeviceBytes: number };
+  engine: { name: 'graph' | 'tfjs'; device: string; hostDeviceBytes: number; lastStepHostDeviceBytes: number };
   /** Metrics of the last gradient step (empty if there was none). */
   lastMetrics: Record<string, number>;
 }
@@ -317,11 +317,15 @@ function continueCarriedMoments(model: TrainingModel, optimizer: AdamW | DeviceA
   if (carry.from) restoreAdapterMoments(model.lora, optimizer, carry.from);
 }
 
-function engineReport(model: TrainingModel): TrainingResult['engine'] {
+/** `lastStepBytes`: what the job's last optimizer step moved (a steady step's traffic, without the job's one-time transfers). */
+function engineReport(model: TrainingModel, lastStepBytes = 0): TrainingResult['engine'] {
   return model instanceof GraphLoraModel
-    ? { name: 'graph', device: trainingProviders().device, hostDeviceBytes: model.engine.transfers.total }
-    : { name: 'tfjs', device: (model.lora && frozenProductsDevice()?.device) || 'cpu', hostDeviceBytes: 0 };
+    ? { name: 'graph', device: trainingProviders().device, hostDeviceBytes: model.engine.transfers.total, lastStepHostDeviceBytes: lastStepBytes }
+    : { name: 'tfjs', device: (model.lora && frozenProductsDevice()?.device) || 'cpu', hostDeviceBytes: 0, lastStepHostDeviceBytes: 0 };
 }
+
+/** Host↔device bytes the graph engine has moved so far (0 for TF.js). */
+const bytesMoved = (model: TrainingModel) => (model instanceof GraphLoraModel ? model.engine.transfers.total : 0);
 
 /** Free a job's tensors; after a wasm abort this fails too, and must not hide the real error. */
 function release(model: TrainingModel, optimizer: AdamW | DeviceAdamW): void {
@@ -375,12 +379,14 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
   const model = buildJobModel(deps.model, deps.seed, deps.log, plan, deps.deviceMemory);
   const optimizer = jobOptimizer(model, adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
+  let lastStepBytes = 0;
   try {
     continueCarriedMoments(model, optimizer, deps.carryOptimizer);
     await emit({ type: 'training_started', data: { num_sequences: batches.length } });
     for (let step = 0; step < batches.length; step++) {
       await checkCancelled(deps);
       const started = performance.now();
+      const bytesBefore = bytesMoved(model);
       const indices = batches[step];
       const mbs = microBatches(indices.map((i) => job.sequences[i]), indices, budget);
       const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
@@ -397,6 +403,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
         const withTargets = mbs.filter((mb) => mb.numTrainableTokens > 0);
         ({ loss, gradNorm } = optimizerStep(optimizer, withTargets, lossOf, { learningRate: learningRates[step], maxGradNorm: deps.maxGradNorm ?? 1 }));
       }
+      lastStepBytes = bytesMoved(model) - bytesBefore;
       const seconds = (performance.now() - started) / 1000;
       lastMetrics = {
         loss,
@@ -411,7 +418,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps, optimizer));
-    return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics, engine: engineReport(model) };
+    return { checkpointDir: deps.checkpointDir, steps: batches.length, backend, lastMetrics, engine: engineReport(model, lastStepBytes) };
   } catch (err) {
     throw explainTrainingError(err);
   } finally {
@@ -477,6 +484,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
   const model = buildJobModel(deps.model, deps.seed, deps.log, plan, deps.deviceMemory);
   const optimizer = jobOptimizer(model, adamwConfig(deps));
   let lastMetrics: Record<string, number> = {};
+  let lastStepBytes = 0;
   try {
     continueCarriedMoments(model, optimizer, deps.carryOptimizer);
     const refLogprobs = settings.loss.klPenaltyCoef !== 0 ? klReferenceLogprobs(model, deps.klReference ?? null, sequences, budget) : null;
@@ -497,6 +505,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     for (const stepSequences of steps) {
       await checkCancelled(deps);
       const started = performance.now();
+      const bytesBefore = bytesMoved(model);
       const trajectoriesInStep = new Set(stepSequences.map((i) => trajectoryOf[i])).size;
       const mbs = microBatches(stepSequences.map((i) => sequences[i]), stepSequences, budget);
       const sums = { policy: 0, kl: 0, entropy: 0 };
@@ -515,6 +524,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         continue;
       }
       const { loss, gradNorm } = optimizerStep(optimizer, mbs, lossOf, { learningRate, maxGradNorm: deps.maxGradNorm ?? 1 });
+      lastStepBytes = bytesMoved(model) - bytesBefore;
       const seconds = (performance.now() - started) / 1000;
       lastMetrics = {
         loss,
@@ -553,7 +563,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
     }
     await checkCancelled(deps);
     await writeCheckpoint(deps.checkpointDir, checkpointContents(model, deps, optimizer));
-    return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics, engine: engineReport(model) };
+    return { checkpointDir: deps.checkpointDir, steps: steps.length, backend, lastMetrics, engine: engineReport(model, lastStepBytes) };
   } catch (err) {
     throw explainTrainingError(err);
   } finally {
