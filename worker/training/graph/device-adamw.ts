@@ -178,11 +178,15 @@ function addGraph(dims: number[][]): GraphBuilder {
   return g;
 }
 
-/** sum_squares = Σ_i Σ g.i² (a scalar). */
+/**
+ * sum_squares = Σ_i Σ g.i² (a scalar). Added in a chain of Adds rather than one Sum: ONNX Runtime's WebGPU provider
+ * has no Sum kernel, and running it on the CPU downloads every partial sum separately (a profile showed it).
+ */
 function sumSquaresGraph(dims: number[][]): GraphBuilder {
   const g = new GraphBuilder();
   const parts = dims.map((d, i) => g.op('ReduceSumSquare', [g.input(`g.${i}`, DataType.FLOAT, d)], { keepdims: 0 }));
-  g.node('Sum', parts, { outputs: ['sum_squares'] });
+  const total = parts.slice(1).reduce((acc, part) => g.op('Add', [acc, part]), parts[0]);
+  g.node('Identity', [total], { outputs: ['sum_squares'] });
   g.output('sum_squares', DataType.FLOAT, []);
   return g;
 }
