@@ -2,7 +2,7 @@
 // CUDA provider without its libraries, an unknown provider, WebGPU without an adapter each fail the session's
 // creation): one log line per process naming the device and the error, every graph on the CPU, and the job's
 // engine line and TrainingResult say cpu.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +12,7 @@ import { setTrainingProviders, trainingProviders } from '../../worker/training/g
 import { runTrainingJob, type SftJobSpec } from '../../worker/training/job.js';
 import { createHandlers } from '../../worker/training/worker-handler.js';
 import { onnxCuda } from '../helpers/hardware.js';
+import { deviceMemoryOf } from '../../src/hardware/device-memory-of.js';
 
 const root = mkdtempSync(join(tmpdir(), 'hearth-graph-fallback-'));
 const modelDir = join(root, 'model');
@@ -44,6 +45,26 @@ describe('graph engine on a device whose provider does not load', () => {
     expect(trainingProviders()).toMatchObject({ device: 'cpu', providers: ['cpu'], fellBackFrom: { device: 'npu:0' } });
     for (const r of [first, second]) expect(r.engine).toMatchObject({ name: 'graph', device: 'cpu' });
     expect(jobLog.filter((l) => l.includes('engine: ONNX Runtime graphs on cpu (npu:0 failed to load)'))).toHaveLength(2);
+  }, 120_000);
+
+  it('a job too large for the GPU memory detection reports is refused before anything loads, with the numbers', async () => {
+    // A GPU whose nvidia-smi reports 100 MiB, 90 of them in use, as the training worker reads it for each job.
+    const bin = join(root, 'bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'nvidia-smi'), '#!/bin/sh\necho "0, NVIDIA Test GPU, 100, 90, 550.54, 9.0, GPU-0"\n', { mode: 0o755 });
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path}`;
+    try {
+      const deviceMemory = await deviceMemoryOf('cuda:0');
+      expect(deviceMemory).toEqual({ name: 'NVIDIA Test GPU', totalMiB: 100, freeMiB: 10 });
+      expect(await deviceMemoryOf('cpu')).toBeUndefined();
+      setTrainingProviders('cuda:0', ['cpu']);
+      const log: string[] = [];
+      await expect(runTrainingJob(job(), () => {}, { log: (l) => log.push(l), deviceMemory })).rejects.toThrow(/needs about [\d.]+ GB on cuda:0 \(NVIDIA Test GPU\) for weights as stored .* and the GPU has 0\.0 GB free of 0\.1 GB/);
+      expect(log.some((l) => l.includes('graphs built'))).toBe(false);
+    } finally {
+      process.env.PATH = path;
+    }
   }, 120_000);
 
   it.skipIf(onnxCuda)('cuda:0 without the CUDA provider libraries, set up by the training worker: trains on the CPU (machines without onnxruntime CUDA only)', async () => {

@@ -15,8 +15,7 @@ import type { InferenceTask } from '../../src/protocol/messages.js';
 import { deviceKeyOf } from '../../src/hardware/device-config.js';
 import { parseServedWeights } from '../../src/config/config.js';
 import { detectDevices } from '../../src/hardware/detect.js';
-import { gpuOfDevice } from '../../src/hardware/device-config.js';
-import type { DeviceMemory } from '../../src/runtime/device-memory.js';
+import { deviceMemoryOf } from '../../src/hardware/device-memory-of.js';
 import { calibrate } from './calibrate.js';
 import { CancelledError, TaskError, type Handlers, type InferenceContext } from '../handlers.js';
 import { faultPointBlocking } from '../../src/runtime/fault-points.js';
@@ -56,13 +55,6 @@ function prefillChunkSetting(): number | 'auto' | undefined {
  */
 /** Exit status of a worker whose device was lost (EX_TEMPFAIL): its supervisor starts a new one. */
 export const EXIT_DEVICE_LOST = 75;
-
-/** The detected GPU's memory for `device` (undefined on the CPU, or when detection does not list it). */
-async function deviceMemoryOf(device: string): Promise<DeviceMemory | undefined> {
-  if (device === 'cpu') return undefined;
-  const gpu = gpuOfDevice(await detectDevices(), device);
-  return gpu && { name: gpu.name, totalMiB: gpu.memoryMiB, freeMiB: gpu.memoryMiB - (gpu.memoryUsedMiB ?? 0) };
-}
 
 /**
  * @param exit how the worker leaves for its supervisor when its device is lost (tests pass their own).

@@ -11,6 +11,7 @@ import { chatTokenizerFrom } from './chat-tokenizer.js';
 import { readCheckpoint, readOptimizerState } from './checkpoint.js';
 import type { RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { LoraConfig } from './lora.js';
+import type { DeviceMemory } from '../../src/runtime/device-memory.js';
 import { jobEngine, runRl, runSft, type Emit, type TrainingDeps, type TrainingModelSpec, type TrainingResult } from './loop.js';
 import { rlSettingsFromExperimentalConfig, type RlSettings } from '../../src/protocol/rl-settings.js';
 import { tokenizeTrajectoryGroups, type TrajectoryGroupJson } from './rl-data.js';
@@ -86,6 +87,8 @@ export interface RunOptions {
   isCancelled?: () => boolean | Promise<boolean>;
   log?: (line: string) => void;
   backend?: BackendName;
+  /** The GPU the graphs run on, as detected before the job: its share of the job's memory plan is checked against it. */
+  deviceMemory?: DeviceMemory;
 }
 
 /**
@@ -118,6 +121,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
     isCancelled: opts.isCancelled,
     log: opts.log,
     backend: opts.backend,
+    deviceMemory: opts.deviceMemory,
   };
 
   if (spec.optimizer) {

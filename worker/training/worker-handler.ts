@@ -6,6 +6,7 @@ import { setFrozenProductsDevice } from './frozen-linear.js';
 import { setTrainingProviders } from './graph/graph-session.js';
 import { executionProvidersFor } from '../../src/runtime/runner.js';
 import { parseDevice } from '../../src/domain/device-name.js';
+import { deviceMemoryOf } from '../../src/hardware/device-memory-of.js';
 import fs from 'node:fs';
 import { CancelledError, TaskError, type Handlers, type TrainingContext } from '../handlers.js';
 import { faultDelayBlocking, faultPointBlocking } from '../../src/runtime/fault-points.js';
@@ -108,7 +109,9 @@ export async function createHandlers(device: string, log: (m: string) => void, l
         await new Promise((resolve) => setImmediate(resolve));
         if (event.type === 'training_started' || event.type === 'gradient_step') faultDelayBlocking('training-step');
       };
-      await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log });
+      // The GPU's free memory now (other jobs and models share it): the job's plan is checked against it.
+      const deviceMemory = await deviceMemoryOf(device);
+      await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log, deviceMemory });
     } catch (err) {
       if (err instanceof TrainingCancelledError) throw new CancelledError();
       throw err;
