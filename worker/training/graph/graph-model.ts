@@ -12,7 +12,7 @@ import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import type { WeightSource } from '../../../src/runtime/weight-source.js';
 import type { MicroBatch } from '../data.js';
 import type { LoraAdapters } from '../lora.js';
-import { GraphEngine, projectionPath, type AdapterSet, type GraphEngineOptions } from './graph-engine.js';
+import { GraphEngine, projectionPath, type AdapterSet, type ForwardState, type GraphEngineOptions, type TrainedRows } from './graph-engine.js';
 import { DeviceAdamW, type AdapterSlot } from './device-adamw.js';
 import { loraInput } from './layer-graph.js';
 import type { AdamWConfig } from '../optimizer.js';
@@ -76,59 +76,48 @@ export class GraphLoraModel {
    * records it; `training` says a backward will follow, so the forward keeps what it needs). `onEntropy` gets
    * each row's entropy.
    */
-  logprobsAt(mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
+  logprobsAt(mb: MicroBatch, at: TrainedRows, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
     const lora = this.lora;
-    if (this.device && this.device.lora === lora) return this.logprobsOnDevice(this.device.optimizer, mb, at, training, onEntropy);
     const vars = this.adapterVariables(lora);
-    const inputs = vars.flatMap((v) => [v.a, v.b]);
-    const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
-      const tensors = vars.flatMap((_, i) => [args[2 * i] as tf.Tensor, args[2 * i + 1] as tf.Tensor]);
-      const adapters: AdapterSet = {
-        version: this.adapterVersion(tensors.map((t) => t.dataId)),
-        factors: () => new Map(vars.map((v, i) => {
-          const [inDim, rank] = v.a.shape as [number, number];
-          const outDim = v.b.shape[1] as number;
-          return [v.path, { a: tensors[2 * i].dataSync() as Float32Array, b: tensors[2 * i + 1].dataSync() as Float32Array, inDim, outDim, rank }];
-        })),
-      };
-      const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters, lora.enabled ? lora.scale : 0, training);
-      onEntropy?.(entropy);
-      return {
-        value: tf.tensor1d(logp),
-        gradFunc: (dy: tf.Tensor) => {
-          const grads = this.engine.backward(state, dy.dataSync() as Float32Array);
-          return vars.flatMap((v) => {
-            const g = grads.get(v.path)!;
-            return [tf.tensor(g.a, v.a.shape), tf.tensor(g.b, v.b.shape)];
-          });
-        },
-      };
+    const device = this.device?.lora === lora ? this.device.optimizer : null;
+    if (device) {
+      // The tape differentiates the optimizer's anchor; the adapters' gradients go to the optimizer.
+      return this.engineOp(mb, at, training, onEntropy, [device.anchor], () => {
+        const { version, perLayer } = device.adapters(this.config.numLayers);
+        this.engine.useAdapters(version, perLayer);
+        return { version, factors: () => { throw new Error('the device optimizer holds these adapters'); } };
+      }, (state, dlogp) => {
+        const grads = this.engine.backwardOnDevice(state, dlogp);
+        device.accumulate(vars.flatMap((v) => [grads.get(v.path)!.a, grads.get(v.path)!.b]));
+        return [tf.zerosLike(device.anchor)];
+      });
+    }
+    return this.engineOp(mb, at, training, onEntropy, vars.flatMap((v) => [v.a, v.b]), (tensors) => ({
+      version: this.adapterVersion(tensors.map((t) => t.dataId)),
+      factors: () => new Map(vars.map((v, i) => {
+        const [inDim, rank] = v.a.shape as [number, number];
+        const outDim = v.b.shape[1] as number;
+        return [v.path, { a: tensors[2 * i].dataSync() as Float32Array, b: tensors[2 * i + 1].dataSync() as Float32Array, inDim, outDim, rank }];
+      })),
+    }), (state, dlogp) => {
+      const grads = this.engine.backward(state, dlogp);
+      return vars.flatMap((v) => [tf.tensor(grads.get(v.path)!.a, v.a.shape), tf.tensor(grads.get(v.path)!.b, v.b.shape)]);
     });
-    return op(...inputs) as tf.Tensor1D;
   }
 
-  /** logprobsAt over the device optimizer's adapters; the custom gradient accumulates into it. */
-  private logprobsOnDevice(optimizer: DeviceAdamW, mb: MicroBatch, at: { index: Int32Array; targets: Int32Array }, training: boolean, onEntropy?: (entropy: Float32Array) => void): tf.Tensor1D {
-    const lora = this.lora;
-    const op = tf.customGrad((anchor: tf.Tensor | tf.GradSaveFunc) => {
-      const { version, perLayer } = optimizer.adapters(this.config.numLayers);
-      this.engine.useAdapters(version, perLayer);
-      const adapters: AdapterSet = { version, factors: () => { throw new Error('the device optimizer holds these adapters'); } };
-      const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters, lora.enabled ? lora.scale : 0, training);
+  /**
+   * The engine's forward as a TF.js op of `inputs` (what the tape differentiates): `adapters` gives the engine its
+   * adapters for the call's input values, `gradients` turns the backward of dLoss/dlogp into the inputs' gradients.
+   */
+  private engineOp(mb: MicroBatch, at: TrainedRows, training: boolean, onEntropy: ((entropy: Float32Array) => void) | undefined, inputs: tf.Tensor[],
+    adapters: (values: tf.Tensor[]) => AdapterSet, gradients: (state: ForwardState, dlogp: Float32Array) => tf.Tensor[]): tf.Tensor1D {
+    const scale = this.lora.enabled ? this.lora.scale : 0;
+    const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
+      const { logp, entropy, state } = this.engine.forward(mb.batch, at, adapters(args.slice(0, inputs.length) as tf.Tensor[]), scale, training);
       onEntropy?.(entropy);
-      return {
-        value: tf.tensor1d(logp),
-        gradFunc: (dy: tf.Tensor) => {
-          const grads = this.engine.backwardOnDevice(state, dy.dataSync() as Float32Array);
-          optimizer.accumulate(this.adapterVariables(lora).flatMap((v) => {
-            const g = grads.get(v.path)!;
-            return [g.a, g.b];
-          }));
-          return [tf.zerosLike(anchor as tf.Tensor)];
-        },
-      };
+      return { value: tf.tensor1d(logp), gradFunc: (dy: tf.Tensor) => gradients(state, dy.dataSync() as Float32Array) };
     });
-    return op(optimizer.anchor) as tf.Tensor1D;
+    return op(...inputs) as tf.Tensor1D;
   }
 
   trainableVariables(): tf.Variable[] {

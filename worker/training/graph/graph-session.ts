@@ -239,20 +239,15 @@ function hostTensor({ data, dims }: HostFeed): ort.Tensor {
 }
 
 /**
- * Host arrays put on the device once, to be fed to many runs (a step's adapters, a micro-batch's tables): on a
- * session that binds device memory, a graph of Identity nodes whose outputs stay there (one graph per list of
- * float ranks, built when first asked); elsewhere the arrays wrapped as they are. Counted once either way.
+ * Sessions of Identity graphs (in.i → out.i, float, any shapes of the given ranks), one per list of ranks, built
+ * when first asked: what moves tensors between host and device memory. `toDevice`: outputs stay on the device
+ * (uploads); else they come back to the host (reads), counted by `counter`.
  */
-export class DeviceUploader {
+class IdentitySessions {
   private readonly graphs = new Map<string, GraphSession>();
-  constructor(private readonly providers: Providers, private readonly counter: TransferCounter) {}
+  constructor(private readonly providers: Providers, private readonly toDevice: boolean, private readonly counter?: TransferCounter) {}
 
-  /** `counted` false: a transfer of loading (as the weights in initializers), not of a step. */
-  upload(values: Record<string, { data: Float32Array; dims: number[] }>, counted = true): Record<string, DeviceTensor> {
-    const names = Object.keys(values);
-    if (counted) for (const name of names) this.counter.toDevice += values[name].data.byteLength;
-    if (!onWebGpu(this.providers)) return Object.fromEntries(names.map((n) => [n, new DeviceTensor(hostTensor(values[n]))]));
-    const ranks = names.map((n) => values[n].dims.length);
+  for(ranks: number[]): GraphSession {
     const key = ranks.join(',');
     let session = this.graphs.get(key);
     if (!session) {
@@ -262,11 +257,11 @@ export class DeviceUploader {
         g.node('Identity', [g.input(`in.${i}`, DataType.FLOAT, dims)], { outputs: [`out.${i}`] });
         g.output(`out.${i}`, DataType.FLOAT, dims);
       });
-      session = GraphSession.load(g.toModelBytes('hearth_upload'), { providers: this.providers, threads: 1, deviceOutputs: ranks.map((_, i) => `out.${i}`) });
+      const outputs = ranks.map((_, i) => `out.${i}`);
+      session = GraphSession.load(g.toModelBytes(this.toDevice ? 'hearth_upload' : 'hearth_read'), { providers: this.providers, threads: 1, ...(this.toDevice ? { deviceOutputs: outputs } : { counter: this.counter }) });
       this.graphs.set(key, session);
     }
-    const out = session.run(Object.fromEntries(names.map((n, i) => [`in.${i}`, values[n]])));
-    return Object.fromEntries(names.map((n, i) => [n, out.device(`out.${i}`)]));
+    return session;
   }
 
   dispose(): void {
@@ -275,33 +270,47 @@ export class DeviceUploader {
 }
 
 /**
+ * Host arrays put on the device once, to be fed to many runs (a step's adapters, a micro-batch's tables): on a
+ * session that binds device memory, through Identity graphs whose outputs stay there; elsewhere the arrays wrapped
+ * as they are. Counted once either way.
+ */
+export class DeviceUploader {
+  private readonly sessions: IdentitySessions;
+  constructor(private readonly providers: Providers, private readonly counter: TransferCounter) {
+    this.sessions = new IdentitySessions(providers, true);
+  }
+
+  /** `counted` false: a transfer of loading (as the weights in initializers), not of a step. */
+  upload(values: Record<string, { data: Float32Array; dims: number[] }>, counted = true): Record<string, DeviceTensor> {
+    const names = Object.keys(values);
+    if (counted) for (const name of names) this.counter.toDevice += values[name].data.byteLength;
+    if (!onWebGpu(this.providers)) return Object.fromEntries(names.map((n) => [n, new DeviceTensor(hostTensor(values[n]))]));
+    const out = this.sessions.for(names.map((n) => values[n].dims.length)).run(Object.fromEntries(names.map((n, i) => [`in.${i}`, values[n]])));
+    return Object.fromEntries(names.map((n, i) => [n, out.device(`out.${i}`)]));
+  }
+
+  dispose(): void {
+    this.sessions.dispose();
+  }
+}
+
+/**
  * DeviceTensors brought to the host (a step's gradients for TF.js, a device optimizer's adapters and moments
- * before a checkpoint): a graph of Identity nodes whose outputs come back (one graph per list of ranks), run
- * synchronously like every other. Counted as they come back.
+ * before a checkpoint) through Identity graphs whose outputs come back, run synchronously like every other.
+ * Counted as they come back.
  */
 export class DeviceReader {
-  private readonly graphs = new Map<string, GraphSession>();
-  constructor(private readonly providers: Providers, private readonly counter: TransferCounter) {}
+  private readonly sessions: IdentitySessions;
+  constructor(providers: Providers, counter: TransferCounter) {
+    this.sessions = new IdentitySessions(providers, false, counter);
+  }
 
   read(tensors: DeviceTensor[]): Float32Array[] {
-    const ranks = tensors.map((t) => t.dims.length);
-    const key = ranks.join(',');
-    let session = this.graphs.get(key);
-    if (!session) {
-      const g = new GraphBuilder();
-      ranks.forEach((rank, i) => {
-        const dims = Array.from({ length: rank }, (_, k) => `d${i}_${k}`);
-        g.node('Identity', [g.input(`in.${i}`, DataType.FLOAT, dims)], { outputs: [`out.${i}`] });
-        g.output(`out.${i}`, DataType.FLOAT, dims);
-      });
-      session = GraphSession.load(g.toModelBytes('hearth_read'), { providers: this.providers, threads: 1, counter: this.counter });
-      this.graphs.set(key, session);
-    }
-    const out = session.run(Object.fromEntries(tensors.map((t, i) => [`in.${i}`, t])));
+    const out = this.sessions.for(tensors.map((t) => t.dims.length)).run(Object.fromEntries(tensors.map((t, i) => [`in.${i}`, t])));
     return tensors.map((_, i) => out.host(`out.${i}`).data);
   }
 
   dispose(): void {
-    for (const s of this.graphs.values()) s.dispose();
+    this.sessions.dispose();
   }
 }
