@@ -7,12 +7,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { rlSettingsFromExperimentalConfig } from '../../src/protocol/rl-settings.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { readCheckpoint } from '../../worker/training/checkpoint.js';
 import type { TrainSequence } from '../../worker/training/data.js';
 import { runRl, runSft, type TrainingEvent, type TrainingResult } from '../../worker/training/loop.js';
+import { GraphEngine } from '../../worker/training/graph/graph-engine.js';
 import type { RlData } from '../../worker/training/rl-data.js';
 import { mulberry32, randomWeights } from '../../worker/training/tensor-utils.js';
 import { relL2, tinyConfig } from './training-helpers.js';
@@ -109,4 +110,24 @@ describe('jobs on the graph engine equal the TF.js engine', () => {
       expectSameJobs(await run('graph'), await run('tfjs'));
     }, 120_000);
   }
+
+  it('RL measured, not trained (forward_backward): the same loss, and no forward keeps anything for a backward', async () => {
+    const settings = rlSettingsFromExperimentalConfig({ learning_rate: 5e-3, packed_sequence_length: 80, loss_fn: 'cispo' });
+    const forward = vi.spyOn(GraphEngine.prototype, 'forward');
+    try {
+      const measure = async (engine: 'graph' | 'tfjs') => {
+        process.env.HEARTH_TRAIN_ENGINE = engine;
+        const events: TrainingEvent[] = [];
+        const result = await runRl({ data: rlData(), settings, forwardOnly: true }, { model: { config, weights, baseModelName: 't', mode: 'lora' }, checkpointDir: join(root, `measure-${jobCounter++}`), microBatchTokens: 48, seed: 4 }, (e) => void events.push(e));
+        expect(result.engine.name).toBe(engine);
+        return events.find((e) => e.type === 'gradient_step')!.data;
+      };
+      const [graph, tfjs] = [await measure('graph'), await measure('tfjs')];
+      expect(Math.abs(graph.loss - tfjs.loss)).toBeLessThanOrEqual(1e-4 * Math.max(1e-3, Math.abs(tfjs.loss)));
+      expect(forward.mock.calls.length).toBeGreaterThan(0);
+      for (const call of forward.mock.calls) expect(call[4]).toBe(false); // backwardFollows
+    } finally {
+      forward.mockRestore();
+    }
+  }, 120_000);
 });

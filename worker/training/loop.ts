@@ -511,7 +511,8 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       const sums = { policy: 0, kl: 0, entropy: 0 };
       const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
       const tokens = mbs.reduce((a, m) => a + m.numTokens, 0);
-      const lossOf = (mb: MicroBatch) => rlMicroBatchLoss(model, mb, { trainable, trajectoriesInStep, trajectoryTokens }, { train, settings, refLogprobs }, sums);
+      // A measuring job's forwards keep nothing for a backward (on a GPU nothing would free it).
+      const lossOf = (mb: MicroBatch) => rlMicroBatchLoss(model, mb, { trainable, trajectoriesInStep, trajectoryTokens }, { train, settings, refLogprobs }, sums, !job.forwardOnly);
       if (job.forwardOnly) {
         // The step's loss without its gradient, weighed by the step's share.
         const loss = mbs.reduce((a, mb) => a + readAndDispose(tf.tidy(() => lossOf(mb)))[0], 0);

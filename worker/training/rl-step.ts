@@ -105,6 +105,8 @@ export function rlMicroBatchLoss(
   step: { trainable: number; trajectoriesInStep: number; trajectoryTokens: Map<number, number> },
   job: { train: RlTrainSequences; settings: RlSettings; refLogprobs: Float32Array[] | null },
   sums: RlStepSums,
+  /** A backward follows (the forward keeps what it needs); false when only the loss is measured. */
+  training = true,
 ): tf.Scalar {
   const { sequences, trajectoryOf, perToken } = job.train;
   const at = trainedPositions(mb);
@@ -116,7 +118,7 @@ export function rlMicroBatchLoss(
     if (ref && job.refLogprobs) ref[j] = job.refLogprobs[s][at.positionInSequence[j]];
     weights[j] = perToken ? at.lossWeights[j] / step.trainable : 1 / (step.trajectoryTokens.get(trajectoryOf[s])! * step.trajectoriesInStep);
   }
-  const logprobs = logprobsAt(model, mb, at, true, (entropy) => {
+  const logprobs = logprobsAt(model, mb, at, training, (entropy) => {
     for (let j = 0; j < n; j++) sums.entropy += entropy[j];
   });
   const parts = policyLoss(logprobs, {
