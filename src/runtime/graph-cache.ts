@@ -17,7 +17,7 @@ import { ExternalData } from './onnx-proto.js';
 /** The modules whose code decides the graph's bytes (test/unit/graph-cache-modules.test.ts checks the builder reaches no other). */
 export const BUILDER_MODULES = [
   'llama-graph', 'decoder-options', 'decoder-weights', 'decoder-body', 'decoder-attention', 'decoder-attention-shared',
-  'decoder-packed-rows', 'decoder-linear', 'decoder-quantized', 'decoder-embedding', 'decoder-lora', 'decoder-mlp',
+  'decoder-packed-rows', 'decoder-linear', 'decoder-quantized', 'nbits-product', 'decoder-embedding', 'decoder-lora', 'decoder-mlp',
   'gguf-repack', 'onnx-proto', 'q4', 'rope', 'gguf-model', 'gguf-dequant', 'half', 'weight-source', 'graph-cache',
 ];
 
