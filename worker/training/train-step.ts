@@ -1,6 +1,6 @@
 // One optimizer step: gradients summed over micro-batches (gradient accumulation), global-norm
-// clipping, AdamW update: in TF.js, or on the graph engine's device (graph/device-adamw.ts). Losses are weighted sums, so summing micro-batch gradients gives the
-// gradient of the whole step's loss.
+// clipping, AdamW update: in TF.js, or on the graph engine's device (graph/device-adamw.ts). Losses
+// are weighted sums, so summing micro-batch gradients gives the gradient of the whole step's loss.
 import * as tf from '@tensorflow/tfjs-core';
 import type { MicroBatch } from './data.js';
 import { clipByGlobalNorm, type AdamW } from './optimizer.js';

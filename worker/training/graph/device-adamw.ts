@@ -16,10 +16,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import type { AdamWConfig, AdamWMoments } from '../optimizer.js';
-import type * as ort from 'onnxruntime-node';
-import { DeviceReader, DeviceTensor, DeviceUploader, GraphSession, type TransferCounter } from './graph-session.js';
-
-type ExecutionProviders = ort.InferenceSession.ExecutionProviderConfig[];
+import { DeviceReader, DeviceTensor, DeviceUploader, GraphSession, type Providers, type TransferCounter } from './graph-session.js';
 
 /** One adapter tensor: its TF.js variable and where the engine's layer graph reads it. */
 export interface AdapterSlot { variable: tf.Variable; layer: number; input: string }
@@ -37,7 +34,7 @@ export class DeviceAdamW {
   private readonly reader: DeviceReader;
   private readonly sessions: { add: GraphSession; sumSquares: GraphSession; update: GraphSession };
 
-  constructor(readonly slots: AdapterSlot[], readonly config: AdamWConfig, providers: ExecutionProviders, counter: TransferCounter) {
+  constructor(readonly slots: AdapterSlot[], readonly config: AdamWConfig, providers: Providers, counter: TransferCounter) {
     if (slots.length === 0) throw new Error('DeviceAdamW: no adapters');
     this.uploader = new DeviceUploader(providers, counter);
     this.reader = new DeviceReader(providers, counter);
@@ -122,13 +119,13 @@ export class DeviceAdamW {
 
   /** Write the adapters' current values into their TF.js variables (before a checkpoint reads them). */
   readBack(): void {
-    const values = this.read(this.params);
+    const values = this.reader.read(this.params);
     tf.tidy(() => this.slots.forEach((s, i) => s.variable.assign(tf.tensor(values[i], s.variable.shape))));
   }
 
   /** The moments and step count (optimizer.ts's AdamWMoments, in `variables` order). */
   exportMoments(): AdamWMoments {
-    return { step: this.stepCount, m: this.read(this.m), v: this.read(this.v) };
+    return { step: this.stepCount, m: this.reader.read(this.m), v: this.reader.read(this.v) };
   }
 
   /** Continue from moments an earlier job exported (same adapters, same order). */
@@ -162,10 +159,6 @@ export class DeviceAdamW {
     return values.map((_, i) => up[String(i)]);
   }
 
-  /** Host copies of device tensors (slot order). */
-  private read(tensors: DeviceTensor[]): Float32Array[] {
-    return this.reader.read(tensors);
-  }
 }
 
 /** out.i = a.i + b.i. */

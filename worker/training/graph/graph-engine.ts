@@ -25,7 +25,7 @@ import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWei
 import { freemem, totalmem } from 'node:os';
 import { buildHeadGraph } from './head-graph.js';
 import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
-import { cpuOnly, DeviceReader, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, outputsCrossToHost, TransferCounter, type GraphSessionOptions, type HostFeed } from './graph-session.js';
+import { cpuOnly, DeviceReader, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, outputsCrossToHost, TransferCounter, type GraphSessionOptions, type HostFeed, type Providers } from './graph-session.js';
 
 /** One adapted projection's factors in lora.ts's layout: A transposed [in, r], B transposed [r, out]. */
 export interface AdapterFactors { a: Float32Array; b: Float32Array; inDim: number; outDim: number; rank: number }
@@ -217,7 +217,7 @@ export class GraphEngine {
   }
 
   /** Where the sessions run (the CPU after a failed load on the device asked for). */
-  get providers(): GraphSessionOptions['providers'] & object { return this.head.providers; }
+  get providers(): Providers { return this.head.providers; }
 
   /** Whether activations live in GPU memory between runs (webgpu:0), rather than on the host. */
   get resident(): boolean { return this.head.resident; }

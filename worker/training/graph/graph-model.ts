@@ -11,7 +11,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type { ModelConfig } from '../../../src/runtime/model-config.js';
 import type { WeightSource } from '../../../src/runtime/weight-source.js';
 import type { MicroBatch } from '../data.js';
-import type { LoraAdapters } from '../lora.js';
+import type { LoraAdapters, LoraTarget } from '../lora.js';
 import { GraphEngine, projectionPath, type AdapterSet, type ForwardState, type GraphEngineOptions, type TrainedRows } from './graph-engine.js';
 import { DeviceAdamW, type AdapterSlot } from './device-adamw.js';
 import { loraInput } from './layer-graph.js';
@@ -36,11 +36,9 @@ export class GraphLoraModel {
   startDeviceOptimizer(config: AdamWConfig): DeviceAdamW {
     if (this.device) throw new Error('the model already has a device optimizer');
     const slots: AdapterSlot[] = [];
-    this.adapterVariables(this.lora).forEach(({ a, b }, i) => {
-      const layer = Math.floor(i / this.engine.targets.length);
-      const target = this.engine.targets[i % this.engine.targets.length];
+    for (const { a, b, layer, target } of this.adapterVariables(this.lora)) {
       slots.push({ variable: a, layer, input: loraInput(target, 'a') }, { variable: b, layer, input: loraInput(target, 'b') });
-    });
+    }
     const optimizer = new DeviceAdamW(slots, config, this.engine.providers, this.engine.transfers);
     this.device = { optimizer, lora: this.lora };
     return optimizer;
@@ -58,14 +56,14 @@ export class GraphLoraModel {
   }
 
   /** The adapters' variables in the engine's order: per layer, per target, A then B. */
-  private adapterVariables(lora: LoraAdapters): { path: string; a: tf.Variable; b: tf.Variable }[] {
-    const out: { path: string; a: tf.Variable; b: tf.Variable }[] = [];
+  private adapterVariables(lora: LoraAdapters): { path: string; layer: number; target: LoraTarget; a: tf.Variable; b: tf.Variable }[] {
+    const out: { path: string; layer: number; target: LoraTarget; a: tf.Variable; b: tf.Variable }[] = [];
     for (let l = 0; l < this.config.numLayers; l++) {
       for (const target of this.engine.targets) {
         const path = projectionPath(l, target);
         const a = lora.aT.get(path), b = lora.bT.get(path);
         if (!a || !b) throw new Error(`the adapters lack ${path}`);
-        out.push({ path, a, b });
+        out.push({ path, layer: l, target, a, b });
       }
     }
     return out;

@@ -15,7 +15,8 @@ import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { newNativeSession, trainingThreads, type NativeSession } from '../ort-compute.js';
 
 
-type Providers = ort.InferenceSession.ExecutionProviderConfig[];
+/** ONNX Runtime's execution providers for a session, in order of preference. */
+export type Providers = ort.InferenceSession.ExecutionProviderConfig[];
 
 /** Where the graphs run: set once by the training worker for its device (default the CPU). */
 let configured: { device: string; providers: Providers } = { device: 'cpu', providers: ['cpu'] };
@@ -296,16 +297,21 @@ export class DeviceUploader {
 
 /**
  * DeviceTensors brought to the host (a step's gradients for TF.js, a device optimizer's adapters and moments
- * before a checkpoint) through Identity graphs whose outputs come back, run synchronously like every other.
- * Counted as they come back.
+ * before a checkpoint): from GPU memory through Identity graphs whose outputs come back, run synchronously like
+ * every other; elsewhere they are host tensors already, copied. Counted as a read, except on CUDA, whose outputs
+ * were counted when they came back (outputsCrossToHost).
  */
 export class DeviceReader {
   private readonly sessions: IdentitySessions;
-  constructor(providers: Providers, counter: TransferCounter) {
+  constructor(private readonly providers: Providers, private readonly counter: TransferCounter) {
     this.sessions = new IdentitySessions(providers, false, counter);
   }
 
   read(tensors: DeviceTensor[]): Float32Array[] {
+    if (!onWebGpu(this.providers)) {
+      if (!outputsCrossToHost(this.providers)) for (const t of tensors) this.counter.fromDevice += byteLength(t.tensor);
+      return tensors.map((t) => Float32Array.from(t.tensor.data as Float32Array));
+    }
     const out = this.sessions.for(tensors.map((t) => t.dims.length)).run(Object.fromEntries(tensors.map((t, i) => [`in.${i}`, t])));
     return tensors.map((_, i) => out.host(`out.${i}`).data);
   }
