@@ -51,12 +51,11 @@ const MODEL_ID = `hearth/synthetic-llama-${SHAPE}-${TYPE.toLowerCase()}`;
 const ENTITY = 'bench';
 const PROJECT = 'train-8b';
 const NAME = 'lora-8b';
-// A step of the 8B on a shared 2-core CPU takes minutes with the worker's event loop blocked, so no heartbeat goes
-// out until it ends. The job's load and its first (here: only) step run under the load's announcement
-// (worker/training/step-announcements.ts), so they get HEARTH_LOAD_TIMEOUT, raised here for slow shared boxes (a
-// step measured 125–504 s); the heartbeat timeout stays at its default. Both printed in the result.
+// A step of the 8B on a shared 2-core CPU takes minutes with the worker's event loop blocked (measured 107–504 s);
+// the worker's pulse thread sends its heartbeats meanwhile while the step's ONNX Runtime runs progress
+// (worker/pulse.ts), so the timeouts stay at their defaults unless set here. Both printed in the result.
 const SERVE_ENV: Record<string, string> = {
-  HEARTH_LOAD_TIMEOUT: process.env.HEARTH_LOAD_TIMEOUT ?? '3600',
+  ...(process.env.HEARTH_LOAD_TIMEOUT ? { HEARTH_LOAD_TIMEOUT: process.env.HEARTH_LOAD_TIMEOUT } : {}),
   ...(process.env.HEARTH_HEARTBEAT_TIMEOUT ? { HEARTH_HEARTBEAT_TIMEOUT: process.env.HEARTH_HEARTBEAT_TIMEOUT } : {}),
   LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
 };

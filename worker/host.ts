@@ -7,6 +7,7 @@ import type { WorkerKind } from '../src/protocol/messages.js';
 import { CancelledError, TaskError, type Handlers } from './handlers.js';
 import type { InferenceEvent } from '../src/protocol/inference-events.js';
 import type { ModelLoads } from './model-loads.js';
+import type { Pulse } from './pulse.js';
 
 type TrainingEventType = Extract<WorkerMessage, { type: 'training.event' }>['event']['type'];
 
@@ -32,8 +33,13 @@ export class WorkerHost {
     private readonly log: (msg: string) => void = (m) => process.stderr.write(`${m}\n`),
     /** Model loads the handlers announce: each start and end goes out as a heartbeat at once (worker/model-loads.ts). */
     private readonly loads?: ModelLoads,
+    /** The thread that repeats this host's heartbeats while its main thread is blocked in a stretch (worker/pulse.ts). */
+    private readonly pulse?: Pulse | null,
   ) {
-    loads?.onChange(() => this.report(this.heartbeat()));
+    loads?.onChange(() => {
+      pulse?.setLoads(loads.current().length);
+      return this.report(this.heartbeat());
+    });
   }
 
   setDevices(devices: unknown): void {
@@ -44,15 +50,19 @@ export class WorkerHost {
     return this.inflight.size;
   }
 
+  /** This host's heartbeat now; with a pulse thread, also the one it repeats while the main thread is blocked. */
   heartbeat(): WorkerMessage {
-    return {
-      type: 'heartbeat',
+    const message = {
+      type: 'heartbeat' as const,
       worker: {
         id: this.identity.id, kind: this.identity.kind, device: this.identity.device, host: os.hostname(), pid: process.pid,
         load: this.load, lastSeenMs: Date.now(), devices: this.devices, tasks: [...this.inflight.keys()], stats: this.handlers.stats?.(),
         ...(this.loads?.current().length ? { loading: this.loads.current() } : {}),
+        ...(this.pulse ? { pulse: true } : {}),
       },
     };
+    this.pulse?.beat(message);
+    return message;
   }
 
   cancel(id: string): void {
@@ -68,6 +78,9 @@ export class WorkerHost {
     const send = (msg: WorkerMessage) => this.report(msg);
     const ctrl = new AbortController();
     this.inflight.set(task.jobId, ctrl);
+    // A training job is one long stretch of compute: the pulse thread beats for it, from a heartbeat listing it.
+    const jobEnded = this.pulse?.job();
+    this.heartbeat();
     await send({ type: 'training.started', jobId: task.jobId, workerId: this.identity.id });
     let seq = 0; // of this job's training.event reports (messages.ts)
     const event = (type: TrainingEventType, data: Record<string, unknown>): WorkerMessage => ({ type: 'training.event', jobId: task.jobId, event: { type, data }, seq: seq++ });
@@ -91,6 +104,7 @@ export class WorkerHost {
     } finally {
       this.inflight.delete(task.jobId);
       this.cancelled.delete(task.jobId);
+      jobEnded?.();
     }
   }
 

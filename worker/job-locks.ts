@@ -21,6 +21,8 @@ export class LoadAwareLockManager extends LockManager {
     opts: LockManagerOptions,
     /** How long the announced stretches may block (0: none announced): ModelLoads.blockingMs. */
     private readonly blockingMs: () => number,
+    /** Told the locks held after each change: the pulse thread extends them while this loop is blocked (worker/pulse.ts). */
+    private readonly onLocksChanged: (locks: { jobId: string; token: string }[]) => void = () => {},
   ) {
     super(worker, opts);
     const normalMs = opts.lockDuration;
@@ -43,7 +45,17 @@ export class LoadAwareLockManager extends LockManager {
     const controller = super.trackJob(jobId, token, ts, shouldCreateController);
     // Taken while a load blocks (or is about to block) this loop: its fresh lock has the normal duration.
     if (this.blockingMs() > 0 && jobId) void this.extendLocks([jobId]);
+    this.locksChanged();
     return controller;
+  }
+
+  override untrackJob(jobId: string): void {
+    super.untrackJob(jobId);
+    this.locksChanged();
+  }
+
+  private locksChanged(): void {
+    this.onLocksChanged([...this.trackedJobs.entries()].map(([jobId, t]) => ({ jobId, token: t.token })));
   }
 }
 
@@ -51,6 +63,8 @@ export interface LoadAwareWorkerOptions {
   loads: ModelLoads;
   /** Lock duration while a load is under way (the API's HEARTH_LOAD_TIMEOUT). */
   loadLockMs: number;
+  /** The locks held, after each change (the pulse thread's copy). */
+  onLocksChanged?: (locks: { jobId: string; token: string }[]) => void;
 }
 
 /** A BullMQ Worker whose locks follow `loads`; renewed at once whenever a load starts or ends. */
@@ -63,6 +77,7 @@ export function createLoadAwareWorker<T, R>(name: string, processor: Processor<T
         this as unknown as LockManagerWorkerContext, // what BullMQ's own createLockManager passes (its trace() typing differs)
         { lockRenewTime: this.opts.lockRenewTime!, lockDuration: this.opts.lockDuration!, workerId: this.id, workerName: this.opts.name },
         () => load.loads.blockingMs(load.loadLockMs),
+        load.onLocksChanged,
       );
     }
 

@@ -6,6 +6,7 @@ import { WorkerHost, type WorkerIdentity } from './host.js';
 import type { Handlers } from './handlers.js';
 import { ModelLoads } from './model-loads.js';
 import { createLoadAwareWorker } from './job-locks.js';
+import { Pulse } from './pulse.js';
 import type { Redis } from 'ioredis';
 import { acquireLiveness, releaseLiveness, watchedRedis } from '../src/protocol/redis-liveness.js';
 import { withDeadline } from '../src/domain/deadline.js';
@@ -63,7 +64,15 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   const report = async (msg: WorkerMessage) => {
     await redis.xadd(stream, 'MAXLEN', '~', String(REPORTS_MAXLEN), '*', 'm', JSON.stringify(msg));
   };
-  const host = new WorkerHost(opts.identity, opts.handlers, report, opts.log, opts.loads);
+  const kind = opts.identity.kind;
+  // BullMQ's job lock (HEARTH_JOB_LOCK_MS, default 30 s; stalled checks as often), held for HEARTH_LOAD_TIMEOUT while
+  // a model load blocks this process (worker/job-locks.ts).
+  const lockMs = lockSetting('HEARTH_JOB_LOCK_MS', 30_000);
+  const loadLockMs = lockSetting('HEARTH_LOAD_TIMEOUT', 600_000, 1000);
+  // Heartbeats and lock renewals from a thread of their own while a stretch blocks this one (worker/pulse.ts); a
+  // stretch whose compute stops moving for the load timeout is left to go silent.
+  const pulse = Pulse.start({ kind: 'redis', url: opts.redisUrl, prefix, queue: kind, lockMs }, opts.heartbeatMs, loadLockMs, (m) => opts.log(m, 'warn'));
+  const host = new WorkerHost(opts.identity, opts.handlers, report, opts.log, opts.loads, pulse);
   opts.hostRef?.(host);
 
   await sub.subscribe(controlChannel(prefix));
@@ -77,11 +86,6 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
     }
   });
 
-  const kind = opts.identity.kind;
-  // BullMQ's job lock (HEARTH_JOB_LOCK_MS, default 30 s; stalled checks as often), held for HEARTH_LOAD_TIMEOUT while
-  // a model load blocks this process (worker/job-locks.ts).
-  const lockMs = lockSetting('HEARTH_JOB_LOCK_MS', 30_000);
-  const loadLockMs = lockSetting('HEARTH_LOAD_TIMEOUT', 600_000, 1000);
   const worker = createLoadAwareWorker(
     kind,
     async (job) => {
@@ -104,7 +108,7 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
       // work again within seconds of a partition's end.
       runRetryDelay: 1000,
     },
-    { loads: opts.loads ?? new ModelLoads(), loadLockMs },
+    { loads: opts.loads ?? new ModelLoads(), loadLockMs, onLocksChanged: (locks) => pulse?.setLocks(locks) },
   );
   worker.on('error', (err) => opts.log(`bullmq worker error: ${err.message}`, 'warn'));
 
@@ -115,6 +119,7 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   return async () => {
     clearInterval(timer);
     await worker.close(); // waits for the active jobs to finish
+    await pulse?.stop();
     await sub.quit().catch(() => {});
     await redis.quit().catch(() => {});
     await releaseLiveness(liveness);

@@ -51,6 +51,12 @@ export const WorkerInfoMsg = z.object({
   /** Running totals from the worker's engine (see worker/handlers.ts WorkerStats). */
   stats: z.object({ batchSizeCounts: z.record(z.string(), z.number()).optional(), prefillChunkTokens: z.record(z.string(), z.number()).optional(), loadedModels: z.array(z.string()).optional() }).optional(),
   /**
+   * The worker has a pulse thread (worker/pulse.ts): its heartbeats keep coming while a load or a training step blocks
+   * its main thread and makes progress, so the API allows it only HEARTH_HEARTBEAT_TIMEOUT of silence, whatever it
+   * announced: a host lost mid-stretch is noticed within that.
+   */
+  pulse: z.boolean().optional(),
+  /**
    * Models the worker is loading (announced before the load blocks its event loop; worker/model-loads.ts): the API
    * waits HEARTH_LOAD_TIMEOUT, not HEARTH_HEARTBEAT_TIMEOUT, for its next heartbeat.
    */

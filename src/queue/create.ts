@@ -17,7 +17,10 @@ export async function createQueue(
     const { BullmqQueue } = await import('./bullmq.js');
     adapter = new BullmqQueue({ redisUrl: config.redisUrl, prefix: config.queuePrefix, log: hooks.log });
   } else {
-    adapter = new EmbeddedQueue({ workers: config.workers, env: { HEARTH_HOME: config.home, ...hooks.workerEnv }, log: hooks.log, shutdownGraceMs: config.shutdownGraceSec * 1000 });
+    // The workers time their stretches by the API's settings: step announcements by the heartbeat timeout, the pulse
+    // thread's stall limit by the load timeout (worker/training/step-announcements.ts, worker/pulse.ts).
+    const timing = { HEARTH_HEARTBEAT_TIMEOUT: String(config.heartbeatTimeoutSec), HEARTH_LOAD_TIMEOUT: String(config.loadTimeoutSec) };
+    adapter = new EmbeddedQueue({ workers: config.workers, env: { HEARTH_HOME: config.home, ...timing, ...hooks.workerEnv }, log: hooks.log, shutdownGraceMs: config.shutdownGraceSec * 1000 });
   }
   return new QueueService(adapter, store, catalog, {
     home: config.home,

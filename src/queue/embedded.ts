@@ -2,6 +2,8 @@
 // Pending training jobs live in the SQLite store (the scheduler reads them), so a restart resumes them.
 // A child that exits is replaced; whatever it held fails at once (no waiting for a heartbeat timeout).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { QueueAdapter, QueueHealth } from './port.js';
@@ -109,9 +111,11 @@ export class EmbeddedQueue implements QueueAdapter {
   }
 
   private spawnChild(slot: number, kind: WorkerKind, device: string): void {
-    const env = { ...process.env, ...this.opts.env };
+    // fd 4: the pipe of the worker's pulse thread, which repeats its heartbeats while a load or a training step
+    // blocks the worker's main thread (worker/pulse.ts); a thread cannot use the IPC channel.
+    const env = { ...process.env, ...this.opts.env, HEARTH_PULSE_FD: '4' };
     const proc = spawn(process.execPath, [...workerNodeFlags(kind, env), HEARTH_BIN, 'worker', '--kind', kind, '--device', device, '--ipc'], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'],
       env,
     });
     const child: Child = { slot, kind, device, proc, workerId: null, tasks: new Set(), load: 0 };
@@ -143,6 +147,17 @@ export class EmbeddedQueue implements QueueAdapter {
       if (msg.type === 'inference.event' && msg.event.type !== 'chunk') child.tasks.delete(msg.requestId);
       this.sink(msg);
     };
+    const pulses = proc.stdio[4];
+    if (pulses) {
+      createInterface({ input: pulses as Readable }).on('line', (line) => {
+        try {
+          const raw = JSON.parse(line) as { type?: unknown };
+          if (raw.type === 'heartbeat') receive(raw); // only heartbeats travel this way
+        } catch {
+          this.log(`embedded queue: ignoring a malformed pulse from worker ${slot}`);
+        }
+      });
+    }
     proc.on('exit', (code, signal) => {
       if (this.children.get(slot) === child) this.children.delete(slot);
       const reason = child.killedBecause ?? (signal ? `killed by ${signal}` : `exited with code ${code}`);

@@ -23,6 +23,8 @@ export interface WorkerInfo {
    * long training step of that model, expected to block about `expectedMs`.
    */
   loading?: { model: string; sinceMs: number; step?: number; expectedMs?: number }[];
+  /** The worker's heartbeats continue through its blocking stretches (worker/pulse.ts): only the heartbeat timeout applies. */
+  pulse?: boolean;
 }
 
 export interface QueueHealth {

@@ -57,9 +57,12 @@ export class WorkerRegistry {
 /**
  * How long a worker may stay silent after its last heartbeat: the heartbeat timeout; the load timeout while that
  * heartbeat announced a model load; for an announced training step, the time it was expected to take (at least the
- * heartbeat timeout), so a host lost mid-step is noticed after about one step, not after the load timeout.
+ * heartbeat timeout), so a host lost mid-step is noticed after about one step, not after the load timeout. A worker
+ * with a pulse thread (worker/pulse.ts) keeps beating through its announced stretches while they progress: the
+ * heartbeat timeout, always.
  */
-export function allowedSilenceMs(w: Pick<WorkerInfo, 'loading'>, timeoutMs: number, loadTimeoutMs: number): number {
+export function allowedSilenceMs(w: Pick<WorkerInfo, 'loading' | 'pulse'>, timeoutMs: number, loadTimeoutMs: number): number {
+  if (w.pulse) return timeoutMs;
   return Math.max(timeoutMs, longestBlockingMs(w.loading ?? [], loadTimeoutMs));
 }
 

@@ -8,7 +8,7 @@
 // FAULTS_HOLD_MS below run it at those). The test process stands in for the other worker hosts:
 // a BullMQ Worker that takes no jobs and only runs the stalled check every 2 s, and a QueueEvents listener that hears
 // every `stalled`, `failed` and `completed` event of the queue.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -54,12 +54,13 @@ async function watchQueue(name: 'inference' | 'training'): Promise<QueueEventLog
 }
 
 /** A `hearth worker --redis` of `kind` with the short lock; its stderr is kept for the lock errors BullMQ logs. */
-function spawnWorker(kind: 'inference' | 'training'): { child: ChildProcess; stderr: () => string } {
+function spawnWorker(kind: 'inference' | 'training', env: Record<string, string> = {}): { child: ChildProcess; stderr: () => string } {
   let stderr = '';
   const child = spawn(process.execPath, [HEARTH_BIN, 'worker', '--kind', kind, '--redis', redisUrl], {
     env: {
       ...process.env, HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_QUEUE_PREFIX: prefix, HEARTH_HOME: s.home, HEARTH_MAX_CONTEXT: '1024',
       HEARTH_FAULT_DIR: faultDir, HEARTH_JOB_LOCK_MS: String(LOCK_MS), HEARTH_LOAD_TIMEOUT: '60', HEARTH_HEARTBEAT_TIMEOUT: '2', LOG_LEVEL: 'warn',
+      ...env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -88,8 +89,8 @@ async function sftInputs(name: string, rows: number): Promise<{ modelId: string;
 }
 
 /** A `hearth worker --redis` of the training kind, once the API lists it live. */
-async function liveTrainingWorker(): Promise<ReturnType<typeof spawnWorker>> {
-  const w = spawnWorker('training');
+async function liveTrainingWorker(env: Record<string, string> = {}): Promise<ReturnType<typeof spawnWorker>> {
+  const w = spawnWorker('training', env);
   await waitFor(() => s.ctx.queue!.liveWorkers('training').some((x) => x.pid === w.child.pid), 'the training worker', 30_000);
   return w;
 }
@@ -144,7 +145,7 @@ describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s Bull
     const { arm, reachedAt } = await armAndReach('training-model-load', () => {
       void s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } }).then((r) => (job = r));
     });
-    // Silent past the heartbeat timeout (2 s), still live: its last heartbeat announced the load.
+    // Blocked past the heartbeat timeout (2 s), still live: its pulse thread repeats the heartbeat announcing the load.
     await waitFor(() => Date.now() - reachedAt > 4000, 'the heartbeat timeout to pass', 10_000, 100);
     const worker = s.ctx.queue!.liveWorkers('training').find((x) => x.pid === w.child.pid);
     expect(worker?.loading?.map((l) => l.model)).toEqual([BASE]);
@@ -170,7 +171,7 @@ describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s Bull
 });
 
 describe('training steps longer than the heartbeat timeout (2 s) and the BullMQ job lock (Redis mode)', () => {
-  it('each long step is announced before it blocks: the worker stays live while silent, the job runs once and succeeds', async () => {
+  it('each long step is announced before it blocks and the pulse thread beats through it: the job runs once and succeeds', async () => {
     const STEP_MS = 4500;
     const log = await watchQueue('training');
     const w = await liveTrainingWorker();
@@ -181,7 +182,7 @@ describe('training steps longer than the heartbeat timeout (2 s) and the BullMQ 
       const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
       expect(job.status).toBe(200);
       // Watch the API's view while the job runs: the longest silence of the worker running it (this test's, or the
-      // one the test before left) while it was live in an announced step.
+      // one the test before left) while it was live in an announced step (its main thread blocked).
       let silentInStep = 0;
       const seenSteps = new Set<number>();
       const events = await waitFor(async () => {
@@ -193,7 +194,7 @@ describe('training steps longer than the heartbeat timeout (2 s) and the BullMQ 
       expect(events.at(-1), JSON.stringify(events.at(-1))).toMatchObject({ type: 'training_ended' });
       expect(events.filter((e) => e.type === 'gradient_step')).toHaveLength(3);
       expect(events.filter((e) => e.type === 'training_started')).toHaveLength(1);
-      expect(silentInStep).toBeGreaterThan(2000); // past the heartbeat timeout, and still live
+      expect(silentInStep).toBeLessThan(1500); // heartbeats every 200 ms from the pulse thread: never near the 2 s timeout
       expect([...seenSteps].sort()).toEqual([2, 3, 4]); // 4: the tail after the last step (checkpoint), announced as well
       expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('succeeded');
     } finally {
@@ -204,4 +205,68 @@ describe('training steps longer than the heartbeat timeout (2 s) and the BullMQ 
     expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
     expect(w.stderr()).not.toMatch(LOCK_ERRORS);
   }, 180_000);
+});
+
+describe('Redis mode: stretches longer than what they announced (worker/pulse.ts)', () => {
+  // Each test's job must reach its own worker: the workers the tests above left go first.
+  beforeEach(async () => {
+    for (const c of children) c.kill('SIGKILL');
+    await waitFor(() => s.ctx.queue!.liveWorkers('training').length === 0, 'no training worker left', 30_000);
+  }, 40_000);
+
+  it("a first step longer than the worker's HEARTH_LOAD_TIMEOUT (3 s) and the lock: the pulse thread holds the job's lock, the job runs once and succeeds", async () => {
+    const log = await watchQueue('training');
+    // The job's load announcement (and the lock it holds) covers 3 s; the first step blocks 8 s while progressing.
+    const w = await liveTrainingWorker({ HEARTH_LOAD_TIMEOUT: '3' });
+    const { modelId, dataUrl } = await sftInputs('long-first-step', 4);
+    const arm = path.join(faultDir, 'training-step');
+    fs.rmSync(`${arm}.reached`, { force: true });
+    fs.writeFileSync(arm, '8000');
+    try {
+      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
+      expect(job.status).toBe(200);
+      const events = await waitFor(async () => {
+        const e = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}/events?limit=100`, { key })).body.data as { type: string }[];
+        return e.some((v) => v.type === 'training_failed' || v.type === 'training_ended') ? e : null;
+      }, 'the job to end', 120_000, 100);
+      expect(Number(fs.readFileSync(`${arm}.reached`, 'utf8'))).toBe(w.child.pid);
+      expect(events.at(-1), JSON.stringify(events.at(-1))).toMatchObject({ type: 'training_ended' });
+      expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('succeeded');
+    } finally {
+      fs.rmSync(arm, { force: true });
+    }
+    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
+    await new Promise((r) => setTimeout(r, 2 * LOCK_MS));
+    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
+    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+    w.child.kill('SIGKILL');
+  }, 180_000);
+
+  it('a worker stopped mid-step (SIGSTOP: a lost host) fails its job within seconds of the heartbeat timeout, not the 60 s it announced', async () => {
+    const w = await liveTrainingWorker();
+    const { dataUrl, modelId } = await sftInputs('stopped-host', 4);
+    const arm = path.join(faultDir, 'training-step');
+    fs.rmSync(`${arm}.reached`, { force: true });
+    fs.writeFileSync(arm, '60000');
+    try {
+      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
+      await waitFor(() => fs.existsSync(`${arm}.reached`), 'the first step to block', 60_000, 20);
+      expect(Number(fs.readFileSync(`${arm}.reached`, 'utf8'))).toBe(w.child.pid);
+      await new Promise((r) => setTimeout(r, 1000)); // the pulse thread beating for the blocked step
+      w.child.kill('SIGSTOP');
+      const stoppedAt = Date.now();
+      const events = await waitFor(async () => {
+        const e = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}/events?limit=100`, { key })).body.data as { type: string; data: { error_message?: string } }[];
+        return e.some((v) => v.type === 'training_failed' || v.type === 'training_ended') ? e : null;
+      }, 'the job to end', 60_000, 50);
+      const tookMs = Date.now() - stoppedAt;
+      expect(events.at(-1)!.type).toBe('training_failed');
+      expect(events.at(-1)!.data.error_message).toMatch(/stopped sending heartbeats/);
+      expect(tookMs).toBeLessThan(6000);
+      console.log(`[faults] Redis training worker stopped mid-step: its job failed ${tookMs} ms later (heartbeat timeout 2 s, load timeout 60 s)`);
+    } finally {
+      fs.rmSync(arm, { force: true });
+      w.child.kill('SIGKILL');
+    }
+  }, 120_000);
 });

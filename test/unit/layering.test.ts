@@ -46,6 +46,8 @@ const PARTS: Record<string, Floor> = {
   'worker/handlers.ts': { side: 'worker', floor: 6 },
   'worker/model-loads.ts': { side: 'worker', floor: 6 },
   'worker/job-locks.ts': { side: 'worker', floor: 6 },
+  'worker/pulse.ts': { side: 'worker', floor: 6 }, // the heartbeat thread: its starter and its body
+  'worker/pulse-thread.ts': { side: 'worker', floor: 6 },
   'worker/artifacts': { side: 'worker', floor: 6 },
 
   // The library both sides stand on.

@@ -52,6 +52,16 @@ describe('WorkerRegistry', () => {
     expect(r.isLive('w', Date.now() + 5100)).toBe(false);
   });
 
+  it('gives a worker with a pulse thread the heartbeat timeout whatever it announced (worker/pulse.ts)', () => {
+    const loading = [{ model: 'a/b', sinceMs: 0 }, { model: 'a/b', sinceMs: 0, step: 2, expectedMs: 900_000 }];
+    expect(allowedSilenceMs({ loading }, 15_000, 600_000)).toBe(900_000);
+    expect(allowedSilenceMs({ loading, pulse: true }, 15_000, 600_000)).toBe(15_000);
+    const r = new WorkerRegistry(1000, 60_000);
+    r.update({ ...worker('w', ['a/b']), pulse: true });
+    expect(r.isLive('w', Date.now() + 900)).toBe(true);
+    expect(r.isLive('w', Date.now() + 1100)).toBe(false);
+  });
+
   it('says what blocked a worker: models being loaded, a training step', () => {
     expect(blockedBy(worker('w'))).toBeNull();
     expect(blockedBy(undefined)).toBeNull();

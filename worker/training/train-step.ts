@@ -4,6 +4,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { MicroBatch } from './data.js';
 import { clipByGlobalNorm, type AdamW } from './optimizer.js';
+import { computeProgressed } from '../../src/runtime/compute-progress.js';
 import { DeviceAdamW } from './graph/device-adamw.js';
 
 /** Builds the scalar loss of one micro-batch (inside the gradient tape). */
@@ -30,6 +31,7 @@ export function optimizerStep(
     const { value, grads } = tf.variableGrads(() => lossOf(mb), vars);
     loss += value.dataSync()[0];
     value.dispose();
+    computeProgressed(); // the worker's pulse thread sees the step move (worker/pulse.ts)
     const ordered = vars.map((v) => {
       const g = grads[v.name];
       if (!g) throw new Error(`no gradient for variable ${v.name}`);
@@ -65,6 +67,7 @@ function deviceOptimizerStep(optimizer: DeviceAdamW, batches: MicroBatch[], loss
       const { value, grads } = tf.variableGrads(() => lossOf(mb), [optimizer.anchor]);
       loss += value.dataSync()[0];
       tf.dispose([value, ...Object.values(grads)]);
+      computeProgressed();
     }
     return { loss, gradNorm: optimizer.step(opts.learningRate, opts.maxGradNorm).gradNorm };
   } finally {

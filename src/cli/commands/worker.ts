@@ -6,6 +6,8 @@ import { WorkerHost, newWorkerIdentity } from '../../../worker/host.js';
 import { createDefaultHandlers } from '../../../worker/default-handlers.js';
 import type { Handlers } from '../../../worker/handlers.js';
 import { ModelLoads } from '../../../worker/model-loads.js';
+import { Pulse } from '../../../worker/pulse.js';
+import { positiveIntSetting } from '../../domain/positive-int-setting.js';
 import { ipcSend, serveOverIpc } from '../../../worker/transport-ipc.js';
 import { detectDevices } from '../../hardware/detect.js';
 import type { WorkerKind } from '../../protocol/messages.js';
@@ -77,7 +79,11 @@ export async function run(argv: string[]): Promise<number> {
   };
 
   if (args.flags.ipc) {
-    host = new WorkerHost(identity, handlers, ipcSend, log, loads);
+    // The embedded queue opens a pipe for the pulse thread's heartbeats (src/queue/embedded.ts, worker/pulse.ts).
+    const pulseFd = Number(process.env.HEARTH_PULSE_FD);
+    const loadTimeoutMs = positiveIntSetting(process.env, 'HEARTH_LOAD_TIMEOUT', 600) * 1000;
+    const pulse = Number.isInteger(pulseFd) && pulseFd > 2 ? Pulse.start({ kind: 'ipc', fd: pulseFd }, heartbeatMs, loadTimeoutMs, log) : null;
+    host = new WorkerHost(identity, handlers, ipcSend, log, loads, pulse);
     host.setDevices(devices);
     serveOverIpc(host, heartbeatMs, () => shutdown(0));
   } else {

@@ -13,6 +13,7 @@
 import * as ort from 'onnxruntime-node';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { newNativeSession, trainingThreads, type NativeSession } from '../ort-compute.js';
+import { computeProgressed } from '../../../src/runtime/compute-progress.js';
 
 
 /** ONNX Runtime's execution providers for a session, in order of preference. */
@@ -186,6 +187,7 @@ export class GraphSession {
       // Developer tool, as for inference sessions: ORT's per-node timing (JSON files under this prefix).
       ...(process.env.HEARTH_ORT_PROFILE ? { enableProfiling: true, profileFilePrefix: process.env.HEARTH_ORT_PROFILE } : {}),
     });
+    computeProgressed(); // an 8B job builds 33 of these before its first step
     return new GraphSession(session, opts.counter ?? null, deviceOutputs, providers);
   }
 
@@ -209,6 +211,7 @@ export class GraphSession {
     }
     const fetches = Object.fromEntries(this.session.outputMetadata.map((m) => [m.name, null]));
     const results = this.session.run(tensors, fetches, {});
+    computeProgressed(); // seconds of a step at 8B: the worker's pulse thread sees it move (worker/pulse.ts)
     const out: Record<string, Output | DeviceTensor> = {};
     let received = 0;
     for (const [name, r] of Object.entries(results)) {

@@ -1,0 +1,29 @@
+// When a worker's pulse thread repeats its heartbeat (worker/pulse.ts): only inside a stretch, only when the main
+// thread's own heartbeats have stopped, and only while the compute keeps moving.
+import { describe, expect, it } from 'vitest';
+import { pulseDue } from '../../worker/pulse.js';
+
+const base = { stretches: 1, sinceMainBeatMs: 5000, sinceProgressMs: 1000, everyMs: 1000, stallMs: 600_000 };
+
+describe('pulseDue', () => {
+  it('beats for a blocked main thread inside a stretch whose compute progresses', () => {
+    expect(pulseDue(base)).toBe(true);
+    expect(pulseDue({ ...base, stretches: 2 })).toBe(true);
+    expect(pulseDue({ ...base, sinceProgressMs: 599_999 })).toBe(true);
+  });
+
+  it('stays quiet outside stretches: a main thread blocked there is a hang, caught by the heartbeat timeout', () => {
+    expect(pulseDue({ ...base, stretches: 0 })).toBe(false);
+  });
+
+  it('stays quiet while the main thread beats itself (its heartbeat at most 1.5 intervals old)', () => {
+    expect(pulseDue({ ...base, sinceMainBeatMs: 1000 })).toBe(false);
+    expect(pulseDue({ ...base, sinceMainBeatMs: 1500 })).toBe(false);
+    expect(pulseDue({ ...base, sinceMainBeatMs: 1501 })).toBe(true);
+  });
+
+  it('goes quiet once the compute has not moved for the stall limit (HEARTH_LOAD_TIMEOUT)', () => {
+    expect(pulseDue({ ...base, sinceProgressMs: 600_000 })).toBe(false);
+    expect(pulseDue({ ...base, sinceProgressMs: 3_600_000 })).toBe(false);
+  });
+});

@@ -1,0 +1,125 @@
+// A worker's pulse: its heartbeats, sent again by a thread of their own while the main thread computes.
+//
+// Why: a model load or a training step blocks the worker's only event loop (an 8B LoRA step on a 2-core CPU: about
+// two minutes a micro-batch), so its heartbeats stop. Announcing the stretch (worker/model-loads.ts) tells the API how
+// long to wait, which had two costs: a host lost during a stretch was noticed only after that wait (a job's first
+// step runs under its load's announcement: HEARTH_LOAD_TIMEOUT, 10 minutes), and a stretch longer than its
+// announcement (a first step of eight micro-batches: ~15 minutes here) was taken for a hang and killed.
+//
+// The pulse thread (pulse-thread.ts) repeats the main thread's last heartbeat every heartbeat interval while
+//   - a stretch is under way (an announced load, or a training job: this file counts them), and
+//   - the main thread's own heartbeats have stopped, and
+//   - its compute made progress within the stall limit (HEARTH_LOAD_TIMEOUT; src/runtime/compute-progress.ts counts
+//     every ONNX Runtime run of the training engine and every micro-batch; a stretch's start counts too, so a
+//     model load, one long native call, keeps the allowance it had).
+// Its heartbeats say `pulse: true`, and the API then allows such a worker only the heartbeat timeout of silence
+// (src/queue/worker-directory.ts): a host lost mid-stretch (its pulses stop) is noticed within it whatever was
+// announced, a stretch that computes stays live however long it runs, and one whose compute stopped moving for the
+// stall limit goes silent and is killed as a hang. In Redis mode the thread also extends the BullMQ locks of the jobs
+// the worker holds (worker/job-locks.ts), so a stretch longer than its announced lock keeps its job.
+//
+// Only heartbeats travel this way: results, events and cancels stay with the main thread and its transport.
+import { Worker } from 'node:worker_threads';
+import type { WorkerMessage } from '../src/protocol/messages.js';
+import { computeProgressMemory, computeProgressed } from '../src/runtime/compute-progress.js';
+
+/** Where the thread's heartbeats go: a pipe to the embedded queue (fd), or the installation's Redis reports stream. */
+export type PulseTransport =
+  | { kind: 'ipc'; fd: number }
+  | { kind: 'redis'; url: string; prefix: string; queue: string; lockMs: number };
+
+/** What the thread is started with (worker_threads' workerData). */
+export interface PulseThreadData {
+  transport: PulseTransport;
+  /** How often the thread looks, and the longest the main thread's heartbeats may lag before it sends one. */
+  everyMs: number;
+  /** Compute without progress this long ends the pulses (HEARTH_LOAD_TIMEOUT). */
+  stallMs: number;
+  /** compute-progress.ts's counter. */
+  progress: SharedArrayBuffer;
+  /** [stretches under way] (Int32). */
+  stretches: SharedArrayBuffer;
+  /** [worker clock of the main thread's last heartbeat] (BigInt64). */
+  mainBeat: SharedArrayBuffer;
+}
+
+/** Messages to the thread. */
+export type PulseCommand =
+  | { type: 'heartbeat'; message: Extract<WorkerMessage, { type: 'heartbeat' }> }
+  | { type: 'locks'; locks: { jobId: string; token: string }[] };
+
+/** Whether the thread sends a heartbeat now (pure: the rule above). */
+export function pulseDue(s: { stretches: number; sinceMainBeatMs: number; sinceProgressMs: number; everyMs: number; stallMs: number }): boolean {
+  return s.stretches > 0 && s.sinceMainBeatMs > 1.5 * s.everyMs && s.sinceProgressMs < s.stallMs;
+}
+
+const ENTRY = new URL('./pulse-thread-entry.mjs', import.meta.url);
+
+export class Pulse {
+  private loads = 0;
+  private jobs = 0;
+
+  private constructor(
+    private readonly thread: Worker,
+    private readonly stretchCount: Int32Array,
+    private readonly mainBeat: BigInt64Array,
+  ) {}
+
+  /** Start the thread; null (and one log line) where it cannot start: the worker then relies on announcements alone. */
+  static start(transport: PulseTransport, everyMs: number, stallMs: number, log: (m: string) => void): Pulse | null {
+    try {
+      const stretches = new Int32Array(new SharedArrayBuffer(4));
+      const mainBeat = new BigInt64Array(new SharedArrayBuffer(8));
+      const data: PulseThreadData = {
+        transport, everyMs, stallMs, progress: computeProgressMemory(),
+        stretches: stretches.buffer as SharedArrayBuffer, mainBeat: mainBeat.buffer as SharedArrayBuffer,
+      };
+      const thread = new Worker(ENTRY, { workerData: data });
+      thread.unref(); // never what keeps the process up
+      thread.on('error', (err) => log(`pulse thread failed: ${err.message}; long stretches rely on their announcements`));
+      return new Pulse(thread, stretches, mainBeat);
+    } catch (err) {
+      log(`pulse thread could not start: ${(err as Error).message}; long stretches rely on their announcements`);
+      return null;
+    }
+  }
+
+  /** The main thread's heartbeat, just made: the one the thread repeats, and proof that the main thread is not blocked. */
+  beat(message: Extract<WorkerMessage, { type: 'heartbeat' }>): void {
+    Atomics.store(this.mainBeat, 0, BigInt(Date.now()));
+    this.thread.postMessage({ type: 'heartbeat', message } satisfies PulseCommand);
+  }
+
+  /** How many announced loads are under way (worker/model-loads.ts). */
+  setLoads(n: number): void {
+    this.loads = n;
+    this.publish();
+  }
+
+  /** A training job runs from now until the returned function is called. */
+  job(): () => void {
+    this.jobs++;
+    this.publish();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.jobs--;
+      this.publish();
+    };
+  }
+
+  /** The BullMQ locks this worker holds (Redis mode). */
+  setLocks(locks: { jobId: string; token: string }[]): void {
+    this.thread.postMessage({ type: 'locks', locks } satisfies PulseCommand);
+  }
+
+  private publish(): void {
+    computeProgressed(); // a stretch's start counts as progress
+    Atomics.store(this.stretchCount, 0, this.loads + this.jobs);
+  }
+
+  stop(): Promise<number> {
+    return this.thread.terminate();
+  }
+}
