@@ -25,7 +25,9 @@ export type FaultPoint =
    * for it has left). Reached with faultDelayBlocking: while armed, every step blocks the thread for the
    * milliseconds the arm file says, as a long step's compute does.
    */
-  | 'training-step';
+  | 'training-step'
+  /** Each micro-batch of an optimizer step is about to run (worker/training/train-step.ts): faultDelayBlocking, as above. */
+  | 'training-micro-batch';
 
 /** Points that throw instead of waiting (injectedError): the arm file's text is the error message. */
 export type ErrorPoint =

@@ -15,13 +15,13 @@ import { waitFor } from '../helpers/wait.js';
 const BASE = 'hearth/tiny-random-llama';
 const HEARTBEAT_TIMEOUT_S = 2;
 
-async function trainingServer(faultDir: string, loadTimeoutS: number): Promise<TestServer> {
+async function trainingServer(faultDir: string, loadTimeoutS: number, workerEnv: Record<string, string> = {}): Promise<TestServer> {
   const home = tempHome();
   await ensureDemoModel(home);
   const s = await startServer({
     home, realTraining: true,
     env: { HEARTH_WORKERS: 'training:cpu', HEARTH_HEARTBEAT_TIMEOUT: String(HEARTBEAT_TIMEOUT_S), HEARTH_LOAD_TIMEOUT: String(loadTimeoutS) },
-    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_FAULT_DIR: faultDir } },
+    queue: { workerEnv: { HEARTH_HEARTBEAT_INTERVAL_MS: '200', HEARTH_FAULT_DIR: faultDir, ...workerEnv } },
   });
   await waitFor(() => s.ctx.queue!.liveWorkers('training').length > 0, 'a training worker', 30_000);
   return s;
@@ -131,5 +131,43 @@ describe('a training worker stopped mid-step (SIGSTOP: a lost host) under a long
       try { process.kill(pid, 'SIGKILL'); } catch { /* already killed by the API */ }
     }
     await waitFor(() => s.ctx.queue!.liveWorkers('training').some((w) => w.pid !== pid), 'a respawned training worker', 30_000);
+  }, 120_000);
+});
+
+describe('a cancel during a step of several micro-batches (HEARTH_TRAIN_MICRO_BATCH_TOKENS=32: one row each)', () => {
+  let s: TestServer;
+  const faultDir = tempHome('hearth-faults-pulse-');
+  let key: string;
+  beforeAll(async () => {
+    s = await trainingServer(faultDir, 120, { HEARTH_TRAIN_MICRO_BATCH_TOKENS: '32' });
+    key = s.key('alice');
+  }, 60_000);
+  afterAll(async () => {
+    fs.rmSync(path.join(faultDir, 'training-micro-batch'), { force: true });
+    await s?.close();
+  });
+
+  it('stops the job before its next micro-batch, not at the end of the step', async () => {
+    const arm = path.join(faultDir, 'training-micro-batch');
+    fs.writeFileSync(arm, '3000'); // every micro-batch blocks the worker 3 s: the step of 4 rows, 12 s
+    try {
+      const id = await startSftJob(s, key, 'cancel-mid-step');
+      await waitFor(() => fs.existsSync(`${arm}.reached`), 'the first micro-batch to block', 60_000, 20);
+      const cancelledAt = Date.now();
+      expect((await s.call('POST', `/v1/preview/training-jobs/${id}/cancel`, { key })).status).toBe(200);
+      const events = await jobEnd(s, key, id, 60_000);
+      const tookMs = Date.now() - cancelledAt;
+      expect(events.at(-1)).toMatchObject({ type: 'training_failed', data: { cancelled: true } });
+      expect(events.filter((e) => e.type === 'gradient_step')).toHaveLength(0);
+      expect((await s.call('GET', `/v1/preview/training-jobs/${id}`, { key })).body.status).toBe('cancelled');
+      // The micro-batch under way finishes (at most 3 s), the next one never starts.
+      expect(tookMs).toBeLessThan(5500);
+      console.log(`[faults] cancel during a step of 4 micro-batches of 3 s: the job ended ${tookMs} ms later`);
+    } finally {
+      fs.rmSync(arm, { force: true });
+    }
+    // The worker trains again: nothing of the cancelled step is left in its way.
+    const next = await startSftJob(s, key, 'after-cancel');
+    expect((await jobEnd(s, key, next, 60_000)).at(-1)!.type).toBe('training_ended');
   }, 120_000);
 });

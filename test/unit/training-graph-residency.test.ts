@@ -121,7 +121,7 @@ function check(name: string, providers: ('cpu' | 'webgpu')[], savedBytes: string
  * Optimizer steps with the job's optimizer on the device (device-adamw.ts), two micro-batches each: what crosses
  * per step, and where the adapters and moments live.
  */
-function optimizerSteps(providers: ('cpu' | 'webgpu')[]) {
+async function optimizerSteps(providers: ('cpu' | 'webgpu')[]) {
   delete process.env.HEARTH_TRAIN_SAVED_BYTES;
   const lora = seededLora(config);
   const model = GraphLoraModel.build(config, weightsSource(randomWeights(config, 3)), lora, { providers });
@@ -145,7 +145,7 @@ function optimizerSteps(providers: ('cpu' | 'webgpu')[]) {
   const before = lora.variables().map((v) => Float32Array.from(v.dataSync() as Float32Array));
   for (let step = 0; step < 3; step++) {
     model.engine.transfers.reset();
-    optimizerStep(optimizer, mbs, lossOf, { learningRate: 1e-2, maxGradNorm: 1 });
+    await optimizerStep(optimizer, mbs, lossOf, { learningRate: 1e-2, maxGradNorm: 1 });
     const { perLayer } = optimizer.adapters(config.numLayers);
     steps.push({ toDevice: model.engine.transfers.toDevice, fromDevice: model.engine.transfers.fromDevice, locations: new Set(perLayer.flatMap((l) => Object.values(l).map((t) => t.location))) });
   }
@@ -166,8 +166,8 @@ function optimizerSteps(providers: ('cpu' | 'webgpu')[]) {
   return { startBytes, adapterBytes, steps, expectedStep, unchanged, readBackBytes, moved };
 }
 
-function checkOptimizerSteps(name: string, providers: ('cpu' | 'webgpu')[]) {
-  const r = optimizerSteps(providers);
+async function checkOptimizerSteps(name: string, providers: ('cpu' | 'webgpu')[]) {
+  const r = await optimizerSteps(providers);
   console.log(`training-graph-residency ${name}, optimizer on the device: start ${r.startBytes.toDevice} bytes up; each step ${r.steps.map((s) => `${s.toDevice} / ${s.fromDevice}`).join(', ')} (adapters ${r.adapterBytes} bytes); adapters in ${[...r.steps[2].locations].join(', ')}`);
   expect(r.startBytes).toEqual({ toDevice: r.adapterBytes, fromDevice: 0 }); // the adapters go up once, for the job
   for (const step of r.steps) expect({ toDevice: step.toDevice, fromDevice: step.fromDevice }).toEqual(r.expectedStep);
@@ -178,13 +178,13 @@ function checkOptimizerSteps(name: string, providers: ('cpu' | 'webgpu')[]) {
 }
 
 describe('graph engine: host↔device bytes of a step', () => {
-  it('with the optimizer on the device: the adapters go up once; a step sends inputs and scalars and reads logprobs, entropies and one norm', () => {
-    const r = checkOptimizerSteps('cpu', ['cpu']);
+  it('with the optimizer on the device: the adapters go up once; a step sends inputs and scalars and reads logprobs, entropies and one norm', async () => {
+    const r = await checkOptimizerSteps('cpu', ['cpu']);
     expect([...r.steps[2].locations]).toEqual(['cpu']);
   }, 120_000);
 
-  it.skipIf(adapterProblem !== null)('on webgpu:0 with the optimizer there: the same bytes; adapters and moments live in GPU memory', () => {
-    const r = checkOptimizerSteps('webgpu', ['webgpu']);
+  it.skipIf(adapterProblem !== null)('on webgpu:0 with the optimizer there: the same bytes; adapters and moments live in GPU memory', async () => {
+    const r = await checkOptimizerSteps('webgpu', ['webgpu']);
     expect([...r.steps[2].locations]).toEqual(['gpu-buffer']);
   }, 300_000);
 

@@ -89,6 +89,8 @@ export interface RunOptions {
   backend?: BackendName;
   /** The GPU the graphs run on, as detected before the job: its share of the job's memory plan is checked against it. */
   deviceMemory?: DeviceMemory;
+  /** Tokens per forward/backward pass (HEARTH_TRAIN_MICRO_BATCH_TOKENS); default: the engine's (defaultMicroBatchTokens). */
+  microBatchTokens?: number;
 }
 
 /**
@@ -122,6 +124,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
     log: opts.log,
     backend: opts.backend,
     deviceMemory: opts.deviceMemory,
+    microBatchTokens: opts.microBatchTokens,
   };
 
   if (spec.optimizer) {

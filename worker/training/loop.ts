@@ -341,6 +341,15 @@ async function checkCancelled(deps: TrainingDeps): Promise<void> {
   if (deps.isCancelled && (await deps.isCancelled())) throw new TrainingCancelledError();
 }
 
+/**
+ * Between two micro-batches of a step: let the worker's event loop run (its heartbeats, lock renewals and the cancel
+ * that may have arrived while the micro-batch blocked it), then stop if the job was cancelled.
+ */
+async function betweenMicroBatches(deps: TrainingDeps): Promise<void> {
+  await new Promise((resolve) => setImmediate(resolve));
+  await checkCancelled(deps);
+}
+
 /** SFT batches and their learning rates, validated against ART's conventions. */
 export function planSftBatches(job: SftJob): { batches: number[][]; learningRates: number[] } {
   const n = job.sequences.length;
@@ -401,7 +410,7 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
           return weightedNll(logprobsAt(model, mb, at, true), w);
         };
         const withTargets = mbs.filter((mb) => mb.numTrainableTokens > 0);
-        ({ loss, gradNorm } = optimizerStep(optimizer, withTargets, lossOf, { learningRate: learningRates[step], maxGradNorm: deps.maxGradNorm ?? 1 }));
+        ({ loss, gradNorm } = await optimizerStep(optimizer, withTargets, lossOf, { learningRate: learningRates[step], maxGradNorm: deps.maxGradNorm ?? 1, betweenMicroBatches: () => betweenMicroBatches(deps) }));
       }
       lastStepBytes = bytesMoved(model) - bytesBefore;
       const seconds = (performance.now() - started) / 1000;
@@ -439,7 +448,8 @@ async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: 
     const mbs = microBatches(job.sequences, indices, budget);
     const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
     let loss = 0;
-    for (const mb of mbs) {
+    for (const [i, mb] of mbs.entries()) {
+      if (i > 0) await betweenMicroBatches(deps);
       if (mb.numTrainableTokens === 0) continue;
       const at = trainedPositions(mb);
       const w = new Float32Array(at.index.length).fill(1 / trainable);
@@ -515,7 +525,11 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       const lossOf = (mb: MicroBatch) => rlMicroBatchLoss(model, mb, { trainable, trajectoriesInStep, trajectoryTokens }, { train, settings, refLogprobs }, sums, !job.forwardOnly);
       if (job.forwardOnly) {
         // The step's loss without its gradient, weighed by the step's share.
-        const loss = mbs.reduce((a, mb) => a + readAndDispose(tf.tidy(() => lossOf(mb)))[0], 0);
+        let loss = 0;
+        for (const [i, mb] of mbs.entries()) {
+          if (i > 0) await betweenMicroBatches(deps);
+          loss += readAndDispose(tf.tidy(() => lossOf(mb)))[0];
+        }
         const share = perToken ? trainable : trajectoriesInStep;
         Object.assign(measured, {
           loss: measured.loss + loss * share, policy: measured.policy + sums.policy * share, kl: measured.kl + sums.kl * share,
@@ -524,7 +538,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
         });
         continue;
       }
-      const { loss, gradNorm } = optimizerStep(optimizer, mbs, lossOf, { learningRate, maxGradNorm: deps.maxGradNorm ?? 1 });
+      const { loss, gradNorm } = await optimizerStep(optimizer, mbs, lossOf, { learningRate, maxGradNorm: deps.maxGradNorm ?? 1, betweenMicroBatches: () => betweenMicroBatches(deps) });
       lastStepBytes = bytesMoved(model) - bytesBefore;
       const seconds = (performance.now() - started) / 1000;
       lastMetrics = {

@@ -83,6 +83,9 @@ export async function createHandlers(device: string, log: (m: string) => void, l
   // The API's heartbeat timeout (the same variable on every host: docs/configuration.md): steps longer than a third of
   // it are announced before they block.
   const heartbeatTimeoutMs = positiveIntSetting(process.env, 'HEARTH_HEARTBEAT_TIMEOUT', 15) * 1000;
+  // Tokens per forward/backward pass: smaller bounds the activations a GPU or a small host must hold, at more passes
+  // per step (gradients accumulate across them). Unset: the engine's default for the model (loop.ts).
+  const microBatchTokens = process.env.HEARTH_TRAIN_MICRO_BATCH_TOKENS ? positiveIntSetting(process.env, 'HEARTH_TRAIN_MICRO_BATCH_TOKENS', 1) : undefined;
   if (device !== 'cpu') {
     const providers = executionProvidersFor(parseDevice(device));
     setFrozenProductsDevice(new DeviceFrozenProducts(device, providers));
@@ -111,7 +114,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
       };
       // The GPU's free memory now (other jobs and models share it): the job's plan is checked against it.
       const deviceMemory = await deviceMemoryOf(device);
-      await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log, deviceMemory });
+      await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log, deviceMemory, microBatchTokens });
     } catch (err) {
       if (err instanceof TrainingCancelledError) throw new CancelledError();
       throw err;
