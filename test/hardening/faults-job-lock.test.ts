@@ -114,6 +114,23 @@ afterAll(async () => {
 
 const LOCK_ERRORS = /Missing lock|could not renew lock|job stalled/i;
 
+/** A training job's events once it has ended (its terminal event last). */
+async function eventsOnceEnded(jobId: string, timeoutMs: number): Promise<{ type: string; data: { error_message?: string } }[]> {
+  return waitFor(async () => {
+    const e = (await s.call('GET', `/v1/preview/training-jobs/${jobId}/events?limit=100`, { key })).body.data as { type: string; data: { error_message?: string } }[];
+    return e.some((x) => x.type === 'training_failed' || x.type === 'training_ended') ? e : null;
+  }, 'the job to end', timeoutMs, 50);
+}
+
+/** BullMQ saw the job complete once, and two stalled checks later still nothing else; the worker logged no lock error. */
+async function ranOnceInBullmq(log: QueueEventLog, stderr: () => string): Promise<void> {
+  await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
+  await new Promise((r) => setTimeout(r, 2 * LOCK_MS)); // two more stalled checks after the job ended
+  expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
+  expect(log.events.filter((e) => e.event === 'completed')).toHaveLength(1);
+  expect(stderr()).not.toMatch(LOCK_ERRORS);
+}
+
 describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s BullMQ job lock (Redis mode)`, () => {
   it('inference: the request runs once and succeeds; the job never stalls or fails in BullMQ', async () => {
     const log = await watchQueue('inference');
@@ -130,11 +147,7 @@ describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s Bull
     expect(o.broken).toBeNull();
     expect(o.done).toBe(true);
 
-    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
-    await new Promise((r) => setTimeout(r, 2 * LOCK_MS)); // two more stalled checks after the job ended
-    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
-    expect(log.events.filter((e) => e.event === 'completed')).toHaveLength(1);
-    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+    await ranOnceInBullmq(log, w.stderr);
   }, TEST_TIMEOUT_MS);
 
   it('training: the job runs once and succeeds with one checkpoint; it announced its load to the API meanwhile', async () => {
@@ -153,20 +166,14 @@ describe(`a model load held ${HOLD_MS / 1000} s under a ${LOCK_MS / 1000} s Bull
     await new Promise((r) => setTimeout(r, HOLD_MS - (Date.now() - reachedAt)));
     fs.rmSync(arm);
 
-    const events = await waitFor(async () => {
-      const e = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}/events?limit=100`, { key })).body.data as { type: string }[];
-      return e.some((x) => x.type === 'training_failed' || x.type === 'training_ended') ? e : null;
-    }, 'the job to end', 60_000, 100);
+    const events = await eventsOnceEnded(job.body.id, 60_000);
     expect(events.at(-1)).toMatchObject({ type: 'training_ended' });
     expect(events.filter((e) => e.type === 'training_started')).toHaveLength(1);
     expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('succeeded');
     expect(s.store.checkpoints.all(modelId).map((c) => c.step)).toEqual([1]);
     await waitFor(() => s.ctx.queue!.liveWorkers('training').find((x) => x.pid === w.child.pid && !x.loading), 'a heartbeat without the load', 10_000);
 
-    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
-    await new Promise((r) => setTimeout(r, 2 * LOCK_MS));
-    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
-    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+    await ranOnceInBullmq(log, w.stderr);
   }, TEST_TIMEOUT_MS + 30_000);
 });
 
@@ -200,10 +207,7 @@ describe('training steps longer than the heartbeat timeout (2 s) and the BullMQ 
     } finally {
       fs.rmSync(arm, { force: true });
     }
-    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
-    await new Promise((r) => setTimeout(r, 2 * LOCK_MS));
-    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
-    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+    await ranOnceInBullmq(log, w.stderr);
   }, 180_000);
 });
 
@@ -225,20 +229,14 @@ describe('Redis mode: stretches longer than what they announced (worker/pulse.ts
     try {
       const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
       expect(job.status).toBe(200);
-      const events = await waitFor(async () => {
-        const e = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}/events?limit=100`, { key })).body.data as { type: string }[];
-        return e.some((v) => v.type === 'training_failed' || v.type === 'training_ended') ? e : null;
-      }, 'the job to end', 120_000, 100);
+      const events = await eventsOnceEnded(job.body.id, 120_000);
       expect(Number(fs.readFileSync(`${arm}.reached`, 'utf8'))).toBe(w.child.pid);
       expect(events.at(-1), JSON.stringify(events.at(-1))).toMatchObject({ type: 'training_ended' });
       expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('succeeded');
     } finally {
       fs.rmSync(arm, { force: true });
     }
-    await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
-    await new Promise((r) => setTimeout(r, 2 * LOCK_MS));
-    expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
-    expect(w.stderr()).not.toMatch(LOCK_ERRORS);
+    await ranOnceInBullmq(log, w.stderr);
     w.child.kill('SIGKILL');
   }, 180_000);
 
@@ -255,10 +253,7 @@ describe('Redis mode: stretches longer than what they announced (worker/pulse.ts
       await new Promise((r) => setTimeout(r, 1000)); // the pulse thread beating for the blocked step
       w.child.kill('SIGSTOP');
       const stoppedAt = Date.now();
-      const events = await waitFor(async () => {
-        const e = (await s.call('GET', `/v1/preview/training-jobs/${job.body.id}/events?limit=100`, { key })).body.data as { type: string; data: { error_message?: string } }[];
-        return e.some((v) => v.type === 'training_failed' || v.type === 'training_ended') ? e : null;
-      }, 'the job to end', 60_000, 50);
+      const events = await eventsOnceEnded(job.body.id, 60_000);
       const tookMs = Date.now() - stoppedAt;
       expect(events.at(-1)!.type).toBe('training_failed');
       expect(events.at(-1)!.data.error_message).toMatch(/stopped sending heartbeats/);
