@@ -58,7 +58,7 @@ export class WorkerHost {
         id: this.identity.id, kind: this.identity.kind, device: this.identity.device, host: os.hostname(), pid: process.pid,
         load: this.load, lastSeenMs: Date.now(), devices: this.devices, tasks: [...this.inflight.keys()], stats: this.handlers.stats?.(),
         ...(this.loads?.current().length ? { loading: this.loads.current() } : {}),
-        ...(this.pulse ? { pulse: true } : {}),
+        ...(this.pulse?.running ? { pulse: true } : {}),
       },
     };
     this.pulse?.beat(message);

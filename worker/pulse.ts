@@ -58,6 +58,7 @@ const ENTRY = new URL('./pulse-thread-entry.mjs', import.meta.url);
 export class Pulse {
   private loads = 0;
   private jobs = 0;
+  private ended = false;
 
   private constructor(
     private readonly thread: Worker,
@@ -76,12 +77,22 @@ export class Pulse {
       };
       const thread = new Worker(ENTRY, { workerData: data });
       thread.unref(); // never what keeps the process up
+      const pulse = new Pulse(thread, stretches, mainBeat);
       thread.on('error', (err) => log(`pulse thread failed: ${err.message}; long stretches rely on their announcements`));
-      return new Pulse(thread, stretches, mainBeat);
+      thread.on('exit', () => (pulse.ended = true));
+      return pulse;
     } catch (err) {
       log(`pulse thread could not start: ${(err as Error).message}; long stretches rely on their announcements`);
       return null;
     }
+  }
+
+  /**
+   * Whether the thread still runs. Heartbeats claim a pulse only while it does: a worker whose thread died is allowed
+   * its announcements' silence again, instead of being taken for dead in its next long stretch.
+   */
+  get running(): boolean {
+    return !this.ended;
   }
 
   /** The main thread's heartbeat, just made: the one the thread repeats, and proof that the main thread is not blocked. */

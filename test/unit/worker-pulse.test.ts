@@ -1,7 +1,7 @@
 // When a worker's pulse thread repeats its heartbeat (worker/pulse.ts): only inside a stretch, only when the main
 // thread's own heartbeats have stopped, and only while the compute keeps moving.
 import { describe, expect, it } from 'vitest';
-import { pulseDue } from '../../worker/pulse.js';
+import { Pulse, pulseDue } from '../../worker/pulse.js';
 
 const base = { stretches: 1, sinceMainBeatMs: 5000, sinceProgressMs: 1000, everyMs: 1000, stallMs: 600_000 };
 
@@ -26,4 +26,17 @@ describe('pulseDue', () => {
     expect(pulseDue({ ...base, sinceProgressMs: 600_000 })).toBe(false);
     expect(pulseDue({ ...base, sinceProgressMs: 3_600_000 })).toBe(false);
   });
+});
+
+describe('Pulse', () => {
+  it('says it runs while its thread does, so heartbeats stop claiming a pulse once the thread is gone', async () => {
+    const lines: string[] = [];
+    const pulse = Pulse.start({ kind: 'ipc', fd: 1 }, 100, 60_000, (m) => lines.push(m));
+    expect(pulse).not.toBeNull();
+    expect(pulse!.running).toBe(true);
+    await pulse!.stop();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(pulse!.running).toBe(false);
+    expect(lines).toEqual([]);
+  }, 30_000);
 });
