@@ -1,10 +1,11 @@
 // The model loads a worker has under way, announced to the API before they start.
 // Loading a model (graph build, ONNX Runtime session creation: seconds to minutes for a real-size model) runs on
-// the worker's only thread and blocks its event loop, so no heartbeat can leave until it ends. The worker therefore
-// says "loading <model>" in a heartbeat sent *before* the load begins, and the API gives a worker in that state
-// HEARTH_LOAD_TIMEOUT instead of HEARTH_HEARTBEAT_TIMEOUT to speak again (src/queue/worker-directory.ts). A worker
-// that dies while loading is still caught: at once when its process exits (embedded queue), after the load
-// timeout otherwise. The BullMQ transport listens too: it extends its job locks for the load (worker/job-locks.ts).
+// the worker's main thread and blocks its event loop, so no heartbeat can leave from there until it ends. The worker
+// therefore says "loading <model>" in a heartbeat sent *before* the load begins: its pulse thread repeats that
+// heartbeat meanwhile (worker/pulse.ts: for up to HEARTH_LOAD_TIMEOUT without progress), and a worker without one is
+// given HEARTH_LOAD_TIMEOUT instead of HEARTH_HEARTBEAT_TIMEOUT to speak again (src/queue/worker-directory.ts). The
+// announcement also names what blocks in the API's errors and its System page. The BullMQ transport listens too: it
+// extends its job locks for the load (worker/job-locks.ts).
 
 import { withDeadline } from '../src/domain/deadline.js';
 import { longestBlockingMs } from '../src/protocol/blocking-announcements.js';

@@ -50,7 +50,7 @@ export const SystemResponse = z.object({
   workers: z.array(z.object({
     id: z.string(), kind: z.enum(['inference', 'training']), device: z.string(), host: z.string(), pid: z.number().int(), load: z.number(),
     tasks: z.number().int(), last_seen_ms_ago: z.number(), devices: z.unknown(),
-    /** Models the worker announced it is loading: it sends no heartbeat until the load ends. */
+    /** Models the worker announced it is loading (its main thread is blocked; its pulse thread beats meanwhile: worker/pulse.ts). */
     loading: z.array(z.string()),
   })),
   queues: z.object({ inference_in_flight: z.number().int(), training_queued: z.number().int(), training_running: z.number().int() }),
