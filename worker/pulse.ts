@@ -1,7 +1,7 @@
 // A worker's pulse: its heartbeats, sent again by a thread of their own while the main thread computes.
 //
-// Why: a model load or a training step blocks the worker's only event loop (an 8B LoRA step on a 2-core CPU: about
-// two minutes a micro-batch), so its heartbeats stop. Announcing the stretch (worker/model-loads.ts) tells the API how
+// Why: a model load or a training step blocks the worker's only event loop (an 8B LoRA micro-batch on a 2-core CPU:
+// 90–140 s here), so its heartbeats stop. Announcing the stretch (worker/model-loads.ts) tells the API how
 // long to wait, which had two costs: a host lost during a stretch was noticed only after that wait (a job's first
 // step runs under its load's announcement: HEARTH_LOAD_TIMEOUT, 10 minutes), and a stretch longer than its
 // announcement (a first step of eight micro-batches: ~15 minutes here) was taken for a hang and killed.
@@ -18,7 +18,8 @@
 // stall limit goes silent and is killed as a hang. In Redis mode the thread also extends the BullMQ locks of the jobs
 // the worker holds (worker/job-locks.ts), so a stretch longer than its announced lock keeps its job.
 //
-// Only heartbeats travel this way: results, events and cancels stay with the main thread and its transport.
+// Only heartbeats (and, in Redis mode, lock extensions) travel this way: results, events and cancels stay with the
+// main thread and its transport, which a training step yields to between micro-batches (train-step.ts).
 import { Worker } from 'node:worker_threads';
 import type { WorkerMessage } from '../src/protocol/messages.js';
 import { computeProgressMemory, computeProgressed } from '../src/runtime/compute-progress.js';
