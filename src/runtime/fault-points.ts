@@ -26,7 +26,7 @@ export type FaultPoint =
    * milliseconds the arm file says, as a long step's compute does.
    */
   | 'training-step'
-  /** Each micro-batch of an optimizer step is about to run (worker/training/train-step.ts): faultDelayBlocking, as above. */
+  /** Each micro-batch of a step or a measuring pass is about to run (worker/training/train-step.ts): faultDelayBlocking, as above. */
   | 'training-micro-batch';
 
 /** Points that throw instead of waiting (injectedError): the arm file's text is the error message. */

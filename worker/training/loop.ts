@@ -32,7 +32,7 @@ import type { OptimizerState } from '../../src/runtime/optimizer-state.js';
 import type { RewardStdDevPoint } from '../../src/domain/reward-std-lr.js';
 import type { RlData } from './rl-data.js';
 import { rlSettingsFromExperimentalConfig, type RlSettings } from '../../src/protocol/rl-settings.js';
-import { optimizerStep } from './train-step.js';
+import { forEachMicroBatch, optimizerStep } from './train-step.js';
 import { klReferenceLogprobs, rlDataMetrics, rlLearningRate, rlMicroBatchLoss, rlTrainSequences } from './rl-step.js';
 import { logprobsAt, sequenceLogprobs } from './token-logprobs.js';
 import { encodeTokenLogprobs, type TokenLogprobsReport } from '../../src/protocol/token-logprobs.js';
@@ -448,13 +448,12 @@ async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: 
     const mbs = microBatches(job.sequences, indices, budget);
     const trainable = mbs.reduce((a, m) => a + m.numTrainableTokens, 0);
     let loss = 0;
-    for (const [i, mb] of mbs.entries()) {
-      if (i > 0) await betweenMicroBatches(deps);
-      if (mb.numTrainableTokens === 0) continue;
+    await forEachMicroBatch(mbs, () => betweenMicroBatches(deps), (mb) => {
+      if (mb.numTrainableTokens === 0) return;
       const at = trainedPositions(mb);
       const w = new Float32Array(at.index.length).fill(1 / trainable);
       loss += readAndDispose(tf.tidy(() => weightedNll(logprobsAt(model, mb, at, false), w)))[0];
-    }
+    });
     const lastMetrics = {
       loss,
       num_trajectories: job.sequences.length,
@@ -526,10 +525,7 @@ export async function runRl(job: RlJob, deps: TrainingDeps, emit: Emit): Promise
       if (job.forwardOnly) {
         // The step's loss without its gradient, weighed by the step's share.
         let loss = 0;
-        for (const [i, mb] of mbs.entries()) {
-          if (i > 0) await betweenMicroBatches(deps);
-          loss += readAndDispose(tf.tidy(() => lossOf(mb)))[0];
-        }
+        await forEachMicroBatch(mbs, () => betweenMicroBatches(deps), (mb) => void (loss += readAndDispose(tf.tidy(() => lossOf(mb)))[0]));
         const share = perToken ? trainable : trajectoriesInStep;
         Object.assign(measured, {
           loss: measured.loss + loss * share, policy: measured.policy + sums.policy * share, kl: measured.kl + sums.kl * share,

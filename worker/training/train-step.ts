@@ -29,19 +29,30 @@ export interface StepOptions {
   betweenMicroBatches?: () => Promise<void>;
 }
 
+/**
+ * Run `each` on every micro-batch in order, one at a time: `between` is awaited between two (outside any gradient
+ * tape: the loop yields there and may stop by throwing), and each one counts as compute progress for the worker's
+ * pulse thread (worker/pulse.ts). The fault point `training-micro-batch` is reached before each.
+ */
+export async function forEachMicroBatch(batches: MicroBatch[], between: (() => Promise<void>) | undefined, each: (mb: MicroBatch) => void): Promise<void> {
+  for (const [i, mb] of batches.entries()) {
+    if (i > 0) await between?.();
+    faultDelayBlocking('training-micro-batch');
+    each(mb);
+    computeProgressed();
+  }
+}
+
 export async function optimizerStep(optimizer: AdamW | DeviceAdamW, batches: MicroBatch[], lossOf: MicroBatchLoss, opts: StepOptions): Promise<StepOutcome> {
   if (optimizer instanceof DeviceAdamW) return deviceOptimizerStep(optimizer, batches, lossOf, opts);
   const vars = optimizer.variables;
   let summed: tf.Tensor[] | null = null;
   let loss = 0;
   try {
-    for (const [i, mb] of batches.entries()) {
-      if (i > 0) await opts.betweenMicroBatches?.();
-      faultDelayBlocking('training-micro-batch');
+    await forEachMicroBatch(batches, opts.betweenMicroBatches, (mb) => {
       const { value, grads } = tf.variableGrads(() => lossOf(mb), vars);
       loss += value.dataSync()[0];
       value.dispose();
-      computeProgressed(); // the worker's pulse thread sees the step move (worker/pulse.ts)
       const ordered = vars.map((v) => {
         const g = grads[v.name];
         if (!g) throw new Error(`no gradient for variable ${v.name}`);
@@ -55,7 +66,7 @@ export async function optimizerStep(optimizer: AdamW | DeviceAdamW, batches: Mic
         tf.dispose(previous);
         tf.dispose(ordered);
       }
-    }
+    });
   } catch (err) {
     if (summed) tf.dispose(summed); // a cancelled or failed step leaves no gradients behind
     throw err;
@@ -77,14 +88,11 @@ async function deviceOptimizerStep(optimizer: DeviceAdamW, batches: MicroBatch[]
   if (batches.length === 0) throw new Error('optimizer step without micro-batches');
   let loss = 0;
   try {
-    for (const [i, mb] of batches.entries()) {
-      if (i > 0) await opts.betweenMicroBatches?.();
-      faultDelayBlocking('training-micro-batch');
+    await forEachMicroBatch(batches, opts.betweenMicroBatches, (mb) => {
       const { value, grads } = tf.variableGrads(() => lossOf(mb), [optimizer.anchor]);
       loss += value.dataSync()[0];
       tf.dispose([value, ...Object.values(grads)]);
-      computeProgressed();
-    }
+    });
     return { loss, gradNorm: optimizer.step(opts.learningRate, opts.maxGradNorm).gradNorm };
   } finally {
     optimizer.discardGradients(); // after a failed micro-batch; empty after a step
