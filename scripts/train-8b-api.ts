@@ -1,5 +1,5 @@
 // npx tsx scripts/train-8b-api.ts [--work <dir>] [--gguf <file>] [--tokens 256] [--wait-free-gib 15] [--wait-chat-gib 10]
-//                                  [--wait-max-s 1200] [--keep]
+//                                  [--wait-max-s 1200] [--keep] [--cancel-after-s S]
 //                                  [--shape 8b --type Q4_K] (another generated shape: a quick check of the plumbing)
 // Issue #41's bar, end to end through the HTTP API: "an 8B Q4_K LoRA SFT job (rank 8, all seven projections,
 // 1 × 256 tokens) runs through the API to a served checkpoint, peak RSS ≤ 14 GiB".
@@ -16,6 +16,8 @@
 // 4. Before the job it waits for --wait-free-gib of MemAvailable (other work shares the machine), and before the
 //    chat completion (the inference worker's first load of the 8B) for --wait-chat-gib, polling every 30 s up to
 //    --wait-max-s each time, then goes ahead and says so in the result.
+// 5. With --cancel-after-s, a first job is cancelled S seconds after its training_started (within its one micro-batch)
+//    and the time to its `training_failed` {cancelled: true} is measured; then the job above runs on the same worker.
 // Measures every process under the server (/proc/<pid>/status VmHWM and VmRSS, polled each second, plus VmHWM at
 // the end): the training worker's and the API's peak RSS, the inference worker's, the step's seconds and tok/s.
 // Progress goes to stderr, one JSON document to stdout; the server's own output to <work>/serve.log.
@@ -45,6 +47,7 @@ const WAIT_FREE_GIB = Number(arg('wait-free-gib', '15'));
 const WAIT_MAX_S = Number(arg('wait-max-s', '1200'));
 const WAIT_CHAT_GIB = Number(arg('wait-chat-gib', '10'));
 const KEEP = process.argv.includes('--keep');
+const CANCEL_AFTER_S = process.argv.includes('--cancel-after-s') ? Number(arg('cancel-after-s', '30')) : null;
 const SHAPE = arg('shape', '8b');
 const TYPE = arg('type', 'Q4_K');
 const MODEL_ID = `hearth/synthetic-llama-${SHAPE}-${TYPE.toLowerCase()}`;
@@ -259,6 +262,36 @@ function gitCommit(): string {
   return `${r.stdout.trim()}${dirty ? '+dirty' : ''}`;
 }
 
+/** Cancel job `id` `afterS` seconds after its training_started; how long its `training_failed` took to come. */
+async function cancelMidStep(url: string, key: string, id: string, afterS: number): Promise<Record<string, unknown>> {
+  say(`job ${id}: to be cancelled ${afterS} s after training_started`);
+  let after = '';
+  let startedAt: number | null = null;
+  let cancelledAt: number | null = null;
+  for (;;) {
+    const page = await call<{ data: { id: string; type: string; data: Record<string, unknown> }[] }>(url, key, 'GET', `/v1/preview/training-jobs/${id}/events?limit=100${after ? `&after=${after}` : ''}`);
+    for (const e of page.data) {
+      after = e.id;
+      if (e.type === 'training_started') startedAt = Date.now();
+      if (e.type === 'gradient_step') throw new Error(`the job to cancel finished its step first (cancel after ${afterS} s: too late)`);
+      if (e.type === 'training_ended') throw new Error('the job to cancel ended');
+      if (e.type === 'training_failed') {
+        if (!cancelledAt || e.data.cancelled !== true) throw new Error(`the job to cancel failed: ${JSON.stringify(e.data)}`);
+        const endedAfterMs = Date.now() - cancelledAt;
+        const status = (await call<{ status: string }>(url, key, 'GET', `/v1/preview/training-jobs/${id}`)).status;
+        say(`job ${id}: ${status} ${endedAfterMs} ms after the cancel`);
+        return { job: id, cancelled_after_started_s: round((cancelledAt - startedAt!) / 1000, 1), ended_after_cancel_ms: endedAfterMs, status };
+      }
+    }
+    if (startedAt && !cancelledAt && Date.now() - startedAt >= afterS * 1000) {
+      await call(url, key, 'POST', `/v1/preview/training-jobs/${id}/cancel`);
+      cancelledAt = Date.now();
+      say(`job ${id}: cancel sent ${((cancelledAt - startedAt) / 1000).toFixed(1)} s after training_started`);
+    }
+    await sleep(cancelledAt ? 50 : 500);
+  }
+}
+
 async function main() {
   fs.mkdirSync(WORK, { recursive: true });
   const cpu = lscpu();
@@ -319,11 +352,13 @@ async function main() {
     say(`model ${model.id} on ${MODEL_ID}; dataset ${dataset.url}`);
 
     const memory = await waitForMemory(WAIT_FREE_GIB, 'the job');
-    say(`${memory.available_gib} GiB available: starting the SFT job`);
-    const jobStarted = Date.now();
-    const job = await call<{ id: string }>(server.url, key, 'POST', '/v1/preview/sft-training-jobs', {
+    const startJob = () => call<{ id: string }>(server.url, key, 'POST', '/v1/preview/sft-training-jobs', {
       model_id: model.id, training_data_url: dataset.url, config: { batch_size: 1, learning_rate: 1e-4 },
     });
+    if (CANCEL_AFTER_S !== null) result.cancel = await cancelMidStep(server.url, key, (await startJob()).id, CANCEL_AFTER_S);
+    say(`${memory.available_gib} GiB available: starting the SFT job`);
+    const jobStarted = Date.now();
+    const job = await startJob();
     say(`job ${job.id}`);
 
     let after = '';

@@ -78,8 +78,9 @@ export class WorkerHost {
     const send = (msg: WorkerMessage) => this.report(msg);
     const ctrl = new AbortController();
     this.inflight.set(task.jobId, ctrl);
-    // A training job is one long stretch of compute: the pulse thread beats for it, from a heartbeat listing it.
-    const jobEnded = this.pulse?.job();
+    // A training job is one long stretch of compute: the pulse thread beats for it, from a heartbeat listing it, and
+    // hears its cancel while the compute blocks this thread.
+    const jobEnded = this.pulse?.job(task.jobId);
     this.heartbeat();
     await send({ type: 'training.started', jobId: task.jobId, workerId: this.identity.id });
     let seq = 0; // of this job's training.event reports (messages.ts)

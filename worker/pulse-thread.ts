@@ -1,37 +1,70 @@
-// The pulse thread's body (pulse.ts says why it exists and when it sends). It shares no objects with the main
-// thread: it reads three shared counters, holds the last heartbeat and lock list the main thread posted, and has
-// its own way out (a pipe to the embedded queue, or its own Redis connection).
-import fs from 'node:fs';
+// The pulse thread's body (pulse.ts says why it exists, when it sends and which cancels it hears). It shares no
+// objects with the main thread: it reads three shared counters and writes one cell, holds the last heartbeat, lock
+// list and jobs the main thread posted, and has its own way out and in (a socket pair with the embedded queue, or
+// its own Redis connections).
+import net from 'node:net';
+import { createInterface } from 'node:readline';
 import { parentPort, workerData } from 'node:worker_threads';
 import { pulseDue, type PulseCommand, type PulseThreadData, type PulseTransport } from './pulse.js';
 import type { WorkerMessage } from '../src/protocol/messages.js';
+import { cancelComputeIn } from '../src/runtime/compute-cancel.js';
 import type { Redis } from 'ioredis';
 
 type Heartbeat = Extract<WorkerMessage, { type: 'heartbeat' }>;
 type Send = (message: Heartbeat, locks: { jobId: string; token: string }[]) => Promise<void>;
+/** Called with each training job the API asks to cancel. */
+type Hear = (jobId: string) => void;
 
-/** Embedded queue: one JSON line on the pipe the API opened for it (src/queue/embedded.ts). This thread is its only writer. */
-function pipeSender(fd: number): Send {
+/** A cancel the API sent (src/queue/embedded.ts, src/queue/bullmq.ts), or null. */
+function cancelledJob(raw: string): string | null {
+  try {
+    const msg = JSON.parse(raw) as { type?: unknown; jobId?: unknown };
+    return msg.type === 'training.cancel' && typeof msg.jobId === 'string' ? msg.jobId : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Embedded queue: JSON lines both ways on the socket the API opened as this process's `fd` (src/queue/embedded.ts):
+ * heartbeats out, cancels in. This thread is its only user.
+ */
+function socketChannel(fd: number, hear: Hear): Send {
+  const socket = new net.Socket({ fd, readable: true, writable: true });
   let broken = false;
+  socket.on('error', () => (broken = true)); // the API is gone; the process is about to be told, or killed
+  createInterface({ input: socket }).on('line', (line) => {
+    const jobId = cancelledJob(line);
+    if (jobId) hear(jobId);
+  });
   return async (message) => {
-    if (broken) return;
-    try {
-      fs.writeSync(fd, `${JSON.stringify(message)}\n`);
-    } catch (err) {
-      // EAGAIN: the API is behind on the pipe, this pulse is skipped; anything else: the API is gone.
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') broken = true;
-    }
+    // Something still unwritten: the API is behind on the socket, and this pulse is skipped rather than queued.
+    if (broken || socket.writableLength > 0) return;
+    socket.write(`${JSON.stringify(message)}\n`);
   };
 }
 
-/** Redis: the heartbeat into the reports stream, and the job locks extended for the normal lock duration. */
-async function redisSender(t: Extract<PulseTransport, { kind: 'redis' }>): Promise<Send> {
+/**
+ * Redis: the heartbeat into the reports stream and the job locks extended for the normal lock duration; cancels from
+ * the control channel, on a subscriber connection of this thread's own.
+ */
+async function redisChannel(t: Extract<PulseTransport, { kind: 'redis' }>, hear: Hear): Promise<Send> {
   const { Queue } = await import('bullmq');
-  const { reportsStream, REPORTS_MAXLEN } = await import('../src/protocol/redis-keys.js');
+  const { Redis } = await import('ioredis');
+  const { reportsStream, controlChannel, REPORTS_MAXLEN } = await import('../src/protocol/redis-keys.js');
   // Commands fail at once while disconnected and after 2 s unanswered (a partition that sends no reset): a pulse
   // that cannot leave is dropped, never queued to arrive late.
   const queue = new Queue(t.queue, { prefix: t.prefix, connection: { url: t.url, enableOfflineQueue: false, commandTimeout: 2000, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => 1000 } });
   queue.on('error', () => {}); // reconnects by itself; the main thread's liveness monitor logs outages
+  // Resubscribes by itself after a reconnect; a cancel published meanwhile still reaches the main thread's own
+  // subscriber, or the main thread at the job's next micro-batch.
+  const sub = new Redis(t.url, { maxRetriesPerRequest: null, retryStrategy: () => 1000 });
+  sub.on('error', () => {});
+  sub.on('message', (_channel: string, raw: string) => {
+    const jobId = cancelledJob(raw);
+    if (jobId) hear(jobId);
+  });
+  void sub.subscribe(controlChannel(t.prefix)).catch(() => {});
   const stream = reportsStream(t.prefix);
   return async (message, locks) => {
     try {
@@ -52,11 +85,18 @@ async function main(): Promise<void> {
   const mainBeat = new BigInt64Array(data.mainBeat);
   let heartbeat: Heartbeat | null = null;
   let locks: { jobId: string; token: string }[] = [];
+  const jobs = new Map<string, number>(); // training jobs under way → their cancel tokens
   parentPort!.on('message', (cmd: PulseCommand) => {
     if (cmd.type === 'heartbeat') heartbeat = cmd.message;
-    else locks = cmd.locks;
+    else if (cmd.type === 'locks') locks = cmd.locks;
+    else if (cmd.type === 'job') jobs.set(cmd.jobId, cmd.token);
+    else jobs.delete(cmd.jobId);
   });
-  const send = data.transport.kind === 'ipc' ? pipeSender(data.transport.fd) : await redisSender(data.transport);
+  const hear: Hear = (jobId) => {
+    const token = jobs.get(jobId);
+    if (token !== undefined) cancelComputeIn(data.cancel, token);
+  };
+  const send = data.transport.kind === 'ipc' ? socketChannel(data.transport.fd, hear) : await redisChannel(data.transport, hear);
 
   let seenTicks = Atomics.load(progress, 0);
   let movedAtMs = Date.now();

@@ -18,13 +18,21 @@
 // stall limit goes silent and is killed as a hang. In Redis mode the thread also extends the BullMQ locks of the jobs
 // the worker holds (worker/job-locks.ts), so a stretch longer than its announced lock keeps its job.
 //
-// Only heartbeats (and, in Redis mode, lock extensions) travel this way: results, events and cancels stay with the
-// main thread and its transport, which a training step yields to between micro-batches (train-step.ts).
+// The thread also hears cancels of the training job under way, on a channel of its own (the same pipe, read the other
+// way; in Redis mode the control channel, on its own connection), and writes them into shared memory
+// (src/runtime/compute-cancel.ts), which the training engine reads before each ONNX Runtime run: a micro-batch stops
+// within one run (seconds at 8B) instead of at its end. The main thread hears the same cancel through its transport,
+// between micro-batches (train-step.ts); whichever comes first stops the job. Results and events stay with the main
+// thread.
 import { Worker } from 'node:worker_threads';
 import type { WorkerMessage } from '../src/protocol/messages.js';
 import { computeProgressMemory, computeProgressed } from '../src/runtime/compute-progress.js';
+import { computeCancelMemory, endCancellableCompute, startCancellableCompute } from '../src/runtime/compute-cancel.js';
 
-/** Where the thread's heartbeats go: a pipe to the embedded queue (fd), or the installation's Redis reports stream. */
+/**
+ * Where the thread's heartbeats go and its cancels come from: a socket pair with the embedded queue (fd), or the
+ * installation's Redis (reports stream, control channel).
+ */
 export type PulseTransport =
   | { kind: 'ipc'; fd: number }
   | { kind: 'redis'; url: string; prefix: string; queue: string; lockMs: number };
@@ -42,12 +50,17 @@ export interface PulseThreadData {
   stretches: SharedArrayBuffer;
   /** [worker clock of the main thread's last heartbeat] (BigInt64). */
   mainBeat: SharedArrayBuffer;
+  /** compute-cancel.ts's cell: the thread writes the token of a cancelled job there. */
+  cancel: SharedArrayBuffer;
 }
 
 /** Messages to the thread. */
 export type PulseCommand =
   | { type: 'heartbeat'; message: Extract<WorkerMessage, { type: 'heartbeat' }> }
-  | { type: 'locks'; locks: { jobId: string; token: string }[] };
+  | { type: 'locks'; locks: { jobId: string; token: string }[] }
+  /** A training job runs under this cancel token (compute-cancel.ts) until its `job-ended`. */
+  | { type: 'job'; jobId: string; token: number }
+  | { type: 'job-ended'; jobId: string };
 
 /** Whether the thread sends a heartbeat now (pure: the rule above). */
 export function pulseDue(s: { stretches: number; sinceMainBeatMs: number; sinceProgressMs: number; everyMs: number; stallMs: number }): boolean {
@@ -74,7 +87,7 @@ export class Pulse {
       const mainBeat = new BigInt64Array(new SharedArrayBuffer(8));
       const data: PulseThreadData = {
         transport, everyMs, stallMs, progress: computeProgressMemory(),
-        stretches: stretches.buffer as SharedArrayBuffer, mainBeat: mainBeat.buffer as SharedArrayBuffer,
+        stretches: stretches.buffer as SharedArrayBuffer, mainBeat: mainBeat.buffer as SharedArrayBuffer, cancel: computeCancelMemory(),
       };
       const thread = new Worker(ENTRY, { workerData: data });
       thread.unref(); // never what keeps the process up
@@ -108,16 +121,20 @@ export class Pulse {
     this.publish();
   }
 
-  /** A training job runs from now until the returned function is called. */
-  job(): () => void {
+  /** The training job `jobId` runs from now until the returned function is called; the thread hears its cancels. */
+  job(jobId: string): () => void {
     this.jobs++;
     this.publish();
+    const token = startCancellableCompute();
+    this.thread.postMessage({ type: 'job', jobId, token } satisfies PulseCommand);
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
       this.jobs--;
       this.publish();
+      endCancellableCompute(token);
+      this.thread.postMessage({ type: 'job-ended', jobId } satisfies PulseCommand);
     };
   }
 

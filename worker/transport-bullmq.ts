@@ -12,11 +12,11 @@ import { acquireLiveness, releaseLiveness, watchedRedis } from '../src/protocol/
 import { withDeadline } from '../src/domain/deadline.js';
 
 /** A whole number of milliseconds from the environment, at least 1000 (BullMQ locks); `fallback` when unset. */
-function lockSetting(name: string, fallback: number, scale = 1): number {
+function lockSetting(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
-  const ms = Number(raw) * scale;
-  if (!Number.isFinite(ms) || ms < 1000) throw new Error(`${name} must be a number of at least ${1000 / scale}, got "${raw}"`);
+  const ms = Number(raw);
+  if (!Number.isFinite(ms) || ms < 1000) throw new Error(`${name} must be a number of at least 1000, got "${raw}"`);
   return Math.floor(ms);
 }
 
@@ -32,6 +32,8 @@ export interface BullmqWorkerOptions {
   hostRef?: (host: WorkerHost) => void;
   /** Model loads the handlers announce (worker/model-loads.ts). */
   loads?: ModelLoads;
+  /** HEARTH_LOAD_TIMEOUT (ms): how long a load holds its job's lock, and the pulse thread's stall limit. */
+  loadTimeoutMs: number;
 }
 
 /** Longest a task taken from BullMQ waits for the reports connection to be back before it starts anyway. */
@@ -68,7 +70,7 @@ export async function serveOverBullmq(opts: BullmqWorkerOptions): Promise<() => 
   // BullMQ's job lock (HEARTH_JOB_LOCK_MS, default 30 s; stalled checks as often), held for HEARTH_LOAD_TIMEOUT while
   // a model load blocks this process (worker/job-locks.ts).
   const lockMs = lockSetting('HEARTH_JOB_LOCK_MS', 30_000);
-  const loadLockMs = lockSetting('HEARTH_LOAD_TIMEOUT', 600_000, 1000);
+  const loadLockMs = opts.loadTimeoutMs;
   // Heartbeats and lock renewals from a thread of their own while a stretch blocks this one (worker/pulse.ts); a
   // stretch whose compute stops moving for the load timeout is left to go silent.
   const pulse = Pulse.start({ kind: 'redis', url: opts.redisUrl, prefix, queue: kind, lockMs }, opts.heartbeatMs, loadLockMs, (m) => opts.log(m, 'warn'));

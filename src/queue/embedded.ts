@@ -3,7 +3,7 @@
 // A child that exits is replaced; whatever it held fails at once (no waiting for a heartbeat timeout).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { QueueAdapter, QueueHealth } from './port.js';
@@ -111,8 +111,9 @@ export class EmbeddedQueue implements QueueAdapter {
   }
 
   private spawnChild(slot: number, kind: WorkerKind, device: string): void {
-    // fd 4: the pipe of the worker's pulse thread, which repeats its heartbeats while a load or a training step
-    // blocks the worker's main thread (worker/pulse.ts); a thread cannot use the IPC channel.
+    // fd 4: a socket pair with the worker's pulse thread, which repeats its heartbeats while a load or a training step
+    // blocks the worker's main thread, and hears training cancels meanwhile (worker/pulse.ts); a thread cannot use
+    // the IPC channel.
     const env = { ...process.env, ...this.opts.env, HEARTH_PULSE_FD: '4' };
     const proc = spawn(process.execPath, [...workerNodeFlags(kind, env), HEARTH_BIN, 'worker', '--kind', kind, '--device', device, '--ipc'], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'],
@@ -149,6 +150,7 @@ export class EmbeddedQueue implements QueueAdapter {
     };
     const pulses = proc.stdio[4];
     if (pulses) {
+      pulses.on('error', () => {}); // a cancel written to a child that just died (its exit is handled below)
       createInterface({ input: pulses as Readable }).on('line', (line) => {
         try {
           const raw = JSON.parse(line) as { type?: unknown };
@@ -203,7 +205,17 @@ export class EmbeddedQueue implements QueueAdapter {
   }
 
   async cancelTraining(jobId: string): Promise<void> {
-    for (const c of this.children.values()) if (c.tasks.has(jobId)) await this.send(c, { type: 'training.cancel', jobId });
+    for (const c of this.children.values()) if (c.tasks.has(jobId)) await this.cancelTrainingOn(c, jobId);
+  }
+
+  /**
+   * Both ways in: the pulse thread's socket is heard while the job's compute blocks the worker's main thread (it stops
+   * the micro-batch within one ONNX Runtime run); IPC is heard by the main thread between micro-batches.
+   */
+  private cancelTrainingOn(child: Child, jobId: string): Promise<void> {
+    const pulses = child.proc.stdio[4] as Writable | null;
+    if (pulses?.writable) pulses.write(`${JSON.stringify({ type: 'training.cancel', jobId } satisfies ApiToWorker)}\n`);
+    return this.send(child, { type: 'training.cancel', jobId });
   }
 
   async startInference(task: InferenceTask): Promise<void> {
@@ -238,7 +250,7 @@ export class EmbeddedQueue implements QueueAdapter {
 
   /**
    * Stop the workers. Running training jobs first get `shutdownGraceMs` to finish (their events still reach
-   * the store), then are cancelled at their next step; then every child is asked to exit, and killed if it
+   * the store), then are cancelled (within one ONNX Runtime run); then every child is asked to exit, and killed if it
    * has not within `timeoutMs`.
    */
   async close(timeoutMs = 5000): Promise<void> {
@@ -252,7 +264,7 @@ export class EmbeddedQueue implements QueueAdapter {
       const grace = this.opts.shutdownGraceMs ?? 60_000;
       this.log(`embedded queue: waiting up to ${Math.round(grace / 1000)} s for ${busy().length} running training job(s) to finish`);
       await waitIdle(grace);
-      for (const c of busy()) for (const jobId of c.tasks) await this.send(c, { type: 'training.cancel', jobId }).catch(() => {});
+      for (const c of busy()) for (const jobId of c.tasks) await this.cancelTrainingOn(c, jobId).catch(() => {});
       await waitIdle(timeoutMs);
     }
     const exits = [...this.children.values()].map(

@@ -7,6 +7,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { computeProgressed } from './compute-progress.js';
+import { throwIfComputeCancelled, waitUnlessCancelled } from './compute-cancel.js';
 
 export type FaultPoint =
   /** Checkpoint files written and synced in the temporary folder, not yet renamed into place. */
@@ -64,18 +65,20 @@ export async function faultPoint(point: FaultPoint): Promise<void> {
 
 /**
  * At an armed point, block the thread for the arm file's milliseconds (each time it is reached while armed), counting
- * compute progress every 100 ms as a real step's ONNX Runtime runs do (compute-progress.ts).
+ * compute progress every 100 ms and stopping when the stretch is cancelled, as a real step's ONNX Runtime runs do
+ * (compute-progress.ts, compute-cancel.ts).
  */
 export function faultDelayBlocking(point: FaultPoint): void {
   const arm = reached(point);
   if (!arm) return;
   const ms = Number(readFileSync(arm, 'utf8'));
   const until = Date.now() + (Number.isFinite(ms) && ms > 0 ? ms : 0);
-  const cell = new Int32Array(new SharedArrayBuffer(4));
   for (let left = until - Date.now(); left > 0; left = until - Date.now()) {
-    Atomics.wait(cell, 0, 0, Math.min(100, left));
+    throwIfComputeCancelled();
+    waitUnlessCancelled(Math.min(100, left));
     computeProgressed();
   }
+  throwIfComputeCancelled();
 }
 
 /** Wait at an armed point with the thread blocked: nothing else of the process runs until it is disarmed. */

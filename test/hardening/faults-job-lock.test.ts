@@ -264,4 +264,30 @@ describe('Redis mode: stretches longer than what they announced (worker/pulse.ts
       w.child.kill('SIGKILL');
     }
   }, 120_000);
+
+  it("a cancel during a 60 s step is heard by the pulse thread on the control channel: the job ends within seconds, BullMQ completes it once", async () => {
+    const log = await watchQueue('training');
+    const w = await liveTrainingWorker();
+    const { dataUrl, modelId } = await sftInputs('cancel-mid-step', 4);
+    const arm = path.join(faultDir, 'training-step');
+    fs.rmSync(`${arm}.reached`, { force: true });
+    fs.writeFileSync(arm, '60000');
+    try {
+      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
+      await waitFor(() => fs.existsSync(`${arm}.reached`), 'the first step to block', 60_000, 20);
+      expect(Number(fs.readFileSync(`${arm}.reached`, 'utf8'))).toBe(w.child.pid);
+      const cancelledAt = Date.now();
+      expect((await s.call('POST', `/v1/preview/training-jobs/${job.body.id}/cancel`, { key })).status).toBe(200);
+      const events = await eventsOnceEnded(job.body.id, 60_000);
+      const tookMs = Date.now() - cancelledAt;
+      expect(events.at(-1)).toMatchObject({ type: 'training_failed', data: { cancelled: true } });
+      expect((await s.call('GET', `/v1/preview/training-jobs/${job.body.id}`, { key })).body.status).toBe('cancelled');
+      expect(tookMs).toBeLessThan(2500);
+      console.log(`[faults] Redis: cancel during a blocked 60 s step: the job ended ${tookMs} ms later`);
+    } finally {
+      fs.rmSync(arm, { force: true });
+    }
+    await ranOnceInBullmq(log, w.stderr);
+    w.child.kill('SIGKILL');
+  }, 120_000);
 });

@@ -6,7 +6,8 @@ import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readCheckpoint } from '../../worker/training/checkpoint.js';
 import type { TrainSequence } from '../../worker/training/data.js';
-import { planSftBatches, runSft, TrainingCancelledError, type TrainingEvent } from '../../worker/training/loop.js';
+import { planSftBatches, runSft, type TrainingEvent } from '../../worker/training/loop.js';
+import { ComputeCancelledError } from '../../src/runtime/compute-cancel.js';
 import { countParameters, randomWeights } from '../../worker/training/tensor-utils.js';
 import { randomIds, tinyConfig } from './training-helpers.js';
 
@@ -88,7 +89,7 @@ describe('SFT', () => {
         { model: { config: cfg, weights, baseModelName: 'tiny', mode: 'lora' }, checkpointDir: dir, isCancelled: () => ++polls > 2, log: () => {} },
         (e) => void events.push(e),
       ),
-    ).rejects.toBeInstanceOf(TrainingCancelledError);
+    ).rejects.toBeInstanceOf(ComputeCancelledError);
     expect(events.filter((e) => e.type === 'gradient_step')).toHaveLength(2);
     expect(existsSync(dir)).toBe(false);
   });

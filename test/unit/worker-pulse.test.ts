@@ -31,7 +31,9 @@ describe('pulseDue', () => {
 describe('Pulse', () => {
   it('says it runs while its thread does, so heartbeats stop claiming a pulse once the thread is gone', async () => {
     const lines: string[] = [];
-    const pulse = Pulse.start({ kind: 'ipc', fd: 1 }, 100, 60_000, (m) => lines.push(m));
+    // Redis (as the tests' other Redis users): an fd would be taken over by the thread's socket and closed with it.
+    const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+    const pulse = Pulse.start({ kind: 'redis', url, prefix: 'hearth-test-pulse', queue: 'training', lockMs: 30_000 }, 100, 60_000, (m) => lines.push(m));
     expect(pulse).not.toBeNull();
     expect(pulse!.running).toBe(true);
     await pulse!.stop();

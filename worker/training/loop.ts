@@ -22,6 +22,7 @@ import { frozenProductsDevice } from './frozen-linear.js';
 import { assertGraphPlanFits, graphMemoryPlan, type GraphMemoryPlan, type PlannedTensor } from './graph/memory-plan.js';
 import { arenasAffordable } from './graph/graph-engine.js';
 import type { DeviceMemory } from '../../src/runtime/device-memory.js';
+import { ComputeCancelledError } from '../../src/runtime/compute-cancel.js';
 import { freemem, totalmem } from 'node:os';
 import type { TrainingModel } from './token-logprobs.js';
 import { weightsSource, type WeightSource } from '../../src/runtime/weight-source.js';
@@ -49,13 +50,6 @@ export type Emit = (event: TrainingEvent) => void | Promise<void>;
  */
 export function finiteMetrics(metrics: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(metrics).filter(([, v]) => Number.isFinite(v)));
-}
-
-export class TrainingCancelledError extends Error {
-  constructor() {
-    super('training was cancelled');
-    this.name = 'TrainingCancelledError';
-  }
 }
 
 /** The model a job trains, and where it starts from. */
@@ -338,7 +332,7 @@ function release(model: TrainingModel, optimizer: AdamW | DeviceAdamW): void {
 }
 
 async function checkCancelled(deps: TrainingDeps): Promise<void> {
-  if (deps.isCancelled && (await deps.isCancelled())) throw new TrainingCancelledError();
+  if (deps.isCancelled && (await deps.isCancelled())) throw new ComputeCancelledError();
 }
 
 /**

@@ -43,6 +43,33 @@ export async function forEachMicroBatch(batches: MicroBatch[], between: (() => P
   }
 }
 
+/** TF.js's engine state that a throwing tf.variableGrads leaves behind (tfjs-core's engine.ts, `gradients`). */
+interface TapeState {
+  state: { activeTape: { saved?: tf.Tensor[] }[] | null; gradientDepth: number };
+}
+
+/**
+ * tf.variableGrads, leaving nothing behind when `f` or the backward throws (a cancel that stops a micro-batch
+ * between two ONNX Runtime runs: src/runtime/compute-cancel.ts). TF.js ends its tape then but keeps the forward's
+ * value and the tensors its ops saved for the backward (it frees those only after a backward that completes), for
+ * the life of the worker: the enclosing tidy frees the value, and the saved tensors are freed here as TF.js frees
+ * them after a backward.
+ */
+function variableGradsOrNothing(f: () => tf.Scalar, vars: tf.Variable[]): { value: tf.Scalar; grads: tf.NamedTensorMap } {
+  return tf.tidy(() => {
+    try {
+      return tf.variableGrads(f, vars);
+    } catch (err) {
+      const engine = tf.engine() as unknown as TapeState;
+      if (engine.state.gradientDepth === 0 && engine.state.activeTape) {
+        for (const node of engine.state.activeTape) for (const t of node.saved ?? []) t.dispose();
+        engine.state.activeTape = null;
+      }
+      throw err;
+    }
+  });
+}
+
 export async function optimizerStep(optimizer: AdamW | DeviceAdamW, batches: MicroBatch[], lossOf: MicroBatchLoss, opts: StepOptions): Promise<StepOutcome> {
   if (optimizer instanceof DeviceAdamW) return deviceOptimizerStep(optimizer, batches, lossOf, opts);
   const vars = optimizer.variables;
@@ -50,7 +77,7 @@ export async function optimizerStep(optimizer: AdamW | DeviceAdamW, batches: Mic
   let loss = 0;
   try {
     await forEachMicroBatch(batches, opts.betweenMicroBatches, (mb) => {
-      const { value, grads } = tf.variableGrads(() => lossOf(mb), vars);
+      const { value, grads } = variableGradsOrNothing(() => lossOf(mb), vars);
       loss += value.dataSync()[0];
       value.dispose();
       const ordered = vars.map((v) => {
@@ -89,7 +116,7 @@ async function deviceOptimizerStep(optimizer: DeviceAdamW, batches: MicroBatch[]
   let loss = 0;
   try {
     await forEachMicroBatch(batches, opts.betweenMicroBatches, (mb) => {
-      const { value, grads } = tf.variableGrads(() => lossOf(mb), [optimizer.anchor]);
+      const { value, grads } = variableGradsOrNothing(() => lossOf(mb), [optimizer.anchor]);
       loss += value.dataSync()[0];
       tf.dispose([value, ...Object.values(grads)]);
     });

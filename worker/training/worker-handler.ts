@@ -15,7 +15,8 @@ import { ModelLoads } from '../model-loads.js';
 import { StepAnnouncements } from './step-announcements.js';
 import { LocalArtifacts } from '../artifacts/local-artifacts.js';
 import { runTrainingJob, type NativeOptimizerSettings, type TrainingJobSpec } from './job.js';
-import { TrainingCancelledError, type TrainingEvent } from './loop.js';
+import type { TrainingEvent } from './loop.js';
+import { ComputeCancelledError } from '../../src/runtime/compute-cancel.js';
 import { parseLoraTargets } from './lora.js';
 import type { TrainingTask } from '../../src/protocol/messages.js';
 import { loraAlpha, type NativeOptimizer } from '../../src/protocol/training-task.js';
@@ -116,7 +117,7 @@ export async function createHandlers(device: string, log: (m: string) => void, l
       const deviceMemory = await deviceMemoryOf(device);
       await runTrainingJob(spec, emit, { isCancelled: () => ctx.cancelled(), log: ctx.log, deviceMemory, microBatchTokens });
     } catch (err) {
-      if (err instanceof TrainingCancelledError) throw new CancelledError();
+      if (err instanceof ComputeCancelledError) throw new CancelledError(); // between micro-batches, or within one (compute-cancel.ts)
       throw err;
     } finally {
       announcements.stop();

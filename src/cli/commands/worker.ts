@@ -78,10 +78,11 @@ export async function run(argv: string[]): Promise<number> {
     process.exit(code);
   };
 
+  // As the API reads it (seconds): the longest a model load may hold its job, and the pulse thread's stall limit.
+  const loadTimeoutMs = positiveIntSetting(process.env, 'HEARTH_LOAD_TIMEOUT', 600) * 1000;
   if (args.flags.ipc) {
-    // The embedded queue opens a pipe for the pulse thread's heartbeats (src/queue/embedded.ts, worker/pulse.ts).
+    // The embedded queue opens a socket pair with the pulse thread: its heartbeats out, cancels in (src/queue/embedded.ts, worker/pulse.ts).
     const pulseFd = Number(process.env.HEARTH_PULSE_FD);
-    const loadTimeoutMs = positiveIntSetting(process.env, 'HEARTH_LOAD_TIMEOUT', 600) * 1000;
     const pulse = Number.isInteger(pulseFd) && pulseFd > 2 ? Pulse.start({ kind: 'ipc', fd: pulseFd }, heartbeatMs, loadTimeoutMs, log) : null;
     host = new WorkerHost(identity, handlers, ipcSend, log, loads, pulse);
     host.setDevices(devices);
@@ -92,7 +93,7 @@ export async function run(argv: string[]): Promise<number> {
       return 2;
     }
     const { serveOverBullmq } = await import('../../../worker/transport-bullmq.js');
-    const stop = await serveOverBullmq({ identity, handlers, redisUrl, heartbeatMs, log, loads, hostRef: (h) => (host = h).setDevices(devices) });
+    const stop = await serveOverBullmq({ identity, handlers, redisUrl, heartbeatMs, log, loads, loadTimeoutMs, hostRef: (h) => (host = h).setDevices(devices) });
     const graceful = async (signal: string) => {
       log(`${signal}: finishing the current job, then exiting`);
       await stop();

@@ -14,6 +14,7 @@ import * as ort from 'onnxruntime-node';
 import { DataType, GraphBuilder } from '../../../src/runtime/onnx-proto.js';
 import { newNativeSession, trainingThreads, type NativeSession } from '../ort-compute.js';
 import { computeProgressed } from '../../../src/runtime/compute-progress.js';
+import { throwIfComputeCancelled } from '../../../src/runtime/compute-cancel.js';
 
 
 /** ONNX Runtime's execution providers for a session, in order of preference. */
@@ -171,6 +172,7 @@ export class GraphSession {
   }
 
   private static loadWith(model: Uint8Array, providers: Providers, opts: GraphSessionOptions): GraphSession {
+    throwIfComputeCancelled(); // a cancel heard while the graphs before this one loaded (an 8B job's 33 take ~40 s)
     const session = newNativeSession();
     const deviceOutputs = opts.deviceOutputs ?? [];
     session.loadModel(model.buffer as ArrayBuffer, model.byteOffset, model.byteLength, {
@@ -196,6 +198,9 @@ export class GraphSession {
    * of earlier runs. Returns every output: those named in deviceOutputs as DeviceTensors, the rest as host arrays.
    */
   run(feeds: Record<string, HostFeed | DeviceTensor>): RunOutputs {
+    // A cancel heard by the worker's pulse thread while this thread computes (src/runtime/compute-cancel.ts): the
+    // micro-batch stops here, within one run (an 8B layer's backward: ~2 s), not at its end (~90 s).
+    throwIfComputeCancelled();
     const tensors: Record<string, ort.Tensor> = {};
     // On CUDA, DeviceTensors are host tensors: sent up again by every run that reads them (outputsCrossToHost).
     const crossing = outputsCrossToHost(this.providers);
