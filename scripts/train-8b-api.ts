@@ -151,6 +151,12 @@ class RssWatch {
     this.sample();
   }
 
+  /** VmRSS now of the live processes of a kind, in GiB (the largest). */
+  residentOf(kind: string): number | null {
+    const rss = [...this.peaks.values()].filter((p) => p.kind === kind && p.alive).map((p) => statusBytes(p.pid, 'VmRSS') ?? 0);
+    return rss.length ? round(Math.max(...rss) / GiB, 3) : null;
+  }
+
   /** Peak of the processes of a kind (a worker restarted mid-run counts with its successor: the larger). */
   peakOf(kind: string): { pid: number; gib: number; rss_max_gib: number; processes: number } | null {
     const ps = [...this.peaks.values()].filter((p) => p.kind === kind);
@@ -397,6 +403,12 @@ async function main() {
     watch.sample();
     const trainingPeak = watch.peakOf('training-worker');
     say(`training_ended; checkpoint ${checkpointName}; training worker peak RSS ${trainingPeak?.gib} GiB`);
+    // What the idle training worker still holds once its job is over (the engine gives its freed memory back:
+    // worker/training/graph/freed-memory.ts), five seconds on.
+    await sleep(5000);
+    watch.sample();
+    const trainingResidentAfter = watch.residentOf('training-worker');
+    say(`training worker resident 5 s after the job: ${trainingResidentAfter} GiB`);
 
     // The inference worker's first load of the 8B peaks at ~12.4 GiB resident (part of it the model file's pages)
     // while the finished training worker still holds ~9.7 GiB: on a shared 24 GiB box that can meet someone else's
@@ -442,6 +454,7 @@ async function main() {
       checkpoint: checkpointName,
       chat: { seconds: chatSeconds, content: chat.choices[0]?.message.content ?? null, finish_reason: chat.choices[0]?.finish_reason, usage: chat.usage },
       peak_rss_gib: { training_worker: trainingPeak, api: watch.peakOf('api'), inference_worker: watch.peakOf('inference-worker') },
+      training_worker_resident_after_job_gib: trainingResidentAfter,
       bar: { limit_gib: 14, training_worker_within: trainingPeak !== null && trainingPeak.gib <= 14 },
       processes: [...watch.peaks.values()].map((p) => ({ pid: p.pid, kind: p.kind, hwm_gib: round(p.hwmBytes / GiB, 3), alive: p.alive })),
       elapsed_s: round((Date.now() - t0) / 1000, 0),

@@ -223,7 +223,10 @@ export function buildJobModel(spec: TrainingModelSpec, seed = 0, log?: (line: st
   // Read after the build: a device whose provider failed to load has fallen back to the CPU (graph-session.ts).
   const { device, fellBackFrom } = trainingProviders();
   const recomputes = model.engine.savedActivationsPlace.kind === 'crossing' ? '; every layer recomputes its forward in the backward (this device\'s outputs come back to the host: saving would move them down and up again)' : '';
-  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arenas.layers ? ' (with memory arenas)' : arenas.head ? ' (a memory arena for the head)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s${recomputes}`);
+  // Freed blocks kept for the next run (graph/freed-memory.ts), or each large tensor a fresh mapping, and why.
+  const freed = model.engine.freedMemory;
+  const heap = freed.held ? '; freed memory kept for reuse' : `; large tensors are fresh mappings (glibc's malloc not tunable here: ${freed.reason})`;
+  log?.(`[training] engine: ONNX Runtime graphs on ${device}${fellBackFrom ? ` (${fellBackFrom.device} failed to load)` : ''} (${choice.reason}); ${spec.config.numLayers + 1} graphs built${arenas.layers ? ' (with memory arenas)' : arenas.head ? ' (a memory arena for the head)' : ''} in ${((performance.now() - started) / 1000).toFixed(1)} s${heap}${recomputes}`);
   return model;
 }
 

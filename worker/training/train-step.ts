@@ -7,6 +7,7 @@ import { clipByGlobalNorm, type AdamW } from './optimizer.js';
 import { computeProgressed } from '../../src/runtime/compute-progress.js';
 import { faultDelayBlocking } from '../../src/runtime/fault-points.js';
 import { DeviceAdamW } from './graph/device-adamw.js';
+import { trimFreedMemory } from './graph/freed-memory.js';
 
 /** Builds the scalar loss of one micro-batch (inside the gradient tape). */
 export type MicroBatchLoss = (mb: MicroBatch) => tf.Scalar;
@@ -40,6 +41,7 @@ export async function forEachMicroBatch(batches: MicroBatch[], between: (() => P
     faultDelayBlocking('training-micro-batch');
     each(mb);
     computeProgressed();
+    trimFreedMemory(); // what the micro-batch freed goes back to the kernel (graph/freed-memory.ts says why)
   }
 }
 

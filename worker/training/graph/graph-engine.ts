@@ -23,6 +23,7 @@ import { ropeTables } from '../rope.js';
 import type { FrozenMatrixData } from './frozen-matrix.js';
 import { buildLayerGraph, loraGradOutput, loraInput, savedTensors, type LayerWeights } from './layer-graph.js';
 import { freemem, totalmem } from 'node:os';
+import { holdFreedMemory } from './freed-memory.js';
 import { buildHeadGraph } from './head-graph.js';
 import { buildInputsGraph, INPUTS_GRAPH_OUTPUTS } from './inputs-graph.js';
 import { cpuOnly, DeviceReader, DeviceTensor, DeviceUploader, GraphSession, onWebGpu, outputsCrossToHost, TransferCounter, type GraphSessionOptions, type HostFeed, type Providers } from './graph-session.js';
@@ -174,8 +175,15 @@ export class GraphEngine {
   /** Where saved activations would live (savedActivationBudget), from where the sessions really loaded. */
   readonly savedActivationsPlace: SavedActivationsPlace;
 
+  /** Freed memory kept for reuse while the engine lives (freed-memory.ts), or why not. */
+  readonly freedMemory: { held: boolean; reason?: string };
+  private readonly releaseFreedMemory: () => void;
+
   constructor(readonly config: ModelConfig, source: WeightSource, readonly targets: readonly LoraTarget[], opts: GraphEngineOptions = {}) {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
+    const hold = holdFreedMemory();
+    this.freedMemory = { held: hold.held, ...(hold.reason ? { reason: hold.reason } : {}) };
+    this.releaseFreedMemory = hold.release;
     this.transfers = opts.counter ?? new TransferCounter();
     this.saved = savedTensors(config, targets);
     const { arenas, deviceFreeForSaving, ...rest } = opts;
@@ -189,29 +197,47 @@ export class GraphEngine {
       return t;
     };
     const embedding = frozenData(tensor('model.embed_tokens.weight'));
-    this.inputs = GraphSession.load(buildInputsGraph(config, embedding), { ...sessionOpts, deviceOutputs: INPUTS_GRAPH_OUTPUTS });
-    this.uploader = new DeviceUploader(this.inputs.providers, this.transfers);
-    this.reader = new DeviceReader(this.inputs.providers, this.transfers);
-    // A float table is fed to the inputs graph: the base's own array on the CPU, one copy on the device.
-    this.embeddingTable = embedding.kind === 'float' ? this.uploader.upload({ table: { data: embedding.data(), dims: [embedding.N, embedding.K] } }, false).table : null;
-    const gradOutputs = targets.flatMap((t) => [loraGradOutput(t, 'a'), loraGradOutput(t, 'b')]);
-    const layerDeviceOutputs = ['out', ...this.saved.map(({ name }) => `saved_out.${name}`), ...gradOutputs];
-    for (let l = 0; l < config.numLayers; l++) {
-      const prefix = `model.layers.${l}.`;
-      const weights: LayerWeights = { matrices: new Map(), vectors: new Map() };
-      for (const [name, t] of source) {
-        if (!name.startsWith(prefix)) continue;
-        const local = name.slice(prefix.length);
-        if (local.endsWith('_proj.weight')) weights.matrices.set(local.slice(0, -'.weight'.length), frozenData(t));
-        else weights.vectors.set(local, t.f32());
+    // A build that stops (a cancel between two session loads, a load that fails) frees what it loaded at once: an
+    // 8B job's layer sessions hold its weights, which the garbage collector would let go of only some time later.
+    const loaded: GraphSession[] = [];
+    const load = (graph: Uint8Array, o: Parameters<typeof GraphSession.load>[1]) => {
+      const session = GraphSession.load(graph, o);
+      loaded.push(session);
+      return session;
+    };
+    try {
+      this.inputs = load(buildInputsGraph(config, embedding), { ...sessionOpts, deviceOutputs: INPUTS_GRAPH_OUTPUTS });
+      this.uploader = new DeviceUploader(this.inputs.providers, this.transfers);
+      this.reader = new DeviceReader(this.inputs.providers, this.transfers);
+      // A float table is fed to the inputs graph: the base's own array on the CPU, one copy on the device.
+      this.embeddingTable = embedding.kind === 'float' ? this.uploader.upload({ table: { data: embedding.data(), dims: [embedding.N, embedding.K] } }, false).table : null;
+      const gradOutputs = targets.flatMap((t) => [loraGradOutput(t, 'a'), loraGradOutput(t, 'b')]);
+      const layerDeviceOutputs = ['out', ...this.saved.map(({ name }) => `saved_out.${name}`), ...gradOutputs];
+      for (let l = 0; l < config.numLayers; l++) {
+        const prefix = `model.layers.${l}.`;
+        const weights: LayerWeights = { matrices: new Map(), vectors: new Map() };
+        for (const [name, t] of source) {
+          if (!name.startsWith(prefix)) continue;
+          const local = name.slice(prefix.length);
+          if (local.endsWith('_proj.weight')) weights.matrices.set(local.slice(0, -'.weight'.length), frozenData(t));
+          else weights.vectors.set(local, t.f32());
+        }
+        this.layers.push(load(buildLayerGraph(config, weights, targets, { nbitsForward: onCpu }), { ...sessionOpts, deviceOutputs: layerDeviceOutputs }));
+        opts.onProgress?.(`layer ${l + 1}/${config.numLayers}`);
       }
-      this.layers.push(GraphSession.load(buildLayerGraph(config, weights, targets, { nbitsForward: onCpu }), { ...sessionOpts, deviceOutputs: layerDeviceOutputs }));
-      opts.onProgress?.(`layer ${l + 1}/${config.numLayers}`);
+      const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+      this.head = load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']), nbitsForward: onCpu }),
+        { ...sessionOpts, arena: arenas?.head ?? false, deviceOutputs: ['expected_out', 'dx'] });
+      opts.onProgress?.('head');
+    } catch (err) {
+      for (const session of loaded) session.dispose();
+      const made = this as unknown as { embeddingTable?: { dispose(): void } | null; uploader?: { dispose(): void }; reader?: { dispose(): void } };
+      made.embeddingTable?.dispose();
+      made.uploader?.dispose();
+      made.reader?.dispose();
+      hold.release();
+      throw err;
     }
-    const headName = config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
-    this.head = GraphSession.load(buildHeadGraph(config, frozenData(tensor(headName)), tensor('model.norm.weight').f32(), { fusedLogSoftmax: !onWebGpu(opts.providers ?? ['cpu']), nbitsForward: onCpu }),
-      { ...sessionOpts, arena: arenas?.head ?? false, deviceOutputs: ['expected_out', 'dx'] });
-    opts.onProgress?.('head');
     // Read from the loaded sessions: a GPU provider that failed to load has fallen back to the CPU.
     this.savedActivationsPlace = outputsCrossToHost(this.head.providers) ? { kind: 'crossing' } : this.head.resident ? { kind: 'device', free: deviceFreeForSaving } : { kind: 'host' };
   }
@@ -424,5 +450,6 @@ export class GraphEngine {
     this.head.dispose();
     this.uploader.dispose();
     this.reader.dispose();
+    this.releaseFreedMemory(); // after the sessions: their memory is free by now, and malloc_trim gives it back
   }
 }
