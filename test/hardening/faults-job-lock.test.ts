@@ -112,6 +112,22 @@ afterAll(async () => {
   await s?.close();
 });
 
+/**
+ * An SFT job (4 rows, one step) whose first step blocks worker `w` for 60 s (the fault point `training-step`, which
+ * counts progress as a real step does); resolves once it blocks there. The caller disarms the point.
+ */
+async function blockedSftJob(w: { child: ChildProcess }, name: string): Promise<{ body: { id: string } }> {
+  const { dataUrl, modelId } = await sftInputs(name, 4);
+  const arm = path.join(faultDir, 'training-step');
+  fs.rmSync(`${arm}.reached`, { force: true });
+  fs.writeFileSync(arm, '60000');
+  const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
+  expect(job.status).toBe(200);
+  await waitFor(() => fs.existsSync(`${arm}.reached`), 'the first step to block', 60_000, 20);
+  expect(Number(fs.readFileSync(`${arm}.reached`, 'utf8'))).toBe(w.child.pid);
+  return job;
+}
+
 const LOCK_ERRORS = /Missing lock|could not renew lock|job stalled/i;
 
 /** A training job's events once it has ended (its terminal event last). */
@@ -123,11 +139,13 @@ async function eventsOnceEnded(jobId: string, timeoutMs: number): Promise<{ type
 }
 
 /** BullMQ saw the job complete once, and two stalled checks later still nothing else; the worker logged no lock error. */
-async function ranOnceInBullmq(log: QueueEventLog, stderr: () => string): Promise<void> {
-  await waitFor(() => log.events.some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
+async function ranOnceInBullmq(log: QueueEventLog, stderr: () => string, jobId?: string): Promise<void> {
+  // Only `jobId`'s events when given: a job an earlier test left behind (its worker killed) stalls in this one's checks.
+  const events = () => log.events.filter((e) => jobId === undefined || e.jobId === jobId);
+  await waitFor(() => events().some((e) => e.event === 'completed' || e.event === 'failed'), 'the job to complete or fail in BullMQ', 10_000);
   await new Promise((r) => setTimeout(r, 2 * LOCK_MS)); // two more stalled checks after the job ended
-  expect(log.events.filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
-  expect(log.events.filter((e) => e.event === 'completed')).toHaveLength(1);
+  expect(events().filter((e) => e.event !== 'completed'), JSON.stringify(log.events)).toEqual([]);
+  expect(events().filter((e) => e.event === 'completed')).toHaveLength(1);
   expect(stderr()).not.toMatch(LOCK_ERRORS);
 }
 
@@ -242,14 +260,9 @@ describe('Redis mode: stretches longer than what they announced (worker/pulse.ts
 
   it('a worker stopped mid-step (SIGSTOP: a lost host) fails its job within seconds of the heartbeat timeout, not the 60 s it announced', async () => {
     const w = await liveTrainingWorker();
-    const { dataUrl, modelId } = await sftInputs('stopped-host', 4);
     const arm = path.join(faultDir, 'training-step');
-    fs.rmSync(`${arm}.reached`, { force: true });
-    fs.writeFileSync(arm, '60000');
     try {
-      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
-      await waitFor(() => fs.existsSync(`${arm}.reached`), 'the first step to block', 60_000, 20);
-      expect(Number(fs.readFileSync(`${arm}.reached`, 'utf8'))).toBe(w.child.pid);
+      const job = await blockedSftJob(w, 'stopped-host');
       await new Promise((r) => setTimeout(r, 1000)); // the pulse thread beating for the blocked step
       w.child.kill('SIGSTOP');
       const stoppedAt = Date.now();
@@ -268,14 +281,10 @@ describe('Redis mode: stretches longer than what they announced (worker/pulse.ts
   it("a cancel during a 60 s step is heard by the pulse thread on the control channel: the job ends within seconds, BullMQ completes it once", async () => {
     const log = await watchQueue('training');
     const w = await liveTrainingWorker();
-    const { dataUrl, modelId } = await sftInputs('cancel-mid-step', 4);
     const arm = path.join(faultDir, 'training-step');
-    fs.rmSync(`${arm}.reached`, { force: true });
-    fs.writeFileSync(arm, '60000');
+    let job: { body: { id: string } } | null = null;
     try {
-      const job = await s.call('POST', '/v1/preview/sft-training-jobs', { key, body: { model_id: modelId, training_data_url: dataUrl, config: { batch_size: 4 } } });
-      await waitFor(() => fs.existsSync(`${arm}.reached`), 'the first step to block', 60_000, 20);
-      expect(Number(fs.readFileSync(`${arm}.reached`, 'utf8'))).toBe(w.child.pid);
+      job = await blockedSftJob(w, 'cancel-mid-step');
       const cancelledAt = Date.now();
       expect((await s.call('POST', `/v1/preview/training-jobs/${job.body.id}/cancel`, { key })).status).toBe(200);
       const events = await eventsOnceEnded(job.body.id, 60_000);
@@ -287,7 +296,7 @@ describe('Redis mode: stretches longer than what they announced (worker/pulse.ts
     } finally {
       fs.rmSync(arm, { force: true });
     }
-    await ranOnceInBullmq(log, w.stderr);
+    await ranOnceInBullmq(log, w.stderr, job!.body.id);
     w.child.kill('SIGKILL');
   }, 120_000);
 });
