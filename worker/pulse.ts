@@ -18,8 +18,8 @@
 // stall limit goes silent and is killed as a hang. In Redis mode the thread also extends the BullMQ locks of the jobs
 // the worker holds (worker/job-locks.ts), so a stretch longer than its announced lock keeps its job.
 //
-// The thread also hears cancels of the training job under way, on a channel of its own (the same pipe, read the other
-// way; in Redis mode the control channel, on its own connection), and writes them into shared memory
+// The thread also hears cancels of the training job under way, on a channel of its own (embedded: the same socket
+// pair, read the other way; Redis: the control channel, on its own connection), and writes them into shared memory
 // (src/runtime/compute-cancel.ts), which the training engine reads before each ONNX Runtime run: a micro-batch stops
 // within one run (seconds at 8B) instead of at its end. The main thread hears the same cancel through its transport,
 // between micro-batches (train-step.ts); whichever comes first stops the job. Results and events stay with the main

@@ -41,14 +41,9 @@ export function endCancellableCompute(token: number): void {
   if (current === token) current = 0;
 }
 
-/** Whether the stretch under way was cancelled. */
-export function computeCancelled(): boolean {
-  return current !== 0 && Atomics.load(cancelled, 0) === current;
-}
-
 /** Called between two native calls of a stretch: throws once it is cancelled. */
 export function throwIfComputeCancelled(): void {
-  if (computeCancelled()) throw new ComputeCancelledError();
+  if (current !== 0 && Atomics.load(cancelled, 0) === current) throw new ComputeCancelledError();
 }
 
 /** Block this thread up to `ms`, waking early when a cancel is written (fault-points.ts's blocking delays). */
