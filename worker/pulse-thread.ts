@@ -58,15 +58,30 @@ async function redisChannel(t: Extract<PulseTransport, { kind: 'redis' }>, hear:
   queue.on('error', () => {}); // reconnects by itself; the main thread's liveness monitor logs outages
   // Resubscribes by itself after a reconnect; a cancel published meanwhile still reaches the main thread's own
   // subscriber, or the main thread at the job's next micro-batch.
-  const sub = new Redis(t.url, { maxRetriesPerRequest: null, retryStrategy: () => 1000 });
+  const sub = new Redis(t.url, { maxRetriesPerRequest: null, connectTimeout: 2000, retryStrategy: () => 1000 });
   sub.on('error', () => {});
   sub.on('message', (_channel: string, raw: string) => {
     const jobId = cancelledJob(raw);
     if (jobId) hear(jobId);
   });
   void sub.subscribe(controlChannel(t.prefix)).catch(() => {});
+  // A subscriber only listens, so a partition that sends no reset would leave it deaf until the kernel's keepalive
+  // gives up (minutes), and the main thread's watched connections are not this thread's to drop. While pulses are
+  // due (the main thread blocked: only this thread can hear a cancel), each one PINGs the subscriber too; no answer
+  // within 2 s: a fresh connection, which subscribes again.
+  let pinging = false;
+  const checkSubscriber = () => {
+    if (pinging || sub.status !== 'ready') return;
+    pinging = true;
+    const deaf = setTimeout(() => sub.disconnect(true), 2000);
+    void sub.ping().catch(() => {}).finally(() => {
+      clearTimeout(deaf);
+      pinging = false;
+    });
+  };
   const stream = reportsStream(t.prefix);
   return async (message, locks) => {
+    checkSubscriber();
     try {
       const client = (await queue.backend.client) as unknown as Redis; // BullMQ's type is narrower than the ioredis it is
       await client.xadd(stream, 'MAXLEN', '~', String(REPORTS_MAXLEN), '*', 'm', JSON.stringify(message));

@@ -104,6 +104,8 @@ describe('scripts/gpu-check.sh --device cpu from the bundle', () => {
       expect(result.hearth.train[k]).toMatchObject({ engine: 'graph', device_used: 'cpu' });
       expect(result.hearth.train[k].host_device_bytes).toBeGreaterThan(0);
     }
+    // The bundle carries koffi: the trainer keeps freed memory for reuse there as in the repository (glibc, linux-x64).
+    expect(result.hearth.train.trainer.join('\n')).toContain('freed memory kept for reuse');
     // The big (Q4_K) model's LoRA step, from its store folder with the blocks kept.
     expect(result.hearth.train_big.sft).toMatchObject({ engine: 'graph', device_used: 'cpu' });
     expect(result.hearth.train_big.sft.tokens_per_second).toBeGreaterThan(0);

@@ -3,7 +3,7 @@
 // at every run and the process is back to its size after the run; while held, freed blocks stay in the heap (the
 // process keeps the run's tensor resident after the run); trimFreedMemory and the release give those pages back.
 // How much of what the heap keeps is reused is the benchmarks' to measure (docs/benchmarks.md, bench:train).
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DataType, GraphBuilder } from '../../src/runtime/onnx-proto.js';
 import { GraphSession } from '../../worker/training/graph/graph-session.js';
 import { holdFreedMemory, trimFreedMemory } from '../../worker/training/graph/freed-memory.js';
@@ -61,5 +61,25 @@ describe('freed memory held for a training engine (glibc)', () => {
 
   it('says why where it cannot hold', () => {
     expect(probe.held || typeof probe.reason === 'string').toBe(true);
+  });
+
+  it('takes HEARTH_TRAIN_HOLD_FREED as 0 or 1 and refuses anything else by name', async () => {
+    const fresh = async (value: string) => {
+      vi.resetModules(); // the module decides once per process
+      process.env.HEARTH_TRAIN_HOLD_FREED = value;
+      return import('../../worker/training/graph/freed-memory.js');
+    };
+    try {
+      const off = (await fresh('0')).holdFreedMemory();
+      expect(off).toMatchObject({ held: false, reason: 'HEARTH_TRAIN_HOLD_FREED=0' });
+      const { holdFreedMemory: hold } = await fresh('yes');
+      expect(() => hold()).toThrow('HEARTH_TRAIN_HOLD_FREED must be 0 or 1, got "yes"');
+      const on = (await fresh('1')).holdFreedMemory();
+      on.release();
+      expect(on.held).toBe(probe.held);
+    } finally {
+      delete process.env.HEARTH_TRAIN_HOLD_FREED;
+      vi.resetModules();
+    }
   });
 });

@@ -3,12 +3,14 @@
 // differ in summation order only, ~1e-6; a wrong backward op gives O(0.1–1)). Llama-style (GQA, untied) and
 // Qwen2-style (q/k/v bias, tied head over two vocabulary chunks), Qwen3-style q/k norm, llama3 rope scaling,
 // packed sequences in two rows.
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ModelConfig } from '../../src/runtime/model-config.js';
 import { weightsSource } from '../../src/runtime/weight-source.js';
 import { initTrainingBackend } from '../../worker/training/backend.js';
 import { GraphLoraModel } from '../../worker/training/graph/graph-model.js';
-import { layerSavedBytes } from '../../worker/training/graph/graph-engine.js';
+import { GraphEngine, layerSavedBytes } from '../../worker/training/graph/graph-engine.js';
+import { GraphSession } from '../../worker/training/graph/graph-session.js';
+import { ALL_LORA_TARGETS } from '../../worker/training/lora.js';
 import { buildTrainingModel } from '../../worker/training/loop.js';
 import { randomWeights } from '../../worker/training/tensor-utils.js';
 import { microBatchGradients, relL2, seededLora, tinyConfig } from './training-helpers.js';
@@ -58,4 +60,30 @@ describe('graph engine vs the TF.js engine (float base)', () => {
       }
     }, 120_000);
   }
+});
+
+describe('graph engine build', () => {
+  it('frees every session it loaded when its build stops (here: the head\'s norm weight is missing)', () => {
+    const config = cases[0][1];
+    const weights = randomWeights(config, 1);
+    weights.delete('model.norm.weight');
+    const loaded: GraphSession[] = [];
+    const realLoad = GraphSession.load.bind(GraphSession);
+    const spy = vi.spyOn(GraphSession, 'load').mockImplementation((...args) => {
+      const s = realLoad(...args);
+      loaded.push(s);
+      return s;
+    });
+    const disposed = new Set<GraphSession>();
+    const dispose = vi.spyOn(GraphSession.prototype, 'dispose').mockImplementation(function (this: GraphSession) { disposed.add(this); });
+    try {
+      expect(() => new GraphEngine(config, weightsSource(weights), ALL_LORA_TARGETS)).toThrow('weight model.norm.weight is missing');
+      expect(loaded.length).toBe(1 + config.numLayers); // the inputs graph and every layer's, before the head's
+      expect(loaded.every((s) => disposed.has(s))).toBe(true);
+    } finally {
+      spy.mockRestore();
+      dispose.mockRestore();
+      for (const s of loaded) s.dispose();
+    }
+  });
 });

@@ -40,7 +40,9 @@ let glibc: Glibc | string | undefined; // loaded, or why not
 let holders = 0;
 
 function load(): Glibc | string {
-  if (process.env.HEARTH_TRAIN_HOLD_FREED === '0') return 'HEARTH_TRAIN_HOLD_FREED=0';
+  const asked = process.env.HEARTH_TRAIN_HOLD_FREED;
+  if (asked !== undefined && asked !== '' && asked !== '0' && asked !== '1') throw new Error(`HEARTH_TRAIN_HOLD_FREED must be 0 or 1, got "${asked}"`);
+  if (asked === '0') return 'HEARTH_TRAIN_HOLD_FREED=0';
   if (process.platform !== 'linux') return `not Linux (${process.platform})`;
   const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
   if (!report?.header?.glibcVersionRuntime) return 'not glibc';

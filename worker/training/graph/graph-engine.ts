@@ -178,6 +178,8 @@ export class GraphEngine {
   /** Freed memory kept for reuse while the engine lives (freed-memory.ts), or why not. */
   readonly freedMemory: { held: boolean; reason?: string };
   private readonly releaseFreedMemory: () => void;
+  /** What the engine made and must free (sessions, device buffers), in the order made: freed in reverse. */
+  private readonly made: { dispose(): void }[] = [];
 
   constructor(readonly config: ModelConfig, source: WeightSource, readonly targets: readonly LoraTarget[], opts: GraphEngineOptions = {}) {
     if (config.numHeads % config.numKvHeads !== 0) throw new Error(`numHeads ${config.numHeads} is not a multiple of numKvHeads ${config.numKvHeads}`);
@@ -197,20 +199,16 @@ export class GraphEngine {
       return t;
     };
     const embedding = frozenData(tensor('model.embed_tokens.weight'));
-    // A build that stops (a cancel between two session loads, a load that fails) frees what it loaded at once: an
+    // A build that stops (a cancel between two session loads, a load that fails) frees what it made at once: an
     // 8B job's layer sessions hold its weights, which the garbage collector would let go of only some time later.
-    const loaded: GraphSession[] = [];
-    const load = (graph: Uint8Array, o: Parameters<typeof GraphSession.load>[1]) => {
-      const session = GraphSession.load(graph, o);
-      loaded.push(session);
-      return session;
-    };
+    const own = <T extends { dispose(): void }>(thing: T): T => { this.made.push(thing); return thing; };
+    const load = (graph: Uint8Array, o: Parameters<typeof GraphSession.load>[1]) => own(GraphSession.load(graph, o));
     try {
       this.inputs = load(buildInputsGraph(config, embedding), { ...sessionOpts, deviceOutputs: INPUTS_GRAPH_OUTPUTS });
-      this.uploader = new DeviceUploader(this.inputs.providers, this.transfers);
-      this.reader = new DeviceReader(this.inputs.providers, this.transfers);
+      this.uploader = own(new DeviceUploader(this.inputs.providers, this.transfers));
+      this.reader = own(new DeviceReader(this.inputs.providers, this.transfers));
       // A float table is fed to the inputs graph: the base's own array on the CPU, one copy on the device.
-      this.embeddingTable = embedding.kind === 'float' ? this.uploader.upload({ table: { data: embedding.data(), dims: [embedding.N, embedding.K] } }, false).table : null;
+      this.embeddingTable = embedding.kind === 'float' ? own(this.uploader.upload({ table: { data: embedding.data(), dims: [embedding.N, embedding.K] } }, false).table) : null;
       const gradOutputs = targets.flatMap((t) => [loraGradOutput(t, 'a'), loraGradOutput(t, 'b')]);
       const layerDeviceOutputs = ['out', ...this.saved.map(({ name }) => `saved_out.${name}`), ...gradOutputs];
       for (let l = 0; l < config.numLayers; l++) {
@@ -230,11 +228,7 @@ export class GraphEngine {
         { ...sessionOpts, arena: arenas?.head ?? false, deviceOutputs: ['expected_out', 'dx'] });
       opts.onProgress?.('head');
     } catch (err) {
-      for (const session of loaded) session.dispose();
-      const made = this as unknown as { embeddingTable?: { dispose(): void } | null; uploader?: { dispose(): void }; reader?: { dispose(): void } };
-      made.embeddingTable?.dispose();
-      made.uploader?.dispose();
-      made.reader?.dispose();
+      this.freeMade();
       hold.release();
       throw err;
     }
@@ -444,12 +438,12 @@ export class GraphEngine {
 
   dispose(): void {
     this.disposeAdapters();
-    this.embeddingTable?.dispose();
-    this.inputs.dispose();
-    for (const s of this.layers) s.dispose();
-    this.head.dispose();
-    this.uploader.dispose();
-    this.reader.dispose();
+    this.freeMade();
     this.releaseFreedMemory(); // after the sessions: their memory is free by now, and malloc_trim gives it back
+  }
+
+  /** Frees what the engine made, latest first (a buffer before the uploader that made it). */
+  private freeMade(): void {
+    for (const thing of this.made.splice(0).reverse()) thing.dispose();
   }
 }
