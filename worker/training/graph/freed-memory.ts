@@ -44,11 +44,23 @@ function load(): Glibc | string {
   if (asked !== undefined && asked !== '' && asked !== '0' && asked !== '1') throw new Error(`HEARTH_TRAIN_HOLD_FREED must be 0 or 1, got "${asked}"`);
   if (asked === '0') return 'HEARTH_TRAIN_HOLD_FREED=0';
   if (process.platform !== 'linux') return `not Linux (${process.platform})`;
-  const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
-  if (!report?.header?.glibcVersionRuntime) return 'not glibc';
+  // glibc is asked by FFI, not through process.report.getReport(): that report queries the network for the process's
+  // interfaces and open sockets (a worker's Redis connections), synchronously, which took minutes on some systems
+  // (nodejs/node#46060); an air-gapped host's resolver is a likely one.
+  let koffi: typeof import('koffi');
   try {
-    const koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
-    const libc = koffi.load('libc.so.6');
+    koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
+  } catch (err) {
+    return `no FFI: ${(err as Error).message.split('\n')[0]}`;
+  }
+  try {
+    let libc: ReturnType<typeof koffi.load>;
+    try {
+      libc = koffi.load('libc.so.6'); // glibc's soname (musl's C library is named otherwise)
+      (libc.func('const char *gnu_get_libc_version()') as () => string)();
+    } catch {
+      return 'not glibc';
+    }
     let mallinfo2: (() => { fordblks: number | bigint }) | null = null;
     try {
       const fields = ['arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost'];
