@@ -39,6 +39,8 @@ export const KEEP_FREE_BYTES = 2 ** 30;
 let glibc: Glibc | string | undefined; // loaded, or why not
 let holders = 0;
 
+const noFfi = (err: unknown) => `no FFI: ${(err as Error).message.split('\n')[0]}`;
+
 function load(): Glibc | string {
   const asked = process.env.HEARTH_TRAIN_HOLD_FREED;
   if (asked !== undefined && asked !== '' && asked !== '0' && asked !== '1') throw new Error(`HEARTH_TRAIN_HOLD_FREED must be 0 or 1, got "${asked}"`);
@@ -51,16 +53,16 @@ function load(): Glibc | string {
   try {
     koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
   } catch (err) {
-    return `no FFI: ${(err as Error).message.split('\n')[0]}`;
+    return noFfi(err);
+  }
+  let libc: ReturnType<typeof koffi.load>;
+  try {
+    libc = koffi.load('libc.so.6'); // glibc's soname (musl's C library is named otherwise)
+    (libc.func('const char *gnu_get_libc_version()') as () => string)();
+  } catch {
+    return 'not glibc';
   }
   try {
-    let libc: ReturnType<typeof koffi.load>;
-    try {
-      libc = koffi.load('libc.so.6'); // glibc's soname (musl's C library is named otherwise)
-      (libc.func('const char *gnu_get_libc_version()') as () => string)();
-    } catch {
-      return 'not glibc';
-    }
     let mallinfo2: (() => { fordblks: number | bigint }) | null = null;
     try {
       const fields = ['arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost'];
@@ -75,7 +77,7 @@ function load(): Glibc | string {
       freeBytes: () => (mallinfo2 ? Number(mallinfo2().fordblks) : null),
     };
   } catch (err) {
-    return `no FFI: ${(err as Error).message.split('\n')[0]}`;
+    return noFfi(err);
   }
 }
 
