@@ -4,11 +4,13 @@ import { z } from 'zod';
 
 /**
  * A pre-tokenized SFT sequence, one line of the JSONL file a native run's SFT job reads: trained as given,
- * loss_mask[t] = 1 where token_ids[t] is a target.
+ * loss_mask[t] = 1 where token_ids[t] is a target, with loss weight weights[t] (1 without the array; any finite
+ * value, negative ones push the target's probability down), as ART's `loss_weights` row.
  */
 export interface TokenizedSftRow {
   token_ids: number[];
   loss_mask: number[];
+  weights?: number[];
 }
 
 /**

@@ -3,7 +3,8 @@
 // `TokenLogprobs` per matrix (art.training's contract, validated as ART's client reads it), shaped as the matrix's
 // `target_token_ids` [T, 1]; position t holds the learner's logprob of token_ids[t + 1] where t is trained, 0
 // elsewhere. The values are checked against the same weights served by `/v1/completions` with echo and logprobs (the
-// base model at learner version 0, the published adapter at version 1), on another engine (ONNX Runtime).
+// base model at learner version 0, the published adapter at version 1), on another engine (ONNX Runtime). A batch
+// with loss weights other than 1 (both signs) measures the weighted mean of those values.
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_MODEL, startDemoServer } from '../helpers/demo-server.js';
@@ -136,8 +137,22 @@ describe('return_token_logprobs on N3 token matrices', () => {
     const gained = afterValues.flatMap((row, m) => row.map((v, t) => (sftActive(m, t) ? v - fbValues[m][t] : 0)));
     expect(Math.max(...gained)).toBeGreaterThan(10 * ENGINE_TOLERANCE);
 
+    // Loss weights other than 1, of both signs (ART's loss_weights row): the loss is Σ w · (−logprob) / N over the
+    // N weighted targets, made of exactly the values above.
+    const weightOf = (m: number, t: number) => [0.5, -1, 2, 1.5][(m + t) % 4];
+    const weightedMatrices = sftMatrices().map((matrix, m) => ({
+      ...matrix,
+      rows: matrix.rows.map((row) => (row.name !== 'loss_weights' ? row : {
+        ...row, values: { encoding: 'dense', data: sftIds[m].map((_, t) => (sftActive(m, t) ? weightOf(m, t) : 0)) },
+      })),
+    }));
+    const weightedOp = await terminal(await submit(`${runs}/forward`, body(`forward-${hex()}`, 6, weightedMatrices, CE, true)));
+    expect(matrixValues(weightedOp.result!, sftIds)).toEqual(afterValues);
+    const weightedSum = afterValues.reduce((a, row, m) => a + row.reduce((b, v, t) => b + (sftActive(m, t) ? -v * weightOf(m, t) : 0), 0), 0);
+    expect((weightedOp.result!.metrics as Record<string, number>).loss).toBeCloseTo(weightedSum / 7, 4);
+
     // CISPO token matrices: trained positions are those with an advantage.
-    const rl = await terminal(await submit(`${runs}/forward_backward`, body(`fb-${hex()}`, 6, rlMatrices(), CISPO, true)));
+    const rl = await terminal(await submit(`${runs}/forward_backward`, body(`fb-${hex()}`, 7, rlMatrices(), CISPO, true)));
     const worstRl = await expectServedValues(matrixValues(rl.result!, rlIds), rlIds, rlActive, generation);
     console.log(`token logprobs vs served: max |diff| base ${worstBase.toExponential(2)}, trained ${worstTrained.toExponential(2)}, rl ${worstRl.toExponential(2)}`);
     expect((await post(`/training/runs/${id}:close`, { request_id: `close-${hex()}` })).status).toBe(200);

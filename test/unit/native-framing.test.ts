@@ -45,10 +45,21 @@ describe("N3's token matrices", () => {
     expect(decoded.ok && decoded.sequences[0].loss_mask).toEqual(long.map((_, i) => (i >= 15 ? 1 : 0)));
   });
 
+  it('carry loss weights other than 1 (any sign) as per-target weights, and none when every weight is 0 or 1', () => {
+    const m = artSftTokenMatrix('m', [1, 2, 3, 4], [-100, 2, 3, 4]);
+    const withWeights = (data: number[]) => ({ ...m, rows: [m.rows[0], m.rows[1], { ...m.rows[2], values: { encoding: 'dense', data } }] });
+    // Position t weighs the target token_ids[t + 1]: the weight moves one place right, beside its target's id.
+    expect(sftSequencesFromTokenMatrices(matrixBatch(withWeights([0.5, -1, 0, 0])))).toEqual({
+      ok: true, sequences: [{ token_ids: [1, 2, 3, 4], loss_mask: [0, 1, 1, 0], weights: [0, 0.5, -1, 0] }],
+    });
+    expect(sftSequencesFromTokenMatrices(matrixBatch(withWeights([0, 1, 1, 0])))).toEqual({ ok: true, sequences: [{ token_ids: [1, 2, 3, 4], loss_mask: [0, 0, 1, 1] }] });
+    const spans = { ...m, rows: [m.rows[0], m.rows[1], { ...m.rows[2], values: { encoding: 'spans', default: [0], spans: [{ start: 1, end: 3, value: [2.5] }] } }] };
+    const decoded = sftSequencesFromTokenMatrices(matrixBatch(spans));
+    expect(decoded.ok && decoded.sequences[0]).toEqual({ token_ids: [1, 2, 3, 4], loss_mask: [0, 0, 1, 1], weights: [0, 0, 2.5, 2.5] });
+  });
+
   it('refuses what the trainer cannot do (501) and malformed matrices (400), naming why', () => {
     const m = artSftTokenMatrix('m', [1, 2, 3], [-100, 2, 3]);
-    const half = { ...m, rows: [m.rows[0], m.rows[1], { ...m.rows[2], values: { encoding: 'dense', data: [0.5, 1, 0] } }] };
-    expect(sftSequencesFromTokenMatrices(matrixBatch(half))).toMatchObject({ ok: false, status: 501, reason: /loss weight 0.5/ });
     const notNext = { ...m, rows: [m.rows[0], { ...m.rows[1], values: { encoding: 'dense', data: [9, 3, 0] } }, m.rows[2]] };
     expect(sftSequencesFromTokenMatrices(matrixBatch(notNext))).toMatchObject({ ok: false, status: 501, reason: /not the next input token/ });
     const advantages = { ...m, rows: [...m.rows, { name: 'advantages', dtype: 'float32', shape: [3, 1], values: { encoding: 'dense', data: [0, 1, 0] } }] };

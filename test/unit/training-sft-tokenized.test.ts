@@ -1,4 +1,4 @@
-// Pre-tokenized SFT lines (`{"token_ids", "loss_mask"}`, what the native API writes for ART N3's token matrices):
+// Pre-tokenized SFT lines (`{"token_ids", "loss_mask", "weights"?}`, what the native API writes for ART N3's token matrices):
 // trained as given, never re-tokenized; malformed lines named; rows with nothing to train and overlong ones counted.
 import { describe, expect, it } from 'vitest';
 import type { ChatTokenizer } from '../../worker/training/rl-data.js';
@@ -22,8 +22,16 @@ describe('pre-tokenized SFT rows', () => {
     expect([out.rowsWithoutAssistant, out.droppedTooLong]).toEqual([1, 1]);
   });
 
+  it('carry per-target loss weights when the line has them', async () => {
+    const rows = parseSftJsonl(JSON.stringify({ token_ids: [1, 5, 6, 2], loss_mask: [0, 0, 1, 1], weights: [0, 0, -0.5, 2] }));
+    const out = await tokenizeSftRows(rows, refuses);
+    expect(out.sequences).toEqual([{ ids: [1, 5, 6, 2], lossMask: [0, 0, 1, 1], tokenWeights: [0, 0, -0.5, 2], row: 0 }]);
+  });
+
   it('names malformed lines', () => {
     expect(() => parseSftJsonl('{"token_ids":[1,2],"loss_mask":[0]}')).toThrow(/line 1: "token_ids" and "loss_mask"/);
     expect(() => parseSftJsonl('{"messages":[]}\n{"token_ids":[1,-2],"loss_mask":[0,1]}')).toThrow(/line 2/);
+    expect(() => parseSftJsonl('{"token_ids":[1,2],"loss_mask":[0,1],"weights":[1]}')).toThrow(/line 1: "weights" must be a list of finite numbers, one per token id/);
+    expect(() => parseSftJsonl('{"token_ids":[1,2],"loss_mask":[0,1],"weights":[0,"1"]}')).toThrow(/"weights"/);
   });
 });

@@ -21,7 +21,7 @@ export interface TrainSequence {
    * `advantage` (which then does not count).
    */
   tokenAdvantages?: number[];
-  /** RL: a loss weight per target ids[t] (default 1), as ART's `loss_weights` row. */
+  /** A loss weight per target ids[t] (default 1; any finite value), as ART's `loss_weights` row, for RL and SFT. */
   tokenWeights?: number[];
   /** The job's input row it came from (default: its index), so per-sequence reports name their input. */
   row?: number;
@@ -52,6 +52,7 @@ export function validateSequence(seq: TrainSequence, vocabSize: number): void {
   if (seq.logprobs && seq.logprobs.length !== seq.ids.length) throw new Error(`logprobs has ${seq.logprobs.length} entries for ${seq.ids.length} tokens`);
   if (seq.tokenAdvantages && seq.tokenAdvantages.length !== seq.ids.length) throw new Error(`tokenAdvantages has ${seq.tokenAdvantages.length} entries for ${seq.ids.length} tokens`);
   if (seq.tokenWeights && seq.tokenWeights.length !== seq.ids.length) throw new Error(`tokenWeights has ${seq.tokenWeights.length} entries for ${seq.ids.length} tokens`);
+  if (seq.tokenWeights?.some((w) => !Number.isFinite(w))) throw new Error('tokenWeights must be finite numbers');
   for (const id of seq.ids) {
     if (!Number.isInteger(id) || id < 0 || id >= vocabSize) throw new Error(`token id ${id} is outside the vocabulary (${vocabSize})`);
   }

@@ -12,7 +12,7 @@ import { initTrainingBackend, type BackendName, type TrainingBackend } from './b
 import { writeCheckpoint, type CheckpointContents } from './checkpoint.js';
 import { microBatches, packSequences, trainableTokens, trainedPositions, validateSequence, type MicroBatch, type TrainSequence } from './data.js';
 import { DEFAULT_LORA_CONFIG, LoraAdapters, type LoraConfig } from './lora.js';
-import { readAndDispose, weightedNll } from './losses.js';
+import { readAndDispose, sftTokenWeights, weightedNll } from './losses.js';
 import { LlamaModel, type LayerRecomputation } from './model.js';
 import { chooseTrainingEngine } from './engine-choice.js';
 import { GraphLoraModel } from './graph/graph-model.js';
@@ -400,11 +400,9 @@ export async function runSft(job: SftJob, deps: TrainingDeps, emit: Emit): Promi
       let loss = 0;
       let gradNorm = 0;
       if (trainable > 0) {
-        // Mean NLL over the step's trainable tokens: each token weighs 1 / trainable.
         const lossOf = (mb: MicroBatch) => {
           const at = trainedPositions(mb);
-          const w = new Float32Array(at.index.length).fill(1 / trainable);
-          return weightedNll(logprobsAt(model, mb, at, true), w);
+          return weightedNll(logprobsAt(model, mb, at, true), sftTokenWeights(at.lossWeights, trainable));
         };
         const withTargets = mbs.filter((mb) => mb.numTrainableTokens > 0);
         ({ loss, gradNorm } = await optimizerStep(optimizer, withTargets, lossOf, { learningRate: learningRates[step], maxGradNorm: deps.maxGradNorm ?? 1, betweenMicroBatches: () => betweenMicroBatches(deps) }));
@@ -448,8 +446,7 @@ async function measureSft(job: SftJob, deps: TrainingDeps, emit: Emit, backend: 
     await forEachMicroBatch(mbs, () => betweenMicroBatches(deps), (mb) => {
       if (mb.numTrainableTokens === 0) return;
       const at = trainedPositions(mb);
-      const w = new Float32Array(at.index.length).fill(1 / trainable);
-      loss += readAndDispose(tf.tidy(() => weightedNll(logprobsAt(model, mb, at, false), w)))[0];
+      loss += readAndDispose(tf.tidy(() => weightedNll(logprobsAt(model, mb, at, false), sftTokenWeights(at.lossWeights, trainable))))[0];
     });
     const lastMetrics = {
       loss,

@@ -1,8 +1,8 @@
 // Training losses on per-token log-probabilities.
 //
 // Every loss here is a weighted sum over tokens, `sum_t weight_t * loss_t`. The caller bakes the
-// mask and the normalisation into the weights (e.g. 1 / trainable tokens of the optimizer step for
-// SFT), so micro-batches of one step simply add up.
+// mask and the normalisation into the weights (e.g. a token's loss weight / trainable tokens of the
+// optimizer step for SFT), so micro-batches of one step simply add up.
 import * as tf from '@tensorflow/tfjs-core';
 import type { PolicyLossConfig } from '../../src/protocol/policy-loss.js';
 
@@ -75,6 +75,14 @@ function entropyFromLogits(x: tf.Tensor, lse: tf.Tensor): tf.Tensor {
 /** Entropy of softmax(logits) per row, [n]. A metric: no gradient is meant to flow through it. */
 export function tokenEntropy(logits: tf.Tensor2D): tf.Tensor1D {
   return tf.tidy(() => entropyFromLogits(logits, tf.logSumExp(logits, -1)) as tf.Tensor1D);
+}
+
+/**
+ * The SFT loss weight of each trained position: its loss weight (1 unless the sequence carries per-token weights)
+ * over the step's trained tokens, so the loss is Σ w_t · (−log p_t) / N: with weights 1, the mean NLL.
+ */
+export function sftTokenWeights(lossWeights: Float32Array, trainable: number): Float32Array {
+  return lossWeights.map((w) => w / trainable);
 }
 
 /** Supervised loss: -sum_t weight_t * logprob_t (weights are 0 on prompt tokens). */

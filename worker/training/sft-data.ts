@@ -31,12 +31,19 @@ export function parseSftJsonl(text: string): (SftRow | TokenizedSftRow)[] {
       throw new Error(`training data line ${i + 1} is not JSON: ${(err as Error).message}`);
     }
     if (row && typeof row === 'object' && 'token_ids' in row) {
-      const { token_ids: ids, loss_mask: mask } = row as { token_ids?: unknown; loss_mask?: unknown };
+      const { token_ids: ids, loss_mask: mask, weights } = row as { token_ids?: unknown; loss_mask?: unknown; weights?: unknown };
       const ints = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x) && x >= 0);
       if (!ints(ids) || !ints(mask) || mask.length !== ids.length) {
         throw new Error(`training data line ${i + 1}: "token_ids" and "loss_mask" must be lists of nonnegative integers of one length`);
       }
-      rows.push({ token_ids: ids, loss_mask: mask });
+      if (weights === undefined) {
+        rows.push({ token_ids: ids, loss_mask: mask });
+        return;
+      }
+      if (!Array.isArray(weights) || weights.length !== ids.length || !weights.every((w) => typeof w === 'number' && Number.isFinite(w))) {
+        throw new Error(`training data line ${i + 1}: "weights" must be a list of finite numbers, one per token id`);
+      }
+      rows.push({ token_ids: ids, loss_mask: mask, weights });
       return;
     }
     const messages = (row as { messages?: unknown }).messages;
@@ -68,7 +75,7 @@ export async function tokenizeSftRows(rows: (SftRow | TokenizedSftRow)[], tokeni
     if (isTokenized(row)) {
       if (!row.loss_mask.some((m, t) => t > 0 && m)) rowsWithoutAssistant++;
       else if (opts.maxTokens !== undefined && row.token_ids.length > opts.maxTokens) droppedTooLong++;
-      else sequences.push({ ids: row.token_ids, lossMask: row.loss_mask, row: index });
+      else sequences.push({ ids: row.token_ids, lossMask: row.loss_mask, ...(row.weights ? { tokenWeights: row.weights } : {}), row: index });
       continue;
     }
     // Assistant messages become trainable items (Choice-shaped, without logprobs); `weight: 0` ones stay context.

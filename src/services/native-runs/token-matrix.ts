@@ -1,8 +1,10 @@
 // N3's SFT batches arrive tokenized, as ART's TokenMatrixBatch (art/training/token_matrix.py @ 44cf4bbe): per
 // sequence a `token_ids` row [T], a `target_token_ids` row [T,1] (the next token) and a `loss_weights` row [T,1]
-// (1 where that target is trained on), dense or as spans. Hearth's trainer takes a sequence as token ids and a loss
-// mask over them (mask[t] = 1: ids[t] is a target), so a matrix is exactly one such sequence when its weights are
-// 0/1 and every weighted target is the next input token; anything else is refused with the reason.
+// (≠ 0 where that target is trained on, and how much: any finite value), dense or as spans. Hearth's trainer takes a
+// sequence as token ids, a loss mask over them (mask[t] = 1: ids[t] is a target) and a weight per target, so a
+// matrix is exactly one such sequence when every weighted target is the next input token; anything else is refused
+// with the reason. The step's loss is Σ w_t · (−log p_t) / N over its N weighted targets (ART's
+// `mean_active_token`; 1 everywhere: the mean NLL).
 import type { TokenMatrixBatchT } from '../../schemas/native-framings.js';
 import type { TokenizedSftRow } from '../../protocol/token-sequences.js';
 
@@ -67,17 +69,21 @@ export function sftSequencesFromTokenMatrices(batch: TokenMatrixBatchT): TokenMa
       return { ok: false, status: 400, reason: `matrix ${matrix.matrix_id}: ${(err as Error).message}` };
     }
     if (tokenIds.some((v) => !Number.isInteger(v) || v < 0)) return { ok: false, status: 400, reason: `matrix ${matrix.matrix_id}: token_ids must be nonnegative integers` };
+    if (lossWeights.some((w) => !Number.isFinite(w))) return { ok: false, status: 400, reason: `matrix ${matrix.matrix_id}: loss_weights must be finite numbers` };
     const mask = new Array<number>(t).fill(0);
+    const targetWeights = new Array<number>(t).fill(0);
     for (let i = 0; i < t; i++) {
       const w = lossWeights[i];
       if (w === 0) continue;
-      if (w !== 1) return { ok: false, status: 501, reason: `matrix ${matrix.matrix_id}: loss weight ${w} at token ${i}; this server trains every target token with weight 1 (0 or 1 supported)` };
       if (i + 1 >= t || targetIds[i] !== tokenIds[i + 1]) {
         return { ok: false, status: 501, reason: `matrix ${matrix.matrix_id}: the target at token ${i} is not the next input token; this server trains next-token targets only` };
       }
       mask[i + 1] = 1;
+      targetWeights[i + 1] = w;
     }
-    sequences.push({ token_ids: tokenIds, loss_mask: mask });
+    // Weights only when one differs from 1, so plain 0/1 matrices keep their lines as before.
+    const weighted = targetWeights.some((w, i) => mask[i] === 1 && w !== 1);
+    sequences.push({ token_ids: tokenIds, loss_mask: mask, ...(weighted ? { weights: targetWeights } : {}) });
   }
   return { ok: true, sequences };
 }
