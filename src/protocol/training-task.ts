@@ -13,6 +13,8 @@ export const LoraRequest = z.object({
   /** Absent in jobs stored before it travelled here: then loraAlpha's default. */
   alpha: z.number().positive().optional(),
   target_modules: z.array(z.string()).min(1),
+  /** The seed of a fresh adapter's random A matrices (B starts at zero); absent: 0. A native N3 run's `spec.seed`. */
+  seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
 });
 export type LoraRequest = z.infer<typeof LoraRequest>;
 

@@ -2,7 +2,7 @@
 // framing a resolve speaks, N1's and N3's commands translated to the runs service's, and the service's records
 // answered in each framing, checked against zod copies of ART's models (test/helpers/art-native-framing-models.ts).
 import { describe, expect, it } from 'vitest';
-import { resolveFraming, translateN1, translateN3 } from '../../src/services/native-runs/framing.js';
+import { resolveFraming, runLoraSeed, translateN1, translateN3 } from '../../src/services/native-runs/framing.js';
 import { renderOperation, renderResult, renderRun } from '../../src/services/native-runs/framing-responses.js';
 import { sftSequencesFromTokenMatrices } from '../../src/services/native-runs/token-matrix.js';
 import { forwardBackwardResult } from '../../src/services/native-runs/wire.js';
@@ -23,7 +23,12 @@ describe('which framing a resolve speaks', () => {
     expect(resolveFraming({ request_id: 'r', run_name: 'a', spec: { ...spec, optimizer: 'sgd' } }).unsupported).toMatch(/optimizer "sgd"/);
     expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: null }, initial_state: null })).toEqual({ wire: 'n3', anonymous: true, unsupported: null });
     expect(resolveFraming({ request_id: 'r', run_name: 'a', spec: { ...spec, seed: null }, initial_state: null }).anonymous).toBe(false);
-    expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: 7 }, initial_state: null }).unsupported).toMatch(/seed 7/);
+    expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: 7 }, initial_state: null }).unsupported).toBeNull();
+    expect(() => resolveFraming({ request_id: 'r', spec: { ...spec, seed: 7.5 }, initial_state: null })).toThrow(/seed must be null or an integer/);
+    expect(() => resolveFraming({ request_id: 'r', spec: { ...spec, seed: 2 ** 60 }, initial_state: null })).toThrow(/seed/);
+    // The trainer's seed: 32 bits of the spec's (0 without one).
+    expect([null, undefined, 0, 7, -1, 2 ** 32 + 5, -(2 ** 40)].map((seed) => runLoraSeed({ ...spec, seed }))).toEqual([0, 0, 0, 7, 2 ** 32 - 1, 5, 0]);
+    expect(runLoraSeed(spec)).toBe(0);
     const initial = { source: { kind: 'service_checkpoint', checkpoint_id: 'c' }, restore_optimizer: false };
     expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: null }, initial_state: initial }).unsupported).toMatch(/initial_state/);
     expect(() => resolveFraming({ request_id: 'r', run_name: 'a', spec: { ...spec, optimizer: 'adamw', seed: null } })).toThrow(/cannot also/);

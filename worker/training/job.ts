@@ -31,6 +31,8 @@ interface JobCommon {
   /** Default 'lora'. */
   mode?: 'lora' | 'full';
   lora?: Partial<LoraConfig>;
+  /** The seed of fresh LoRA adapters' A matrices (default 0); a checkpoint continued from keeps its own adapters. */
+  seed?: number;
   /**
    * A native run's optim_step: AdamW with these settings continues from the moments beside `resumeFrom` (fresh when
    * it has none) and writes its own beside the checkpoint.
@@ -125,6 +127,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, emit: Emit, opts: Ru
     backend: opts.backend,
     deviceMemory: opts.deviceMemory,
     microBatchTokens: opts.microBatchTokens,
+    seed: spec.seed,
   };
 
   if (spec.optimizer) {

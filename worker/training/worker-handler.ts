@@ -23,7 +23,10 @@ import { loraAlpha, type NativeOptimizer } from '../../src/protocol/training-tas
 
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
   if (!task.baseModelDir) throw new TaskError(400, `base model ${task.baseModel} has no folder on this host`);
-  const common = { modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir };
+  const common = {
+    modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir,
+    ...(task.payload.lora?.seed !== undefined ? { seed: task.payload.lora.seed } : {}),
+  };
   const p = task.payload;
   const native = {
     forwardOnly: p.forward_only === true,

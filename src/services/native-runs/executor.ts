@@ -14,6 +14,7 @@ import type { Store } from '../../store/sqlite/store.js';
 import { nowIso, type ModelRecord, type NativeOperationRecord, type NativeRunRecord, type TrainingJobRecord } from '../../store/records.js';
 import { notImplemented } from '../../errors/domain-errors.js';
 import { pendingGradients } from './admission.js';
+import { runLoraSeed } from './framing.js';
 import { forwardBackwardResult, peftTargets, pick, sftRow, TERMINAL_OPERATION_STATUSES } from './wire.js';
 import {
   admitRlBatch, isRlForwardBackward, measuresRl, rlForwardBackwardResult, rlJobData, rlOptimMetrics, rlOptimPayload, rlTokenInputs, type RlInputs, type RlTokenBatch,
@@ -123,7 +124,7 @@ export class NativeExecutor {
   /** The run's adapter; alpha is ART's and PEFT's habit, twice the rank. */
   private loraPayload(run: NativeRunRecord): LoraRequest {
     const spec = run.spec as { lora_rank: number; lora_target_modules: string[] };
-    return { rank: spec.lora_rank, alpha: defaultLoraAlpha(spec.lora_rank), target_modules: peftTargets(spec.lora_target_modules) };
+    return { rank: spec.lora_rank, alpha: defaultLoraAlpha(spec.lora_rank), target_modules: peftTargets(spec.lora_target_modules), seed: runLoraSeed(run.spec) };
   }
 
   /** Keep an operation's training inputs (`text`) until an optim_step applies them; returns their file. */

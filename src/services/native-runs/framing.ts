@@ -38,16 +38,24 @@ export function resolveFraming(body: ResolveAnyRunBodyT): ResolveFraming {
     return { wire: 'n1', anonymous: false, unsupported };
   }
   if (n3) {
-    let unsupported: string | null = null;
-    if (body.initial_state != null) {
-      unsupported = 'initial_state is not implemented by this server: a run starts from its base model (leave initial_state null)';
-    } else if (spec.seed != null) {
-      unsupported = `spec.seed ${JSON.stringify(spec.seed)} is not honoured by this server (its LoRA adapters start from a fixed seed): leave it null`;
+    // ART's RunSpec.seed is `int | None`; beyond 2^53 a JSON number is not the integer sent (nor the spec echoed back).
+    if (spec.seed != null && !Number.isSafeInteger(spec.seed)) {
+      throw new ValidationError([{ loc: ['body', 'spec', 'seed'], msg: 'seed must be null or an integer of at most 2^53 in magnitude', type: 'int_type' }]);
     }
+    const unsupported = body.initial_state != null ? 'initial_state is not implemented by this server: a run starts from its base model (leave initial_state null)' : null;
     return { wire: 'n3', anonymous: body.run_name == null, unsupported };
   }
   if (body.run_name == null) throw missingRunName();
   return { wire: 'n2', anonymous: false, unsupported: null };
+}
+
+/**
+ * The LoRA seed of a run's spec (N3's `seed`): its fresh adapters' A matrices are drawn from it, so runs with one seed
+ * start alike. The trainer's generator takes 32 bits: the seed modulo 2^32 (0 without one, as N1's and N2's runs).
+ */
+export function runLoraSeed(spec: Record<string, unknown>): number {
+  const seed = typeof spec.seed === 'number' && Number.isSafeInteger(spec.seed) ? spec.seed : 0;
+  return ((seed % 2 ** 32) + 2 ** 32) % 2 ** 32;
 }
 
 /** Only N3 may leave the run name out: for N1 and N2 it is a missing field, answered as the schema would (422). */
