@@ -19,9 +19,25 @@ export const NativeCommandEnvelope = z
       '<the same command with run_id>}; N3: N2\'s fields with a token_matrix batch, a flat loss and publication {target, model_alias}',
   });
 
+/**
+ * N3's `initial_state` (client.py @ 44cf4bbe): the checkpoint a new run starts from, named by the id the service gave
+ * it (an optim_step's or a publication's `checkpoint_id`) or as an artifact (`entity/project/name:stepN`, `:vN`,
+ * `:latest`: the served names), and whether AdamW's moments saved with it continue too.
+ */
+export const N3InitialState = z
+  .strictObject({
+    source: z.discriminatedUnion('kind', [
+      z.strictObject({ kind: z.literal('service_checkpoint'), checkpoint_id: z.string().min(1).max(255) }),
+      z.strictObject({ kind: z.literal('wandb_artifact'), artifact: z.string().min(1).max(512) }),
+    ]),
+    restore_optimizer: z.boolean(),
+  })
+  .meta({ id: 'NativeTrainingInitialState' });
+export type N3InitialStateT = z.output<typeof N3InitialState>;
+
 /** `POST /training/runs:resolve` of every framing: N3 may leave out run_name and adds initial_state. */
 export const ResolveAnyRunBody = z
-  .object({ request_id: id, run_name: z.string().min(1).max(255).nullish(), spec: RunSpec, initial_state: z.unknown().optional() })
+  .object({ request_id: id, run_name: z.string().min(1).max(255).nullish(), spec: RunSpec, initial_state: N3InitialState.nullish() })
   .catchall(z.unknown())
   .meta({ id: 'ResolveTrainingRunAnyFraming' });
 

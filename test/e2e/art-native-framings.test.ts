@@ -256,6 +256,82 @@ describe('native runs in client framing N3 (frozen public wire, token matrices)'
     expect(Math.abs(b - a)).toBeLessThan(1e-6);
   }, 300_000);
 
+  it('initial_state starts a run from a checkpoint: by checkpoint_id with its moments (training on as the first run would), or by served name; refusals name why', async () => {
+    await register('n3-init');
+    const resolve = async (initial: unknown, runSpec: Record<string, unknown> = { ...spec, seed: null }) =>
+      post('/training/runs:resolve', { request_id: `resolve-${hex()}`, spec: runSpec, initial_state: initial });
+    const fresh = async (initial: unknown) => ok(await resolve(initial), N3NativeTrainingRun).run_id;
+    const succeeded = async (path: string, body: unknown) => {
+      const done = await terminal(await submit(path, body));
+      expect(done.status, JSON.stringify(done.error)).toBe('succeeded');
+      return done;
+    };
+    const measure = async (id: string, sequenceId: number) => ((await succeeded(`/training/runs/${id}/forward`, fbBody(`forward-${hex()}`, sequenceId))).result as { metrics: { loss: number } }).metrics.loss;
+    const trainStep = async (id: string, sequenceId: number) => {
+      await succeeded(`/training/runs/${id}/forward_backward`, fbBody(`fb-${hex()}`, sequenceId));
+      return (await succeeded(`/training/runs/${id}/optim_step`, { request_id: `optim-${hex()}`, sequence_id: sequenceId + 1, optimizer })).result as { checkpoint: { checkpoint_id: string; learner_version: number } };
+    };
+
+    // The first run: one step (learner version 1), measured, published as n3-init:step1.
+    const first = await fresh(null);
+    const base = await measure(first, 0);
+    const step1 = await trainStep(first, 1);
+    const afterStep1 = await measure(first, 3);
+    expect(afterStep1).toBeLessThan(base - 1e-3);
+    const published = (await succeeded(`/training/runs/${first}/save_weights_for_sampler`, {
+      request_id: `publish-${hex()}`, sequence_id: 4, checkpoint_name: 'step-1', ttl_seconds: null, publication: { target: 'saved_generation', model_alias: 'n3-init' },
+    })).result as { generation_id: string };
+
+    // A run from the first run's version 1 with its moments: its version 0 measures as that version, and its next
+    // step lands where the first run's second step does (same weights, same AdamW moments, same batch).
+    const continued = await fresh({ source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: true });
+    expect(Math.abs((await measure(continued, 0)) - afterStep1)).toBeLessThan(1e-6);
+    await trainStep(continued, 1);
+    await trainStep(first, 5);
+    const [firstStep2, continuedStep1] = [await measure(first, 7), await measure(continued, 3)];
+    expect(Math.abs(continuedStep1 - firstStep2), `${continuedStep1} vs ${firstStep2}`).toBeLessThan(1e-5);
+    // Without the moments the same step is a fresh AdamW's, which moves elsewhere.
+    const freshMoments = await fresh({ source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: false });
+    await trainStep(freshMoments, 0);
+    expect(Math.abs((await measure(freshMoments, 2)) - firstStep2)).toBeGreaterThan(1e-4);
+
+    // By served name (train()'s artifact_name, with :vN as W&B names versions); a publication holds no moments.
+    for (const artifact of [published.generation_id, 'alice/p/n3-init:v1', `wandb-artifact:///${published.generation_id}`]) {
+      const byName = await fresh({ source: { kind: 'wandb_artifact', artifact }, restore_optimizer: false });
+      expect(Math.abs((await measure(byName, 0)) - afterStep1), artifact).toBeLessThan(1e-6);
+    }
+    const withMoments = await resolve({ source: { kind: 'wandb_artifact', artifact: published.generation_id }, restore_optimizer: true });
+    expect([withMoments.status, withMoments.body.detail]).toEqual([409, expect.stringMatching(/carries no optimizer moments/)]);
+
+    // Deleting a run that started from a checkpoint leaves the checkpoint: a later run still starts from it.
+    expect((await post(`/training/runs/${continued}:close`, { request_id: `close-${hex()}` })).status).toBe(200);
+    await waitFor(async () => (await get(`/training/runs/${continued}`)).body.status === 'closed', 'the run to close', 30_000, 50);
+    expect((await s.call('DELETE', `/v1/training/runs/${continued}`, { key })).status).toBe(200);
+    const again = await fresh({ source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: true });
+    expect(Math.abs((await measure(again, 0)) - afterStep1)).toBeLessThan(1e-6);
+
+    // Refusals, nothing made: unknown ids and steps (404), another entity's checkpoint (404), a served name that is
+    // none (422), another rank (409), a malformed initial_state (422).
+    const refusals: [unknown, Record<string, unknown> | undefined, number, RegExp][] = [
+      [{ source: { kind: 'service_checkpoint', checkpoint_id: 'no-such-checkpoint' }, restore_optimizer: false }, undefined, 404, /checkpoint no-such-checkpoint not found/],
+      [{ source: { kind: 'wandb_artifact', artifact: 'alice/p/n3-init:step9' }, restore_optimizer: false }, undefined, 404, /no checkpoint at step 9/],
+      [{ source: { kind: 'wandb_artifact', artifact: 'bob/p/n3-init:step1' }, restore_optimizer: false }, undefined, 404, /not found/],
+      [{ source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: false }, { ...spec, lora_rank: 4, seed: null }, 409, /rank-8 adapter .* rank 4/],
+    ];
+    for (const [initial, runSpec, status, message] of refusals) {
+      const r = await resolve(initial, runSpec);
+      expect([r.status, r.body.detail], JSON.stringify(initial)).toEqual([status, expect.stringMatching(message)]);
+    }
+    const notServed = await resolve({ source: { kind: 'wandb_artifact', artifact: 'just-a-name' }, restore_optimizer: false });
+    expect([notServed.status, notServed.body.detail?.[0]?.loc]).toEqual([422, ['body', 'initial_state', 'source', 'artifact']]);
+    const malformed = await resolve({ source: { kind: 'service_checkpoint' }, restore_optimizer: false });
+    expect([malformed.status, malformed.body.detail?.[0]?.loc]).toEqual([422, ['body', 'initial_state', 'source', 'checkpoint_id']]);
+    const bobs = await s.call('POST', '/v1/training/runs:resolve', {
+      key: s.key('bob'), body: { request_id: `resolve-${hex()}`, spec: { ...spec, seed: null }, initial_state: { source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: false } },
+    });
+    expect([bobs.status, bobs.body.detail]).toEqual([404, expect.stringMatching(/not found/)]);
+  }, 400_000);
+
   it('a second anonymous run on the same model: learner versions restart at 1, the served names continue the model\'s steps, and generation_id names the new weights', async () => {
     await register('n3-twice');
     const wireSpec = { ...spec, seed: null };

@@ -29,8 +29,8 @@ describe('which framing a resolve speaks', () => {
     // The trainer's seed: 32 bits of the spec's (0 without one).
     expect([null, undefined, 0, 7, -1, 2 ** 32 + 5, -(2 ** 40)].map((seed) => runLoraSeed({ ...spec, seed }))).toEqual([0, 0, 0, 7, 2 ** 32 - 1, 5, 0]);
     expect(runLoraSeed(spec)).toBe(0);
-    const initial = { source: { kind: 'service_checkpoint', checkpoint_id: 'c' }, restore_optimizer: false };
-    expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: null }, initial_state: initial }).unsupported).toMatch(/initial_state/);
+    const initial = { source: { kind: 'service_checkpoint' as const, checkpoint_id: 'c' }, restore_optimizer: false };
+    expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: null }, initial_state: initial })).toEqual({ wire: 'n3', anonymous: true, unsupported: null });
     expect(() => resolveFraming({ request_id: 'r', run_name: 'a', spec: { ...spec, optimizer: 'adamw', seed: null } })).toThrow(/cannot also/);
     expect(() => resolveFraming({ request_id: 'r', spec })).toThrow(/run_name: Field required/);
     expect(() => resolveFraming({ request_id: 'r', run_name: 'hearth-anonymous-run:x', spec })).toThrow(/may not start/);

@@ -43,7 +43,11 @@ export function nativeTrainingRoutes(ctx: AppContext): RouteDef[] {
     defineRoute({
       method: 'POST', url: '/v1/training/runs::resolve', operationId: 'native_resolve_run', summary: 'Resolve Training Run (by run_name and spec)',
       tags, auth: 'bearer', body: ResolveAnyRunBody, response: NativeRunResponse,
-      errors: { 404: 'Base model not installed', 409: 'run_name exists with another spec or another client framing', 501: 'A spec or initial_state this server cannot honour' },
+      errors: {
+        404: 'Base model not installed, or the checkpoint initial_state names not found',
+        409: 'run_name exists with another spec or another client framing, or the initial_state checkpoint does not fit the spec',
+        501: 'A spec this server cannot honour',
+      },
       handler: ({ auth, body }) => runs.resolve(auth.entity, body),
     }),
     defineRoute({

@@ -9,6 +9,7 @@ import { conflict, notFound, notImplemented } from '../../errors/domain-errors.j
 import type { NativeRunsService } from './runs.js';
 import { ANONYMOUS_RUN_PREFIX, resolveFraming, type NativeWire, type TranslatedCommand } from './framing.js';
 import { renderOperation, renderResult, renderRun } from './framing-responses.js';
+import { findInitialCheckpoint } from './initial-state.js';
 import type { ResolveAnyRunBodyT } from '../../schemas/native-framings.js';
 import type { ResolveRunBodyT } from '../../schemas/native-training.js';
 
@@ -35,8 +36,10 @@ export class NativeFramedRuns {
       const was = this.store.nativeRunWires.get(existing.id).wire;
       if (was !== framing.wire) throw conflict(`training run "${runName}" was resolved by another ART client framing (${was}); nothing was changed`);
     }
-    const { initial_state: _initial, ...rest } = body;
-    const resolved = this.runs.resolve(entity, { ...rest, run_name: runName } as ResolveRunBodyT);
+    const { initial_state: initialState, ...rest } = body;
+    // A retry finds its run, which already started from its initial state.
+    const initial = !existing && initialState ? findInitialCheckpoint(this.store, entity, body.spec, initialState) : null;
+    const resolved = this.runs.resolve(entity, { ...rest, run_name: runName } as ResolveRunBodyT, initial);
     if (!existing) this.store.nativeRunWires.set(resolved.run_id, { wire: framing.wire, anonymous: framing.anonymous });
     return renderRun(framing.wire, framing.anonymous, this.store.nativeRuns.runById(resolved.run_id)!);
   }

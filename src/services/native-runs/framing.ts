@@ -42,8 +42,7 @@ export function resolveFraming(body: ResolveAnyRunBodyT): ResolveFraming {
     if (spec.seed != null && !Number.isSafeInteger(spec.seed)) {
       throw new ValidationError([{ loc: ['body', 'spec', 'seed'], msg: 'seed must be null or an integer of at most 2^53 in magnitude', type: 'int_type' }]);
     }
-    const unsupported = body.initial_state != null ? 'initial_state is not implemented by this server: a run starts from its base model (leave initial_state null)' : null;
-    return { wire: 'n3', anonymous: body.run_name == null, unsupported };
+    return { wire: 'n3', anonymous: body.run_name == null, unsupported: null };
   }
   if (body.run_name == null) throw missingRunName();
   return { wire: 'n2', anonymous: false, unsupported: null };

@@ -10,6 +10,7 @@ import { conflict, invalid, notFound, notImplemented } from '../../errors/domain
 import { admit, canonicalJson, commandFingerprint, pendingGradients } from './admission.js';
 import { accumulationConflict, admitRlBatch } from './rl-batch.js';
 import { NativeExecutor } from './executor.js';
+import { copyInitialCheckpoint, type InitialCheckpoint } from './initial-state.js';
 import { LEARNER_PROJECT } from '../hidden-models.js';
 import { operationResponse, peftTargets, runResponse, TERMINAL_OPERATION_STATUSES } from './wire.js';
 import type { BaseModelCatalog } from '../../models/base-models.js';
@@ -37,7 +38,11 @@ export class NativeRunsService {
 
   // ---- runs ----
 
-  resolve(entity: string, body: ResolveRunBodyT) {
+  /**
+   * The run named `body.run_name`, made when there is none; a new run's learner version 0 is `initial` (N3's
+   * initial_state, native-runs/initial-state.ts) when given, else the base model.
+   */
+  resolve(entity: string, body: ResolveRunBodyT, initial: InitialCheckpoint | null = null) {
     const spec = body.spec as Record<string, unknown>;
     const existing = this.store.nativeRuns.runByName(entity, body.run_name);
     if (existing) {
@@ -62,9 +67,13 @@ export class NativeRunsService {
       id, entity, runName: body.run_name, spec, status: 'open', learnerModelId: learner.id, nextSequenceId: 0,
       projectedLearnerVersion: 0, committedLearnerVersion: 0, createdAt: nowIso(),
     };
+    // The initial checkpoint's files first: its row, with the run's, says they are complete.
+    const start = initial && { id: crypto.randomUUID(), modelId: learner.id, step: 0, metrics: initial.checkpoint.metrics, path: path.join(this.models.modelCheckpointDir(learner.id), 'step-0'), createdAt: nowIso() };
+    if (start) copyInitialCheckpoint(initial, start.path);
     this.store.tx(() => {
       this.store.models.insert(learner);
       this.store.nativeRuns.insertRun(run);
+      if (start) this.store.checkpoints.insert(start);
     });
     return runResponse(run);
   }

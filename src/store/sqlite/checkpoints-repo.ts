@@ -21,6 +21,12 @@ export class CheckpointsRepo {
     return r ? toRecord(r) : null;
   }
 
+  /** A checkpoint by its id alone (the id a client was given names it whatever model holds it). */
+  byId(id: string): CheckpointRecord | null {
+    const r = this.db.prepare('SELECT * FROM checkpoints WHERE id = ?').get(id) as Row | undefined;
+    return r ? toRecord(r) : null;
+  }
+
   byStep(modelId: string, step: number): CheckpointRecord | null {
     const r = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? AND step = ?').get(modelId, step) as Row | undefined;
     return r ? toRecord(r) : null;
