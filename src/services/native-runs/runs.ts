@@ -70,11 +70,17 @@ export class NativeRunsService {
     // The initial checkpoint's files first: its row, with the run's, says they are complete.
     const start = initial && { id: crypto.randomUUID(), modelId: learner.id, step: 0, metrics: initial.checkpoint.metrics, path: path.join(this.models.modelCheckpointDir(learner.id), 'step-0'), createdAt: nowIso() };
     if (start) copyInitialCheckpoint(initial, start.path);
-    this.store.tx(() => {
-      this.store.models.insert(learner);
-      this.store.nativeRuns.insertRun(run);
-      if (start) this.store.checkpoints.insert(start);
-    });
+    try {
+      this.store.tx(() => {
+        this.store.models.insert(learner);
+        this.store.nativeRuns.insertRun(run);
+        if (start) this.store.checkpoints.insert(start);
+      });
+    } catch (err) {
+      // No row names the copy (a concurrent resolve of the same name won): it goes.
+      if (start) fs.rmSync(path.dirname(start.path), { recursive: true, force: true });
+      throw err;
+    }
     return runResponse(run);
   }
 
