@@ -1,5 +1,5 @@
-// N3's `initial_state` (docs/art.md "Initial state"): a new run whose learner version 0 is a checkpoint this service
-// made instead of the base model. The checkpoint is named by its id or by a served name, within the caller's entity;
+// N3's `initial_state` (docs/art.md, "Framings (decisions)"): a new run whose learner version 0 is a checkpoint this
+// service made instead of the base model. The checkpoint is named by its id or by a served name, within the caller's entity;
 // it must be a LoRA adapter over the run's base model with the spec's rank and target modules (the spec is what the
 // run trains and what ART compares), and it is copied as the learner's step 0: its adapter, and AdamW's moments when
 // restore_optimizer. The run's jobs then continue from it as from any learner version, and deleting the run deletes
