@@ -307,8 +307,12 @@ describe('native runs in client framing N3 (frozen public wire, token matrices)'
     expect((await post(`/training/runs/${continued}:close`, { request_id: `close-${hex()}` })).status).toBe(200);
     await waitFor(async () => (await get(`/training/runs/${continued}`)).body.status === 'closed', 'the run to close', 30_000, 50);
     expect((await s.call('DELETE', `/v1/training/runs/${continued}`, { key })).status).toBe(200);
-    const again = await fresh({ source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: true });
+    const again = await fresh({ source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: false });
     expect(Math.abs((await measure(again, 0)) - afterStep1)).toBeLessThan(1e-6);
+    // The first run has committed version 2 since: version 1 kept its adapter, its moments went (only a run's
+    // committed version keeps them).
+    const superseded = await resolve({ source: { kind: 'service_checkpoint', checkpoint_id: step1.checkpoint.checkpoint_id }, restore_optimizer: true });
+    expect([superseded.status, superseded.body.detail]).toEqual([409, expect.stringMatching(/carries no optimizer moments/)]);
 
     // Refusals, nothing made: unknown ids and steps (404), another entity's checkpoint (404), a served name that is
     // none (422), another rank (409), a malformed initial_state (422).

@@ -144,6 +144,9 @@ describe('native runs: forward, the carried optimizer, save_state and load_state
     // Two optim_steps in a row: the second continues the first's AdamW (step count 2).
     await trainStep();
     expect(adamStep(2)).toBe(2);
+    // Only the committed version keeps its moments (they serve the next step alone); version 1's adapter stays.
+    expect(adamStep(1)).toBeNull();
+    expect(adapter(1).size).toBeGreaterThan(0);
 
     // load_state (no optimizer): version 3 = the saved weights, fresh moments. A retry is the same operation, and an
     // unknown state is refused with nothing applied.
@@ -170,6 +173,7 @@ describe('native runs: forward, the carried optimizer, save_state and load_state
     expect([loadWith.kind, loadWith.reserved_output_learner_version]).toEqual(['load_state', 5]);
     expect((await result(loadWith, LoadStateResult)).optimizer_restored).toBe(true);
     expect(adamStep(5)).toBe(1);
+    expect(adamStep(4)).toBeNull();
     await trainStep();
     expect(adamStep(6)).toBe(2);
     expect(maxDiff(6, 2)).toBeLessThan(1e-6);

@@ -74,7 +74,7 @@ export function findInitialCheckpoint(store: Store, entity: string, spec: RunSpe
   }
   if (state.restore_optimizer && !fs.existsSync(path.join(dir, OPTIMIZER_STATE_FILE))) {
     throw conflict(
-      `initial_state: ${named} carries no optimizer moments (a publication holds the adapter only; an optim_step's checkpoint_id names a version with its moments): ` +
+      `initial_state: ${named} carries no optimizer moments (a publication holds the adapter only, and a run keeps the moments of its committed version alone): ` +
       'send restore_optimizer false to start a fresh AdamW',
     );
   }
