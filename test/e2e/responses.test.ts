@@ -148,7 +148,8 @@ describe('openai SDK: responses.create', () => {
 
 describe('openai SDK: responses.stream', () => {
   it('sends the documented events in order, with increasing sequence numbers, ending in the final response', async () => {
-    const stream = client.responses.stream({ model: MODEL, input: 'Stream please', max_output_tokens: 12, include: ['message.output_text.logprobs'] });
+    // Greedy, so the same tokens every run: sampled, the first token was now and then the end of sequence (no delta).
+    const stream = client.responses.stream({ model: MODEL, input: 'Stream please', max_output_tokens: 12, temperature: 0, include: ['message.output_text.logprobs'] });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
     for await (const e of stream) events.push(e);
     const final = await stream.finalResponse();
