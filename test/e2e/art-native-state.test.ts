@@ -219,5 +219,20 @@ describe('native runs: forward, the carried optimizer, save_state and load_state
     const servedDir = s.store.checkpoints.latest(model.id)!.path!;
     expect(published.checkpoint.learner_version).toBe(8);
     expect(fs.readdirSync(servedDir).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
+    // The published adapter is the learner version's file under a second name (src/runtime/checkpoint-files.ts) where
+    // the filesystem has hard links (HEARTH_HOME's is probed), else a copy of its bytes.
+    const [served, learned] = [path.join(servedDir, 'adapter_model.safetensors'), path.join(learnerDir(8), 'adapter_model.safetensors')];
+    const probe = path.join(home, 'link-probe');
+    fs.writeFileSync(probe, '');
+    let links = true;
+    try {
+      fs.linkSync(probe, `${probe}-2`);
+    } catch {
+      links = false;
+    }
+    fs.rmSync(probe, { force: true });
+    fs.rmSync(`${probe}-2`, { force: true });
+    if (links) expect(fs.statSync(served).ino).toBe(fs.statSync(learned).ino);
+    expect(fs.readFileSync(served).equals(fs.readFileSync(learned))).toBe(true);
   }, 300_000);
 });

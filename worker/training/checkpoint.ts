@@ -17,9 +17,9 @@ import { parseLoraTargets, type LoraConfig } from './lora.js';
 import { decodeOptimizerState, encodeOptimizerState, OPTIMIZER_STATE_FILE, type OptimizerState } from '../../src/runtime/optimizer-state.js';
 import { decodeSafetensors, encodeSafetensors } from '../../src/runtime/safetensors.js';
 
-export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
-export const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';
-export const FULL_WEIGHTS_FILE = 'model.safetensors';
+import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, FULL_WEIGHTS_FILE } from '../../src/runtime/checkpoint-files.js';
+
+export { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, FULL_WEIGHTS_FILE };
 
 export type CheckpointContents =
   // optimizer: AdamW's moments, written beside the adapter (a native run's optim_step; optimizer-state.ts)

@@ -22,6 +22,7 @@ import {
 import { forwardResult, NativeStates } from './state.js';
 import { matrixTokenLogprobs, wantsTokenLogprobs } from './token-logprobs.js';
 import { OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
+import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, placeCheckpointFiles } from '../../runtime/checkpoint-files.js';
 import type { ModelsService } from '../models.js';
 import { isHiddenModel } from '../hidden-models.js';
 import type { JobWork, TrainingJobsService } from '../training-jobs.js';
@@ -321,13 +322,10 @@ export class NativeExecutor {
     const target = this.publicationTarget(run, alias!);
     const step = (this.store.checkpoints.latest(target.id)?.step ?? 0) + 1;
     const dir = path.join(this.models.modelCheckpointDir(target.id), `step-${step}`);
-    const staging = `${dir}.staging-${op.id}`;
-    fs.rmSync(staging, { recursive: true, force: true });
     fs.mkdirSync(path.dirname(dir), { recursive: true });
-    // The adapter only: AdamW's moments belong to the run (a model trained on from here starts a fresh AdamW).
-    fs.cpSync(learner.path, staging, { recursive: true, filter: (p) => path.basename(p) !== OPTIMIZER_STATE_FILE });
-    fs.rmSync(dir, { recursive: true, force: true });
-    fs.renameSync(staging, dir);
+    // The adapter only: AdamW's moments belong to the run (a model trained on from here starts a fresh AdamW). Its
+    // files are the learner version's own, linked where the filesystem allows (checkpoint-files.ts).
+    placeCheckpointFiles(learner.path, dir, [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE], `${dir}.staging-${op.id}`);
     const checkpointId = crypto.randomUUID();
     this.store.tx(() => {
       this.store.checkpoints.insert({ id: checkpointId, modelId: target.id, step, metrics: learner.metrics, path: dir, createdAt: nowIso() });

@@ -1,23 +1,21 @@
 // N3's `initial_state` (docs/art.md, "Framings (decisions)"): a new run whose learner version 0 is a checkpoint this
 // service made instead of the base model. The checkpoint is named by its id or by a served name, within the caller's entity;
 // it must be a LoRA adapter over the run's base model with the spec's rank and target modules (the spec is what the
-// run trains and what ART compares), and it is copied as the learner's step 0: its adapter, and AdamW's moments when
-// restore_optimizer. The run's jobs then continue from it as from any learner version, and deleting the run deletes
-// the copy, never the checkpoint it came from.
+// run trains and what ART compares), and its files become the learner's step 0 (linked where the filesystem allows:
+// src/runtime/checkpoint-files.ts): its adapter, and AdamW's moments when restore_optimizer. The run's jobs then
+// continue from it as from any learner version, and deleting the run deletes its names for the files, never the
+// checkpoint it came from.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Store } from '../../store/sqlite/store.js';
 import type { CheckpointRecord } from '../../store/records.js';
 import { conflict, notFound, ValidationError } from '../../errors/domain-errors.js';
 import { OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
+import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, placeCheckpointFiles } from '../../runtime/checkpoint-files.js';
 import { parseModelName } from '../model-names.js';
 import { isHiddenModel } from '../hidden-models.js';
 import { peftTargets } from './wire.js';
 import type { N3InitialStateT } from '../../schemas/native-framings.js';
-
-// A LoRA checkpoint's files as worker/training/checkpoint.ts writes them (importing that file would load TF.js here).
-const ADAPTER_CONFIG_FILE = 'adapter_config.json';
-const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';
 
 /** The checkpoint a new run starts from, and whether its moments come along. */
 export interface InitialCheckpoint {
@@ -81,13 +79,8 @@ export function findInitialCheckpoint(store: Store, entity: string, spec: RunSpe
   return { checkpoint: { ...checkpoint, path: dir }, restoreOptimizer: state.restore_optimizer };
 }
 
-/** Copy the initial checkpoint's files into `dir` (the learner's step 0): the adapter, and the moments when restored. */
+/** Put the initial checkpoint's files in `dir` (the learner's step 0): the adapter, and the moments when restored. */
 export function copyInitialCheckpoint(initial: InitialCheckpoint, dir: string): void {
-  const staging = `${dir}.staging`;
-  fs.rmSync(staging, { recursive: true, force: true });
-  fs.mkdirSync(staging, { recursive: true });
   const files = [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, ...(initial.restoreOptimizer ? [OPTIMIZER_STATE_FILE] : [])];
-  for (const file of files) fs.copyFileSync(path.join(initial.checkpoint.path, file), path.join(staging, file));
-  fs.rmSync(dir, { recursive: true, force: true });
-  fs.renameSync(staging, dir);
+  placeCheckpointFiles(initial.checkpoint.path, dir, files);
 }

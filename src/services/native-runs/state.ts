@@ -13,14 +13,12 @@ import type { Store } from '../../store/sqlite/store.js';
 import { nowIso, type NativeOperationRecord, type NativeRunRecord } from '../../store/records.js';
 import { decodeOptimizerState, encodeOptimizerState, freshOptimizerState, OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
 import { decodeSafetensors } from '../../runtime/safetensors.js';
+import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, linkOrCopy } from '../../runtime/checkpoint-files.js';
 import type { AdmissionRefusal, CommandInput } from './admission.js';
 import type { ModelsService } from '../models.js';
 import type { LoadStateBodyT, SaveStateBodyT } from '../../schemas/native-training.js';
 import { servedName } from '../../domain/served-names.js';
 
-// A LoRA checkpoint's files as worker/training/checkpoint.ts writes them (importing that file would load TF.js here).
-const ADAPTER_CONFIG_FILE = 'adapter_config.json';
-const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';
 
 const GONE: ReadonlySet<string> = new Set(['failed', 'cancelled']);
 
@@ -95,7 +93,7 @@ export class NativeStates {
     const staging = `${dir}.staging`;
     fs.rmSync(staging, { recursive: true, force: true });
     fs.mkdirSync(staging, { recursive: true });
-    for (const file of [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE]) fs.copyFileSync(path.join(source.path, file), path.join(staging, file));
+    for (const file of [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE]) linkOrCopy(path.join(source.path, file), path.join(staging, file));
     fs.writeFileSync(path.join(staging, OPTIMIZER_STATE_FILE), optimizer);
     fs.rmSync(dir, { recursive: true, force: true });
     fs.renameSync(staging, dir);
@@ -134,7 +132,7 @@ export class NativeStates {
     const staging = path.join(path.dirname(dir), `.step-${version}.load-${op.id}`);
     fs.rmSync(staging, { recursive: true, force: true });
     fs.mkdirSync(staging, { recursive: true });
-    for (const file of [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE]) fs.copyFileSync(path.join(from, file), path.join(staging, file));
+    for (const file of [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE]) linkOrCopy(path.join(from, file), path.join(staging, file));
     if (optimizer) fs.writeFileSync(path.join(staging, OPTIMIZER_STATE_FILE), optimizer);
     // No row names this step (the learner is at the parent version): a folder there is what a crash left.
     fs.rmSync(dir, { recursive: true, force: true });
