@@ -21,13 +21,18 @@ export function linkOrCopy(from: string, to: string): void {
 }
 
 /**
- * Put `files` of `fromDir` into `toDir` whole or not at all: into a staging folder beside it first, which then
- * replaces `toDir` (a folder there is what an earlier try left: no row names it yet).
+ * Put `files` of `fromDir` (and the bytes of `written`, by file name) into `toDir` whole or not at all: into a
+ * staging folder first, which then replaces `toDir` (a folder there is what an earlier try left: no row names it yet).
  */
-export function placeCheckpointFiles(fromDir: string, toDir: string, files: readonly string[], staging = `${toDir}.staging`): void {
+export function placeCheckpointFiles(
+  fromDir: string, toDir: string, files: readonly string[],
+  opts: { written?: Record<string, Uint8Array>; staging?: string } = {},
+): void {
+  const staging = opts.staging ?? `${toDir}.staging`;
   fs.rmSync(staging, { recursive: true, force: true });
   fs.mkdirSync(staging, { recursive: true });
   for (const file of files) linkOrCopy(path.join(fromDir, file), path.join(staging, file));
+  for (const [file, bytes] of Object.entries(opts.written ?? {})) fs.writeFileSync(path.join(staging, file), bytes);
   fs.rmSync(toDir, { recursive: true, force: true });
   fs.renameSync(staging, toDir);
 }

@@ -10,8 +10,11 @@ export const RunSpec = z
     dtype: z.literal('bfloat16'),
     lora_rank: z.number().int().min(1).max(1024),
     lora_target_modules: z.array(z.string().min(1).max(255)).min(1).max(256),
+    // N3's LoRA seed (ART's RunSpec.seed, `int | None`); a safe integer, since beyond 2^53 a JSON number is no longer
+    // the integer sent (nor the spec echoed back). native-runs/framing.ts runLoraSeed says what it seeds.
+    seed: z.number().int({ error: 'seed must be null or an integer of at most 2^53 in magnitude' }).nullish(),
   })
-  // N1 adds `optimizer`, N3 `seed`: kept and echoed back, since ART compares the spec it sent by value.
+  // N1 adds `optimizer`: kept and echoed back with the rest, since ART compares the spec it sent by value.
   .catchall(z.unknown())
   .meta({ id: 'NativeTrainingRunSpec' });
 

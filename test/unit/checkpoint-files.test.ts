@@ -1,5 +1,5 @@
 // Checkpoint files put in another folder (src/runtime/checkpoint-files.ts): one file under two names where the
-// filesystem has hard links, the bytes copied where it has not, and a folder placed whole.
+// filesystem has hard links, the bytes copied where it has not, and a folder placed whole (with bytes written beside).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -48,6 +48,12 @@ describe('checkpoint files', () => {
     placeCheckpointFiles(from, to, ['adapter_config.json', 'adapter_model.safetensors']);
     expect(fs.readdirSync(to).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
     expect(fs.existsSync(`${to}.staging`)).toBe(false);
+    // Bytes made elsewhere (a saved state's moments) go in beside the linked files, through a staging folder named.
+    const withMoments = path.join(root, 'c-with-moments');
+    placeCheckpointFiles(from, withMoments, ['adapter_model.safetensors'], { written: { 'optimizer.safetensors': Buffer.from([9]) }, staging: path.join(root, '.c-staging') });
+    expect(fs.readdirSync(withMoments).sort()).toEqual(['adapter_model.safetensors', 'optimizer.safetensors']);
+    expect([...fs.readFileSync(path.join(withMoments, 'optimizer.safetensors'))]).toEqual([9]);
+    expect(fs.existsSync(path.join(root, '.c-staging'))).toBe(false);
     // A file that is not there fails the placement and leaves the folder as it was.
     expect(() => placeCheckpointFiles(from, to, ['adapter_model.safetensors', 'missing.json'])).toThrow(/missing\.json/);
     expect(fs.readdirSync(to).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);

@@ -6,7 +6,7 @@ import { resolveFraming, runLoraSeed, translateN1, translateN3 } from '../../src
 import { renderOperation, renderResult, renderRun } from '../../src/services/native-runs/framing-responses.js';
 import { sftSequencesFromTokenMatrices } from '../../src/services/native-runs/token-matrix.js';
 import { forwardBackwardResult } from '../../src/services/native-runs/wire.js';
-import { N3ForwardBackwardBody, N3SaveWeightsForSamplerBody, TokenMatrixBatch, type TokenMatrixBatchT } from '../../src/schemas/native-framings.js';
+import { N3ForwardBackwardBody, N3SaveWeightsForSamplerBody, ResolveAnyRunBody, TokenMatrixBatch, type TokenMatrixBatchT } from '../../src/schemas/native-framings.js';
 import type { NativeOperationRecord, NativeRunRecord } from '../../src/store/records.js';
 import {
   artSftTokenMatrix, N1ForwardBackwardResult, N1NativeTrainingOperation, n1OperationRef, N1OptimStepResult, N1SamplerWeightsResult,
@@ -24,8 +24,13 @@ describe('which framing a resolve speaks', () => {
     expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: null }, initial_state: null })).toEqual({ wire: 'n3', anonymous: true, unsupported: null });
     expect(resolveFraming({ request_id: 'r', run_name: 'a', spec: { ...spec, seed: null }, initial_state: null }).anonymous).toBe(false);
     expect(resolveFraming({ request_id: 'r', spec: { ...spec, seed: 7 }, initial_state: null }).unsupported).toBeNull();
-    expect(() => resolveFraming({ request_id: 'r', spec: { ...spec, seed: 7.5 }, initial_state: null })).toThrow(/seed must be null or an integer/);
-    expect(() => resolveFraming({ request_id: 'r', spec: { ...spec, seed: 2 ** 60 }, initial_state: null })).toThrow(/seed/);
+    // A seed that is no safe integer never reaches it: the resolve body's schema refuses it (422 at spec.seed).
+    for (const seed of [7.5, 2 ** 60]) {
+      const parsed = ResolveAnyRunBody.safeParse({ request_id: 'r', spec: { ...spec, seed }, initial_state: null });
+      expect(parsed.success, String(seed)).toBe(false);
+      expect(parsed.error!.issues.map((i) => [i.path, i.message])).toEqual([[['spec', 'seed'], 'seed must be null or an integer of at most 2^53 in magnitude']]);
+    }
+    expect(ResolveAnyRunBody.parse({ request_id: 'r', spec: { ...spec, seed: -(2 ** 40) }, initial_state: null }).spec.seed).toBe(-(2 ** 40));
     // The trainer's seed: 32 bits of the spec's (0 without one).
     expect([null, undefined, 0, 7, -1, 2 ** 32 + 5, -(2 ** 40)].map((seed) => runLoraSeed({ ...spec, seed }))).toEqual([0, 0, 0, 7, 2 ** 32 - 1, 5, 0]);
     expect(runLoraSeed(spec)).toBe(0);

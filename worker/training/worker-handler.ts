@@ -23,16 +23,14 @@ import { loraAlpha, type NativeOptimizer } from '../../src/protocol/training-tas
 
 export function specFromTask(task: TrainingTask): TrainingJobSpec {
   if (!task.baseModelDir) throw new TaskError(400, `base model ${task.baseModel} has no folder on this host`);
-  const common = {
-    modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir,
-    ...(task.payload.lora?.seed !== undefined ? { seed: task.payload.lora.seed } : {}),
-  };
+  const common = { modelDir: task.baseModelDir, baseModelName: task.baseModel, resumeFrom: task.initCheckpointDir, checkpointDir: task.outputDir };
   const p = task.payload;
   const native = {
     forwardOnly: p.forward_only === true,
     returnTokenLogprobs: p.return_token_logprobs === true,
     oneOptimizerStep: p.one_optimizer_step === true,
     ...(p.lora ? { lora: { rank: p.lora.rank, alpha: loraAlpha(p.lora), targetModules: parseLoraTargets(p.lora.target_modules) } } : {}),
+    ...(p.lora?.seed !== undefined ? { seed: p.lora.seed } : {}),
     ...(p.optimizer ? { optimizer: optimizerSettings(p.optimizer) } : {}),
   };
   if (task.kind === 'rl') {

@@ -325,7 +325,7 @@ export class NativeExecutor {
     fs.mkdirSync(path.dirname(dir), { recursive: true });
     // The adapter only: AdamW's moments belong to the run (a model trained on from here starts a fresh AdamW). Its
     // files are the learner version's own, linked where the filesystem allows (checkpoint-files.ts).
-    placeCheckpointFiles(learner.path, dir, [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE], `${dir}.staging-${op.id}`);
+    placeCheckpointFiles(learner.path, dir, [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE], { staging: `${dir}.staging-${op.id}` });
     const checkpointId = crypto.randomUUID();
     this.store.tx(() => {
       this.store.checkpoints.insert({ id: checkpointId, modelId: target.id, step, metrics: learner.metrics, path: dir, createdAt: nowIso() });

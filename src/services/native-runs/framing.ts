@@ -38,10 +38,6 @@ export function resolveFraming(body: ResolveAnyRunBodyT): ResolveFraming {
     return { wire: 'n1', anonymous: false, unsupported };
   }
   if (n3) {
-    // ART's RunSpec.seed is `int | None`; beyond 2^53 a JSON number is not the integer sent (nor the spec echoed back).
-    if (spec.seed != null && !Number.isSafeInteger(spec.seed)) {
-      throw new ValidationError([{ loc: ['body', 'spec', 'seed'], msg: 'seed must be null or an integer of at most 2^53 in magnitude', type: 'int_type' }]);
-    }
     return { wire: 'n3', anonymous: body.run_name == null, unsupported: null };
   }
   if (body.run_name == null) throw missingRunName();
@@ -53,7 +49,7 @@ export function resolveFraming(body: ResolveAnyRunBodyT): ResolveFraming {
  * start alike. The trainer's generator takes 32 bits: the seed modulo 2^32 (0 without one, as N1's and N2's runs).
  */
 export function runLoraSeed(spec: Record<string, unknown>): number {
-  const seed = typeof spec.seed === 'number' && Number.isSafeInteger(spec.seed) ? spec.seed : 0;
+  const seed = typeof spec.seed === 'number' ? spec.seed : 0; // a safe integer: RunSpec's schema
   return ((seed % 2 ** 32) + 2 ** 32) % 2 ** 32;
 }
 

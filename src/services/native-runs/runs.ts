@@ -77,7 +77,7 @@ export class NativeRunsService {
         if (start) this.store.checkpoints.insert(start);
       });
     } catch (err) {
-      // No row names the copy (a concurrent resolve of the same name won): it goes.
+      // The rows could not be stored, so no row names the copy: it goes.
       if (start) fs.rmSync(path.dirname(start.path), { recursive: true, force: true });
       throw err;
     }

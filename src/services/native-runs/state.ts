@@ -13,7 +13,7 @@ import type { Store } from '../../store/sqlite/store.js';
 import { nowIso, type NativeOperationRecord, type NativeRunRecord } from '../../store/records.js';
 import { decodeOptimizerState, encodeOptimizerState, freshOptimizerState, OPTIMIZER_STATE_FILE } from '../../runtime/optimizer-state.js';
 import { decodeSafetensors } from '../../runtime/safetensors.js';
-import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, linkOrCopy } from '../../runtime/checkpoint-files.js';
+import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, placeCheckpointFiles } from '../../runtime/checkpoint-files.js';
 import type { AdmissionRefusal, CommandInput } from './admission.js';
 import type { ModelsService } from '../models.js';
 import type { LoadStateBodyT, SaveStateBodyT } from '../../schemas/native-training.js';
@@ -90,13 +90,7 @@ export class NativeStates {
     const optimizer = fs.existsSync(optimizerFile) ? fs.readFileSync(optimizerFile) : encodeOptimizerState(freshOptimizerState());
     decodeOptimizerState(optimizer, adapter); // refuse to save a damaged state
     const dir = this.stateDir(op);
-    const staging = `${dir}.staging`;
-    fs.rmSync(staging, { recursive: true, force: true });
-    fs.mkdirSync(staging, { recursive: true });
-    for (const file of [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE]) linkOrCopy(path.join(source.path, file), path.join(staging, file));
-    fs.writeFileSync(path.join(staging, OPTIMIZER_STATE_FILE), optimizer);
-    fs.rmSync(dir, { recursive: true, force: true });
-    fs.renameSync(staging, dir);
+    placeCheckpointFiles(source.path, dir, [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE], { written: { [OPTIMIZER_STATE_FILE]: optimizer } });
     finish({
       operation_id: op.id, kind: 'save_state', checkpoint: { run_id: run.id, learner_version: version, checkpoint_id: op.id },
       lora: this.shown(dir), training_session_id: run.id, generation_id: source.id,
@@ -129,14 +123,10 @@ export class NativeStates {
     if (optimizer) decodeOptimizerState(optimizer, adapter); // a damaged state is refused before anything changes
     const version = op.reservedOutputLearnerVersion!;
     const dir = path.join(this.models.modelCheckpointDir(run.learnerModelId), `step-${version}`);
-    const staging = path.join(path.dirname(dir), `.step-${version}.load-${op.id}`);
-    fs.rmSync(staging, { recursive: true, force: true });
-    fs.mkdirSync(staging, { recursive: true });
-    for (const file of [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE]) linkOrCopy(path.join(from, file), path.join(staging, file));
-    if (optimizer) fs.writeFileSync(path.join(staging, OPTIMIZER_STATE_FILE), optimizer);
     // No row names this step (the learner is at the parent version): a folder there is what a crash left.
-    fs.rmSync(dir, { recursive: true, force: true });
-    fs.renameSync(staging, dir);
+    placeCheckpointFiles(from, dir, [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE], {
+      written: optimizer ? { [OPTIMIZER_STATE_FILE]: optimizer } : {}, staging: path.join(path.dirname(dir), `.step-${version}.load-${op.id}`),
+    });
     const learner = this.store.models.getById(run.learnerModelId)!;
     const checkpoint = {
       id: crypto.randomUUID(), modelId: learner.id, step: version,

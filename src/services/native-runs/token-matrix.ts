@@ -69,7 +69,6 @@ export function sftSequencesFromTokenMatrices(batch: TokenMatrixBatchT): TokenMa
       return { ok: false, status: 400, reason: `matrix ${matrix.matrix_id}: ${(err as Error).message}` };
     }
     if (tokenIds.some((v) => !Number.isInteger(v) || v < 0)) return { ok: false, status: 400, reason: `matrix ${matrix.matrix_id}: token_ids must be nonnegative integers` };
-    if (lossWeights.some((w) => !Number.isFinite(w))) return { ok: false, status: 400, reason: `matrix ${matrix.matrix_id}: loss_weights must be finite numbers` };
     const mask = new Array<number>(t).fill(0);
     const targetWeights = new Array<number>(t).fill(0);
     for (let i = 0; i < t; i++) {
